@@ -1,0 +1,47 @@
+import type { Algorithm, LimitState } from "./types.js";
+
+/**
+ * Up to `limit` requests per window, windows aligned to the Unix epoch: [k·D, (k+1)·D).
+ * State: a = window start (ms), b = requests counted in that window.
+ */
+export const fixedWindow: Algorithm = {
+  name: "fixed-window",
+  code: 0,
+
+  step(state, limit, durationMs, now, out) {
+    const windowStart = now - (now % durationMs);
+    const windowEnd = windowStart + durationMs;
+    const count = state !== null && state.a === windowStart ? state.b : 0;
+    out.resetMs = windowEnd;
+    if (count + 1 <= limit) {
+      out.allowed = true;
+      out.remaining = limit - count - 1;
+      out.retryAfterMs = 0;
+      out.a = windowStart;
+      out.b = count + 1;
+      out.c = 0;
+    } else {
+      out.allowed = false;
+      out.remaining = 0;
+      out.retryAfterMs = windowEnd - now;
+    }
+  },
+
+  merge(x, y, _durationMs, _now, out) {
+    // Counts of an older window no longer matter; counts of the same window add up.
+    if (x.a === y.a) {
+      out.a = x.a;
+      out.b = x.b + y.b;
+    } else {
+      const later = x.a > y.a ? x : y;
+      out.a = later.a;
+      out.b = later.b;
+    }
+    out.c = 0;
+  },
+
+  expiresAt(state: Readonly<LimitState>, _limit: number, durationMs: number) {
+    return state.a + durationMs;
+  },
+};
+

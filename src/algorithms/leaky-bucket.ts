@@ -1,0 +1,47 @@
+import { ceilDiv, floorDiv } from "./integer.js";
+import type { Algorithm, LimitState } from "./types.js";
+
+/**
+ * A meter of capacity `limit` draining continuously at limit/D per second; a request
+ * adds one unit when it fits. It is the dual of the token bucket (meter = capacity −
+ * tokens) and admits exactly the same requests. Units are 1/D_ms of a request, as there.
+ *
+ * State: a = meter level (scaled), b = time of that level (ms), c = last limit.
+ */
+export const leakyBucket: Algorithm = {
+  name: "leaky-bucket",
+  code: 3,
+
+  step(state, limit, D, now, out) {
+    const capacity = limit * D;
+    let meter = 0;
+    if (state !== null) meter = Math.max(0, state.a - Math.max(0, now - state.b) * limit);
+    if (meter + D <= capacity) {
+      const after = meter + D;
+      out.allowed = true;
+      out.remaining = floorDiv(capacity - after, D);
+      out.retryAfterMs = 0;
+      out.resetMs = now + ceilDiv(after, limit);
+      out.a = after;
+      out.b = now;
+      out.c = limit;
+    } else {
+      out.allowed = false;
+      out.remaining = 0;
+      out.retryAfterMs = ceilDiv(meter + D - capacity, limit);
+      out.resetMs = now + ceilDiv(meter, limit);
+    }
+  },
+
+  merge(x, y, _D, now, out) {
+    const limit = x.b >= y.b ? x.c : y.c;
+    const drained = (s: Readonly<LimitState>) => Math.max(0, s.a - Math.max(0, now - s.b) * limit);
+    out.a = drained(x) + drained(y);
+    out.b = now;
+    out.c = limit;
+  },
+
+  expiresAt(state: Readonly<LimitState>, limit: number, _D: number) {
+    return state.b + ceilDiv(state.a, limit);
+  },
+};

@@ -1,0 +1,84 @@
+import { floorDiv } from "./integer.js";
+import type { Algorithm, LimitState } from "./types.js";
+
+/**
+ * The two-window estimate (Cloudflare, Unkey, Upstash): with epoch-aligned windows,
+ * estimate = previous × (1 − elapsed/D) + current, and a request is allowed when
+ * estimate + 1 ≤ limit. Everything is multiplied through by D (in ms) so the test is
+ * integer arithmetic: previous × (D − elapsed) + (current + 1) × D ≤ limit × D.
+ *
+ * State: a = current window start (ms), b = current window count, c = previous window count.
+ */
+export const slidingWindow: Algorithm = {
+  name: "sliding-window",
+  code: 1,
+
+  step(state, limit, D, now, out) {
+    const windowStart = now - (now % D);
+    let current = 0;
+    let previous = 0;
+    if (state !== null) {
+      if (state.a === windowStart) {
+        current = state.b;
+        previous = state.c;
+      } else if (state.a === windowStart - D) {
+        previous = state.b;
+      }
+    }
+    const elapsed = now - windowStart;
+    const budget = limit * D; // limit, scaled by D
+    const weightedPrevious = previous * (D - elapsed);
+
+    if (weightedPrevious + (current + 1) * D <= budget) {
+      const counted = current + 1;
+      out.allowed = true;
+      out.remaining = floorDiv(budget - weightedPrevious - counted * D, D);
+      out.retryAfterMs = 0;
+      // The current window's requests weigh on the estimate until the end of the next window.
+      out.resetMs = windowStart + 2 * D;
+      out.a = windowStart;
+      out.b = counted;
+      out.c = previous;
+      return;
+    }
+
+    out.allowed = false;
+    out.remaining = 0;
+    out.resetMs = current > 0 ? windowStart + 2 * D : windowStart + D;
+    // Earliest elapsed time e in this window with previous × (D − e) ≤ (limit − 1 − current) × D.
+    const roomThisWindow = limit - 1 - current;
+    if (roomThisWindow >= 0 && previous > 0) {
+      const e = D - floorDiv(roomThisWindow * D, previous);
+      if (e < D) {
+        out.retryAfterMs = e - elapsed;
+        return;
+      }
+    }
+    // Otherwise in the next window, where this window's count becomes `previous`:
+    // earliest e with current × (D − e) ≤ (limit − 1) × D. e = D means the window after.
+    const e = current === 0 ? 0 : Math.max(0, D - floorDiv((limit - 1) * D, current));
+    out.retryAfterMs = D + e - elapsed;
+  },
+
+  merge(x, y, D, _now, out) {
+    // Align both to the later window, then add counts window by window.
+    const windowStart = Math.max(x.a, y.a);
+    let current = 0;
+    let previous = 0;
+    for (const s of [x, y]) {
+      if (s.a === windowStart) {
+        current += s.b;
+        previous += s.c;
+      } else if (s.a === windowStart - D) {
+        previous += s.b;
+      }
+    }
+    out.a = windowStart;
+    out.b = current;
+    out.c = previous;
+  },
+
+  expiresAt(state: Readonly<LimitState>, _limit: number, D: number) {
+    return state.b > 0 ? state.a + 2 * D : state.a + D;
+  },
+};

@@ -1,0 +1,57 @@
+/**
+ * The contract every algorithm implements. Algorithms are pure: they read only their
+ * arguments (the clock arrives as `now`), and write their answer into a caller-owned
+ * `Step` so the hot path allocates nothing per decision.
+ *
+ * Time is integer milliseconds throughout. All state values are integers held in
+ * doubles; they stay exact while limit × duration_ms ≤ 2^53 (limit × duration ≤ 9×10¹²
+ * request-seconds, e.g. 1,000,000 per 104 days). Beyond that the arithmetic is still
+ * correct to well under a millisecond, but no longer exact to the millisecond.
+ */
+export type AlgorithmName = "fixed-window" | "sliding-window" | "token-bucket" | "leaky-bucket";
+
+/**
+ * A stored limit state: three numbers whose meaning belongs to the algorithm.
+ * Kept as plain numbers so the state table can hold them in typed arrays.
+ */
+export interface LimitState {
+  a: number;
+  b: number;
+  c: number;
+}
+
+/** The outcome of one request against one state. */
+export interface Step extends LimitState {
+  allowed: boolean;
+  /** requests that would still be allowed right now, after this one */
+  remaining: number;
+  /** unix ms at which the key is back to its full limit if nothing else arrives (= state expiry) */
+  resetMs: number;
+  /** blocked only: the shortest wait in whole ms after which one request is allowed; 0 when allowed */
+  retryAfterMs: number;
+  /** when allowed, the state to store (a, b, c) */
+}
+
+export interface Algorithm {
+  readonly name: AlgorithmName;
+  /** stable small integer used on the peer wire and in state hand-off */
+  readonly code: number;
+  /**
+   * Decide one request. `state` is null when the key has no stored state.
+   * On a blocked request the state is not counted: `out.a/b/c` are left meaningless and
+   * the caller must not store them.
+   */
+  step(state: Readonly<LimitState> | null, limit: number, durationMs: number, now: number, out: Step): void;
+  /**
+   * Combine two states of one key that counted disjoint sets of requests (a key whose
+   * owner changed), so that the result forgets no request either side counted and
+   * counts none twice. Writes into `out`; `out` may alias `x`.
+   */
+  merge(x: Readonly<LimitState>, y: Readonly<LimitState>, durationMs: number, now: number, out: LimitState): void;
+  /** unix ms at which `state` becomes equivalent to no state at all */
+  expiresAt(state: Readonly<LimitState>, limit: number, durationMs: number): number;
+}
+
+export function newStep(): Step {
+  return { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, a: 0, b: 0, c: 0 };
+}

@@ -1,0 +1,76 @@
+import { ApiKeyVerifier, generateApiKey } from "./auth.js";
+import type { Config } from "./config.js";
+import type { Decider } from "./decider.js";
+import { FrontEnd } from "./http-server.js";
+import { IdGenerator } from "./ids.js";
+import { createLogger, type Logger } from "./logger.js";
+import { Metrics } from "./metrics.js";
+import { LocalDecider } from "./shard/local-decider.js";
+import { StateTable } from "./shard/state-table.js";
+
+const SWEEP_INTERVAL_MS = 1000;
+
+export interface RunningNode {
+  readonly port: number;
+  readonly metricsPort: number | undefined;
+  readonly logger: Logger;
+  readonly table: StateTable;
+  /** Graceful stop: /ready → 503, in-flight requests finish (bounded by drainTimeoutMs), listeners close. */
+  stop(): Promise<void>;
+}
+
+/** Wire one node together from its configuration and start serving. */
+export async function startNode(config: Config, logger: Logger = createLogger(config.logLevel, config.nodeId)): Promise<RunningNode> {
+  const table = new StateTable(config.maxKeys, Date.now());
+  const sweep = setInterval(() => table.sweep(Date.now()), SWEEP_INTERVAL_MS);
+  sweep.unref();
+
+  let apiKeys = config.apiKeys;
+  if (apiKeys.length === 0 && config.apiKeyHashes.length === 0) {
+    // DESIGN §5: a first run works without configuration; the key is shown this once.
+    const generated = generateApiKey();
+    apiKeys = [generated.key];
+    logger.warn({ generatedApiKey: generated.key, sha256: generated.sha256 }, "no API_KEYS or API_KEY_HASHES configured: generated an API key for this run");
+  }
+  const verifier = new ApiKeyVerifier(apiKeys, config.apiKeyHashes);
+  const metrics = new Metrics({ storedKeys: () => table.size, evictions: () => table.evictions, expirations: () => table.expirations });
+  const decider: Decider = new LocalDecider(table);
+
+  const frontEnd = new FrontEnd(
+    {
+      host: config.host,
+      port: config.port,
+      failOpen: config.failOpen,
+      ...(config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined ? { tls: { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile } } : {}),
+      ...(config.metricsPort !== undefined ? { metricsPort: config.metricsPort } : {}),
+    },
+    { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => true },
+  );
+  const { port, metricsPort } = await frontEnd.listen();
+  logger.info({ port, metricsPort, https: config.tlsCertFile !== undefined, maxKeys: config.maxKeys }, "ringlimit node listening");
+
+  let stopping: Promise<void> | undefined;
+  return {
+    port,
+    metricsPort,
+    logger,
+    table,
+    stop() {
+      stopping ??= (async () => {
+        frontEnd.startDraining();
+        frontEnd.stopListening();
+        const deadline = Date.now() + config.drainTimeoutMs;
+        while (frontEnd.inFlight > 0 && Date.now() < deadline) await sleep(5);
+        if (frontEnd.inFlight > 0) logger.warn({ inFlight: frontEnd.inFlight }, "drain timeout: closing with requests in flight");
+        clearInterval(sweep);
+        frontEnd.close();
+        logger.info("ringlimit node stopped");
+      })();
+      return stopping;
+    },
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

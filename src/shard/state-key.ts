@@ -1,0 +1,31 @@
+/**
+ * Key layout. The ring places a key by (effective namespace, identifier) so every limit of
+ * one identifier lives on one node; the state table keys by that plus (algorithm, duration).
+ * Both are length-prefixed so no namespace/identifier pair can collide with another
+ * whatever characters they hold.
+ *
+ *   ring key  = `${ns.length}:${ns}${identifier}`
+ *   state key = `${algorithmCode}${duration}:` + ring key
+ */
+export function ringKeyOf(namespace: string, identifier: string): string {
+  return namespace.length + ":" + namespace + identifier;
+}
+
+export function stateKeyOf(algorithmCode: number, duration: number, ringKey: string): string {
+  return algorithmCode + "" + duration + ":" + ringKey;
+}
+
+export interface ParsedStateKey {
+  algorithmCode: number;
+  duration: number;
+  ringKey: string;
+}
+
+export function parseStateKey(key: string): ParsedStateKey | undefined {
+  const colon = key.indexOf(":");
+  if (colon < 2) return undefined;
+  const algorithmCode = key.charCodeAt(0) - 48;
+  const duration = Number(key.slice(1, colon));
+  if (!(algorithmCode >= 0 && algorithmCode <= 9) || !Number.isInteger(duration)) return undefined;
+  return { algorithmCode, duration, ringKey: key.slice(colon + 1) };
+}

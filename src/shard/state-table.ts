@@ -1,0 +1,233 @@
+import type { Algorithm, LimitState, Step } from "../algorithms/types.js";
+
+/** How many random slots an eviction looks at to pick the one closest to expiry (as Redis does). */
+const EVICTION_SAMPLES = 5;
+const INITIAL_CAPACITY = 1024;
+
+export interface StoredState extends LimitState {
+  /** unix seconds after which the state is equivalent to no state */
+  expiresAt: number;
+}
+
+/**
+ * Limit states of the keys this node owns.
+ *
+ * Memory per key is what bounds a node, so states live in parallel typed arrays indexed
+ * by a dense slot number (a removed slot is filled by moving the last one into it), and
+ * the only per-key objects are the key string and its Map entry. A key costs roughly
+ * 32 bytes of arrays + its string + ~40 bytes of Map entry.
+ *
+ * Expiry is a per-second sweep: each key sits in the list of at most one second; when
+ * that second comes, a key whose state has since moved its expiry later is re-listed
+ * under its new second instead of being removed. No timer per key, and an update on the
+ * hot path costs nothing unless the key is not listed at all.
+ */
+export class StateTable {
+  readonly maxKeys: number;
+  evictions = 0;
+  expirations = 0;
+
+  private readonly index = new Map<string, number>();
+  private keys: string[] = [];
+  private a: Float64Array;
+  private b: Float64Array;
+  private c: Float64Array;
+  /** unix seconds; the state is dropped when a sweep passes this second */
+  private expiry: Uint32Array;
+  /** the second whose sweep list holds this slot's key (0: in none) */
+  private listed: Uint32Array;
+  private count = 0;
+
+  private readonly sweepLists = new Map<number, string[]>();
+  private lastSweptSecond: number;
+
+  /** scratch view handed to algorithms, refilled per decision */
+  private readonly view: LimitState = { a: 0, b: 0, c: 0 };
+
+  constructor(maxKeys: number, now: number) {
+    if (!(maxKeys >= 1)) throw new RangeError("maxKeys must be at least 1");
+    this.maxKeys = maxKeys;
+    const capacity = Math.min(INITIAL_CAPACITY, maxKeys);
+    this.a = new Float64Array(capacity);
+    this.b = new Float64Array(capacity);
+    this.c = new Float64Array(capacity);
+    this.expiry = new Uint32Array(capacity);
+    this.listed = new Uint32Array(capacity);
+    this.lastSweptSecond = Math.floor(now / 1000);
+  }
+
+  get size(): number {
+    return this.count;
+  }
+
+  /**
+   * Run one request for `key` through `algorithm` and store the result if it was allowed.
+   * The answer is in `out`.
+   */
+  decide(key: string, algorithm: Algorithm, limit: number, durationMs: number, now: number, out: Step): void {
+    let slot = this.index.get(key);
+    let state: LimitState | null = null;
+    if (slot !== undefined) {
+      const view = this.view;
+      view.a = this.a[slot]!;
+      view.b = this.b[slot]!;
+      view.c = this.c[slot]!;
+      state = view;
+    }
+    algorithm.step(state, limit, durationMs, now, out);
+    if (!out.allowed) return;
+    if (slot === undefined) slot = this.insert(key);
+    this.write(slot, out.a, out.b, out.c, Math.ceil(out.resetMs / 1000));
+  }
+
+  get(key: string): StoredState | undefined {
+    const slot = this.index.get(key);
+    if (slot === undefined) return undefined;
+    return { a: this.a[slot]!, b: this.b[slot]!, c: this.c[slot]!, expiresAt: this.expiry[slot]! };
+  }
+
+  /** Store a state as it is (hand-off receive path, tests). */
+  set(key: string, state: StoredState): void {
+    let slot = this.index.get(key);
+    if (slot === undefined) slot = this.insert(key);
+    this.write(slot, state.a, state.b, state.c, state.expiresAt);
+  }
+
+  delete(key: string): boolean {
+    const slot = this.index.get(key);
+    if (slot === undefined) return false;
+    this.removeSlot(slot);
+    return true;
+  }
+
+  /** Visit every stored state (hand-off send path). The visitor must not modify the table. */
+  forEach(visit: (key: string, state: StoredState) => void): void {
+    const s: StoredState = { a: 0, b: 0, c: 0, expiresAt: 0 };
+    for (let i = 0; i < this.count; i++) {
+      s.a = this.a[i]!;
+      s.b = this.b[i]!;
+      s.c = this.c[i]!;
+      s.expiresAt = this.expiry[i]!;
+      visit(this.keys[i]!, s);
+    }
+  }
+
+  /**
+   * Drop every state whose expiry second has passed. Called once a second with the
+   * wall clock; tests call it with an injected one. Returns how many were dropped.
+   */
+  sweep(now: number): number {
+    const nowSecond = Math.floor(now / 1000);
+    // Expiry at second s means "equivalent to no state from s on": a sweep at s may drop it.
+    let dropped = 0;
+    if (nowSecond - this.lastSweptSecond > this.sweepLists.size) {
+      // A long gap (start-up, a paused process, a test clock jump): walk the lists instead of the seconds.
+      for (const second of [...this.sweepLists.keys()]) {
+        if (second <= nowSecond) dropped += this.sweepSecond(second, nowSecond);
+      }
+    } else {
+      for (let s = this.lastSweptSecond + 1; s <= nowSecond; s++) dropped += this.sweepSecond(s, nowSecond);
+    }
+    this.lastSweptSecond = Math.max(this.lastSweptSecond, nowSecond);
+    this.expirations += dropped;
+    return dropped;
+  }
+
+  private sweepSecond(second: number, nowSecond: number): number {
+    const list = this.sweepLists.get(second);
+    if (list === undefined) return 0;
+    this.sweepLists.delete(second);
+    let dropped = 0;
+    for (const key of list) {
+      const slot = this.index.get(key);
+      // Gone already, or removed and re-created since and listed elsewhere.
+      if (slot === undefined || this.listed[slot] !== second) continue;
+      const expiry = this.expiry[slot]!;
+      if (expiry <= nowSecond) {
+        this.removeSlot(slot);
+        dropped++;
+      } else {
+        this.listUnder(slot, key, expiry);
+      }
+    }
+    return dropped;
+  }
+
+  private write(slot: number, a: number, b: number, c: number, expirySecond: number): void {
+    this.a[slot] = a;
+    this.b[slot] = b;
+    this.c[slot] = c;
+    this.expiry[slot] = expirySecond;
+    // Listed under an earlier second: that sweep will re-list it. Only an unlisted key,
+    // or one whose expiry moved earlier than its list, needs listing now.
+    const listed = this.listed[slot]!;
+    if (listed === 0 || expirySecond < listed) this.listUnder(slot, this.keys[slot]!, expirySecond);
+  }
+
+  private listUnder(slot: number, key: string, second: number): void {
+    const s = Math.max(second, this.lastSweptSecond + 1);
+    let list = this.sweepLists.get(s);
+    if (list === undefined) {
+      list = [];
+      this.sweepLists.set(s, list);
+    }
+    list.push(key);
+    this.listed[slot] = s;
+  }
+
+  private insert(key: string): number {
+    if (this.count >= this.maxKeys) this.evictOne();
+    if (this.count === this.a.length) this.grow();
+    const slot = this.count++;
+    this.keys[slot] = key;
+    this.index.set(key, slot);
+    this.listed[slot] = 0;
+    return slot;
+  }
+
+  /** Evict the sampled state closest to expiry: it holds the least that still matters. */
+  private evictOne(): void {
+    let victim = -1;
+    let victimExpiry = Infinity;
+    for (let i = 0; i < EVICTION_SAMPLES; i++) {
+      const slot = (Math.random() * this.count) | 0;
+      if (this.expiry[slot]! < victimExpiry) {
+        victim = slot;
+        victimExpiry = this.expiry[slot]!;
+      }
+    }
+    this.removeSlot(victim);
+    this.evictions++;
+  }
+
+  private removeSlot(slot: number): void {
+    const last = this.count - 1;
+    this.index.delete(this.keys[slot]!);
+    if (slot !== last) {
+      const movedKey = this.keys[last]!;
+      this.keys[slot] = movedKey;
+      this.a[slot] = this.a[last]!;
+      this.b[slot] = this.b[last]!;
+      this.c[slot] = this.c[last]!;
+      this.expiry[slot] = this.expiry[last]!;
+      this.listed[slot] = this.listed[last]!;
+      this.index.set(movedKey, slot);
+    }
+    this.keys.length = last;
+    this.count = last;
+  }
+
+  private grow(): void {
+    const capacity = Math.min(this.maxKeys, this.a.length * 2);
+    const widen = <T extends Float64Array | Uint32Array>(old: T, make: (n: number) => T): T => {
+      const next = make(capacity);
+      next.set(old);
+      return next;
+    };
+    this.a = widen(this.a, (n) => new Float64Array(n));
+    this.b = widen(this.b, (n) => new Float64Array(n));
+    this.c = widen(this.c, (n) => new Float64Array(n));
+    this.expiry = widen(this.expiry, (n) => new Uint32Array(n));
+    this.listed = widen(this.listed, (n) => new Uint32Array(n));
+  }
+}
