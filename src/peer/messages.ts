@@ -1,0 +1,479 @@
+// Encoding and decoding of the frame bodies. Every decoder checks that the
+// body is consumed exactly; anything else is a FrameError and the connection
+// is closed without acting on the frame.
+//
+// The DECIDE path writes straight into reused, doubling buffers and decodes
+// into reused typed arrays: no JSON and no object per item.
+
+import { isUtf8 } from 'node:buffer';
+import {
+  BATCH_COUNT_BYTES,
+  CALL_HEADER_BYTES,
+  CALL_REPLY_HEADER_BYTES,
+  DECIDE_ITEM_FIXED_BYTES,
+  DECIDE_REPLY_ITEM_BYTES,
+  FRAME_HEADER_BYTES,
+  FrameType,
+  MAC_BYTES,
+  MAX_ALGORITHM,
+  MAX_FRAME_BYTES,
+  MAX_NODE_ID_BYTES,
+  MAX_STRING_BYTES,
+  NONCE_BYTES,
+} from './constants.js';
+import { FrameError } from './errors.js';
+import { encodeFrame, writeFrameHeader } from './frame.js';
+
+// ---------------------------------------------------------------- handshake
+
+export interface Hello {
+  nonce: Buffer;
+  nodeId: string;
+}
+export interface Challenge {
+  nonce: Buffer;
+  mac: Buffer;
+  nodeId: string;
+}
+
+function nodeIdBytes(nodeId: string): Buffer {
+  const b = Buffer.from(nodeId, 'utf8');
+  if (b.length === 0 || b.length > MAX_NODE_ID_BYTES) {
+    throw new FrameError(`node id must be 1..${MAX_NODE_ID_BYTES} UTF-8 bytes`);
+  }
+  return b;
+}
+
+function readNodeId(body: Buffer, at: number): string {
+  if (body.length < at + 2) throw new FrameError('node id length missing');
+  const n = body.readUInt16BE(at);
+  if (n === 0 || n > MAX_NODE_ID_BYTES || body.length !== at + 2 + n) throw new FrameError('bad node id length');
+  const raw = body.subarray(at + 2);
+  if (!isUtf8(raw)) throw new FrameError('node id is not UTF-8');
+  return raw.toString('utf8');
+}
+
+/** HELLO body: nonceC[32], u16 idLen, clientNodeId. */
+export function encodeHello(nonce: Buffer, nodeId: string): Buffer {
+  const id = nodeIdBytes(nodeId);
+  const body = Buffer.allocUnsafe(NONCE_BYTES + 2 + id.length);
+  nonce.copy(body, 0, 0, NONCE_BYTES);
+  body.writeUInt16BE(id.length, NONCE_BYTES);
+  id.copy(body, NONCE_BYTES + 2);
+  return encodeFrame(FrameType.HELLO, body);
+}
+
+export function decodeHello(body: Buffer): Hello {
+  if (body.length < NONCE_BYTES) throw new FrameError('HELLO too short');
+  return { nonce: Buffer.from(body.subarray(0, NONCE_BYTES)), nodeId: readNodeId(body, NONCE_BYTES) };
+}
+
+/** CHALLENGE body: nonceS[32], serverMac[32], u16 idLen, serverNodeId. */
+export function encodeChallenge(nonce: Buffer, mac: Buffer, nodeId: string): Buffer {
+  const id = nodeIdBytes(nodeId);
+  const body = Buffer.allocUnsafe(NONCE_BYTES + MAC_BYTES + 2 + id.length);
+  nonce.copy(body, 0, 0, NONCE_BYTES);
+  mac.copy(body, NONCE_BYTES, 0, MAC_BYTES);
+  body.writeUInt16BE(id.length, NONCE_BYTES + MAC_BYTES);
+  id.copy(body, NONCE_BYTES + MAC_BYTES + 2);
+  return encodeFrame(FrameType.CHALLENGE, body);
+}
+
+export function decodeChallenge(body: Buffer): Challenge {
+  if (body.length < NONCE_BYTES + MAC_BYTES) throw new FrameError('CHALLENGE too short');
+  return {
+    nonce: Buffer.from(body.subarray(0, NONCE_BYTES)),
+    mac: Buffer.from(body.subarray(NONCE_BYTES, NONCE_BYTES + MAC_BYTES)),
+    nodeId: readNodeId(body, NONCE_BYTES + MAC_BYTES),
+  };
+}
+
+/** PROOF body: clientMac[32]. */
+export function encodeProof(mac: Buffer): Buffer {
+  return encodeFrame(FrameType.PROOF, mac.subarray(0, MAC_BYTES));
+}
+
+export function decodeProof(body: Buffer): Buffer {
+  if (body.length !== MAC_BYTES) throw new FrameError('PROOF must be 32 bytes');
+  return Buffer.from(body);
+}
+
+/** Bodies that must be empty (READY). */
+export function expectEmpty(body: Buffer, what: string): void {
+  if (body.length !== 0) throw new FrameError(`${what} must have an empty body`);
+}
+
+// --------------------------------------------------------------- heartbeat
+
+/** PING / PONG body: f64 timestamp (the client's monotonic clock, ms); PONG echoes it. */
+export function encodePing(type: number, timestampMs: number): Buffer {
+  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + 8);
+  writeFrameHeader(frame, 0, type, 8);
+  frame.writeDoubleBE(timestampMs, FRAME_HEADER_BYTES);
+  return frame;
+}
+
+export function decodePing(body: Buffer): number {
+  if (body.length !== 8) throw new FrameError('PING/PONG body must be 8 bytes');
+  return body.readDoubleBE(0);
+}
+
+// ------------------------------------------------------------------ DECIDE
+
+/** Where a batch's count and first item start, after the frame header. */
+const BATCH_START = FRAME_HEADER_BYTES + BATCH_COUNT_BYTES;
+
+/**
+ * Builds DECIDE frames for one event-loop turn. Items are written straight
+ * into one reused buffer that grows by doubling. A batch that would pass the
+ * 1 MiB frame limit is split into several frames, all returned by take().
+ */
+export class DecideBatchWriter {
+  private buf: Buffer;
+  private off = BATCH_START;
+  // Start of the frame being filled; frames before it are complete.
+  private frameStart = 0;
+  private frameItems = 0;
+  /** Items added since the last take(), over all frames. */
+  count = 0;
+
+  constructor(initialBytes = 16 * 1024) {
+    this.buf = Buffer.allocUnsafe(Math.max(initialBytes, 64));
+  }
+
+  /**
+   * Append one item. Returns false, writing nothing, when it cannot be
+   * encoded: algorithm outside 0..3, limit or duration not a u32, or a
+   * string over 65535 UTF-8 bytes.
+   */
+  add(reqId: number, algorithm: number, limit: number, duration: number, ns: string, identifier: string): boolean {
+    if (!(algorithm >= 0 && algorithm <= MAX_ALGORITHM && (algorithm | 0) === algorithm)) return false;
+    if (!isU32(limit) || !isU32(duration)) return false;
+    // A UTF-16 code unit never takes more than 3 UTF-8 bytes: reserve the
+    // worst case, then write the strings where they belong, measuring as we go
+    // (cheaper than Buffer.byteLength followed by a write).
+    const worst = DECIDE_ITEM_FIXED_BYTES + 3 * (ns.length + identifier.length);
+    this.ensure(this.off + FRAME_HEADER_BYTES + BATCH_COUNT_BYTES + worst);
+    let at = this.off;
+    const buf = this.buf;
+    const nsLen = buf.write(ns, at + DECIDE_ITEM_FIXED_BYTES, 'utf8');
+    if (nsLen > MAX_STRING_BYTES) return false;
+    const idLen = buf.write(identifier, at + DECIDE_ITEM_FIXED_BYTES + nsLen, 'utf8');
+    if (idLen > MAX_STRING_BYTES) return false;
+    const itemBytes = DECIDE_ITEM_FIXED_BYTES + nsLen + idLen;
+    if (this.frameItems > 0 && at + itemBytes - this.frameStart - 4 > MAX_FRAME_BYTES) {
+      // Close the current frame and move this item behind a new header.
+      this.sealFrame();
+      this.frameStart = at;
+      buf.copyWithin(at + BATCH_START, at, at + itemBytes);
+      at += BATCH_START;
+    }
+    buf.writeUInt32BE(reqId, at);
+    buf[at + 4] = algorithm;
+    buf.writeUInt32BE(limit, at + 5);
+    buf.writeUInt32BE(duration, at + 9);
+    buf.writeUInt16BE(nsLen, at + 13);
+    buf.writeUInt16BE(idLen, at + 15);
+    this.off = at + itemBytes;
+    this.frameItems++;
+    this.count++;
+    return true;
+  }
+
+  /**
+   * The frames built since the last take(), back to back in a new buffer
+   * (the socket may hold on to it, so it cannot be the reused one), or null
+   * when empty. Resets the writer.
+   */
+  take(): Buffer | null {
+    if (this.count === 0) return null;
+    this.sealFrame();
+    const out = Buffer.allocUnsafe(this.off);
+    this.buf.copy(out, 0, 0, this.off);
+    this.reset();
+    return out;
+  }
+
+  /** Drop everything added since the last take(). */
+  reset(): void {
+    this.off = BATCH_START;
+    this.frameStart = 0;
+    this.frameItems = 0;
+    this.count = 0;
+  }
+
+  private sealFrame(): void {
+    const payload = this.off - this.frameStart - FRAME_HEADER_BYTES;
+    writeFrameHeader(this.buf, this.frameStart, FrameType.DECIDE, payload);
+    this.buf.writeUInt32BE(this.frameItems, this.frameStart + FRAME_HEADER_BYTES);
+    this.frameItems = 0;
+  }
+
+  private ensure(need: number): void {
+    if (need <= this.buf.length) return;
+    let cap = this.buf.length * 2;
+    while (cap < need) cap *= 2;
+    const grown = Buffer.allocUnsafe(cap);
+    this.buf.copy(grown, 0, 0, this.off);
+    this.buf = grown;
+  }
+}
+
+function isU32(n: number): boolean {
+  return n >= 0 && n <= 0xffffffff && Math.floor(n) === n;
+}
+
+/**
+ * The items of one DECIDE body, decoded into reused columns. decode()
+ * validates the whole body before anything is exposed, so a frame that is
+ * bad anywhere is rejected as a whole and none of its items is decided.
+ */
+export class DecideBatchReader {
+  count = 0;
+  reqIds = new Uint32Array(256);
+  algorithms = new Uint8Array(256);
+  limits = new Uint32Array(256);
+  durations = new Uint32Array(256);
+  namespaces: string[] = [];
+  identifiers: string[] = [];
+
+  decode(body: Buffer): void {
+    this.count = 0;
+    const end = body.length;
+    if (end < BATCH_COUNT_BYTES) throw new FrameError('DECIDE without item count');
+    const n = body.readUInt32BE(0);
+    // Each item takes at least its fixed part; reject impossible counts
+    // before sizing anything by them.
+    if (n === 0 || n > (end - BATCH_COUNT_BYTES) / DECIDE_ITEM_FIXED_BYTES) {
+      throw new FrameError(`DECIDE item count ${n} does not fit ${end} bytes`);
+    }
+    if (n > this.reqIds.length) this.grow(n);
+    const { reqIds, algorithms, limits, durations, namespaces, identifiers } = this;
+    let pos = BATCH_COUNT_BYTES;
+    let prevNsStart = -1;
+    let prevNsLen = -1;
+    let prevNs = '';
+    for (let i = 0; i < n; i++) {
+      if (end - pos < DECIDE_ITEM_FIXED_BYTES) throw new FrameError(`DECIDE item ${i} truncated`);
+      const algorithm = body[pos + 4]!;
+      if (algorithm > MAX_ALGORITHM) throw new FrameError(`DECIDE item ${i}: unknown algorithm ${algorithm}`);
+      const nsLen = body.readUInt16BE(pos + 13);
+      const idLen = body.readUInt16BE(pos + 15);
+      const nsStart = pos + DECIDE_ITEM_FIXED_BYTES;
+      const idStart = nsStart + nsLen;
+      const itemEnd = idStart + idLen;
+      if (itemEnd > end) throw new FrameError(`DECIDE item ${i} strings run past the frame`);
+      reqIds[i] = body.readUInt32BE(pos);
+      algorithms[i] = algorithm;
+      limits[i] = body.readUInt32BE(pos + 5);
+      durations[i] = body.readUInt32BE(pos + 9);
+      // A batch usually repeats a few namespaces: reuse the previous item's
+      // string when the bytes are the same instead of decoding again.
+      if (nsLen === prevNsLen && sameBytes(body, prevNsStart, nsStart, nsLen)) {
+        namespaces[i] = prevNs;
+      } else {
+        prevNs = namespaces[i] = decodeUtf8(body, nsStart, idStart);
+        prevNsStart = nsStart;
+        prevNsLen = nsLen;
+      }
+      identifiers[i] = decodeUtf8(body, idStart, itemEnd);
+      pos = itemEnd;
+    }
+    if (pos !== end) throw new FrameError(`DECIDE has ${end - pos} trailing bytes`);
+    this.count = n;
+  }
+
+  private grow(n: number): void {
+    let cap = this.reqIds.length * 2;
+    while (cap < n) cap *= 2;
+    this.reqIds = new Uint32Array(cap);
+    this.algorithms = new Uint8Array(cap);
+    this.limits = new Uint32Array(cap);
+    this.durations = new Uint32Array(cap);
+  }
+}
+
+/** Short byte ranges compare faster in JS than through a native call. */
+function sameBytes(buf: Buffer, a: number, b: number, len: number): boolean {
+  if (len > 64) return buf.compare(buf, a, a + len, b, b + len) === 0;
+  for (let i = 0; i < len; i++) if (buf[a + i] !== buf[b + i]) return false;
+  return true;
+}
+
+/**
+ * Strict UTF-8: invalid bytes are a decode error, not U+FFFD. Validating
+ * every string natively would cost a subarray per string, so only strings
+ * that decoded to a replacement character (rare: our own encoder writes lone
+ * surrogates as EF BF BD, which is valid) are checked byte by byte.
+ */
+function decodeUtf8(buf: Buffer, start: number, end: number): string {
+  const s = buf.toString('utf8', start, end);
+  if (s.indexOf('\ufffd') !== -1 && !isUtf8(buf.subarray(start, end))) {
+    throw new FrameError('string is not valid UTF-8');
+  }
+  return s;
+}
+
+/** For tests and debugging: the items of a DECIDE body as objects. */
+export interface DecideItem {
+  reqId: number;
+  algorithm: number;
+  limit: number;
+  duration: number;
+  ns: string;
+  identifier: string;
+}
+export function decodeDecideItems(body: Buffer): DecideItem[] {
+  const r = new DecideBatchReader();
+  r.decode(body);
+  const items: DecideItem[] = [];
+  for (let i = 0; i < r.count; i++) {
+    items.push({
+      reqId: r.reqIds[i]!,
+      algorithm: r.algorithms[i]!,
+      limit: r.limits[i]!,
+      duration: r.durations[i]!,
+      ns: r.namespaces[i]!,
+      identifier: r.identifiers[i]!,
+    });
+  }
+  return items;
+}
+
+// ------------------------------------------------------------ DECIDE_REPLY
+
+/** One decision: what a DECIDE_REPLY item carries. */
+export interface DecideResult {
+  /** 0 allowed, 1 blocked, 2 error (see DecideCode). */
+  code: number;
+  remaining: number;
+  /** Unix seconds. */
+  resetTime: number;
+  retryAfterMs: number;
+}
+
+/** Writes one DECIDE_REPLY frame of a known item count. */
+export class DecideReplyWriter {
+  private buf: Buffer = Buffer.alloc(0);
+  private at = 0;
+
+  /** Start a reply for `count` items. The frame is a fresh buffer handed to the socket. */
+  begin(count: number): void {
+    const payload = BATCH_COUNT_BYTES + count * DECIDE_REPLY_ITEM_BYTES;
+    this.buf = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload);
+    writeFrameHeader(this.buf, 0, FrameType.DECIDE_REPLY, payload);
+    this.buf.writeUInt32BE(count, FRAME_HEADER_BYTES);
+    this.at = BATCH_START;
+  }
+
+  put(reqId: number, code: number, remaining: number, resetTime: number, retryAfterMs: number): void {
+    const b = this.buf;
+    const at = this.at;
+    b.writeUInt32BE(reqId, at);
+    b[at + 4] = code;
+    b.writeUInt32BE(clampU32(remaining), at + 5);
+    b.writeUInt32BE(clampU32(resetTime), at + 9);
+    b.writeDoubleBE(retryAfterMs, at + 13);
+    this.at = at + DECIDE_REPLY_ITEM_BYTES;
+  }
+
+  finish(): Buffer {
+    const b = this.buf;
+    this.buf = Buffer.alloc(0);
+    return b;
+  }
+}
+
+/** A handler's number made safe for a u32 field (NaN and negatives become 0). */
+function clampU32(n: number): number {
+  if (!(n > 0)) return 0;
+  if (n >= 0xffffffff) return 0xffffffff;
+  return Math.floor(n);
+}
+
+/** Receives one DECIDE_REPLY item; called with plain numbers so nothing is allocated. */
+export type DecideReplySink = (
+  reqId: number,
+  code: number,
+  remaining: number,
+  resetTime: number,
+  retryAfterMs: number,
+) => void;
+
+/** Validate a DECIDE_REPLY body (count matches size, codes known), then hand each item to `sink`. */
+export function readDecideReply(body: Buffer, sink: DecideReplySink): number {
+  if (body.length < BATCH_COUNT_BYTES) throw new FrameError('DECIDE_REPLY without item count');
+  const n = body.readUInt32BE(0);
+  if (body.length !== BATCH_COUNT_BYTES + n * DECIDE_REPLY_ITEM_BYTES) {
+    throw new FrameError(`DECIDE_REPLY count ${n} does not match ${body.length} bytes`);
+  }
+  for (let i = 0, at = BATCH_COUNT_BYTES; i < n; i++, at += DECIDE_REPLY_ITEM_BYTES) {
+    if (body[at + 4]! > 2) throw new FrameError(`DECIDE_REPLY item ${i}: unknown code ${body[at + 4]}`);
+  }
+  for (let i = 0, at = BATCH_COUNT_BYTES; i < n; i++, at += DECIDE_REPLY_ITEM_BYTES) {
+    sink(body.readUInt32BE(at), body[at + 4]!, body.readUInt32BE(at + 5), body.readUInt32BE(at + 9), body.readDoubleBE(at + 13));
+  }
+  return n;
+}
+
+// -------------------------------------------------------------------- CALL
+
+export interface CallRequest {
+  callId: number;
+  method: number;
+  /** A copy: it outlives the frame. */
+  payload: Buffer;
+}
+export interface CallReply {
+  callId: number;
+  status: number;
+  /** A copy: it outlives the frame. */
+  payload: Buffer;
+}
+
+/** Largest call() payload that fits in one frame. */
+export const MAX_CALL_PAYLOAD_BYTES = MAX_FRAME_BYTES - 1 - CALL_HEADER_BYTES;
+
+/** CALL body: u32 callId, u16 method, payload. */
+export function encodeCall(callId: number, method: number, payload: Buffer): Buffer {
+  if (payload.length > MAX_CALL_PAYLOAD_BYTES) throw new FrameError('call payload exceeds the frame limit');
+  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + CALL_HEADER_BYTES + payload.length);
+  writeFrameHeader(frame, 0, FrameType.CALL, CALL_HEADER_BYTES + payload.length);
+  frame.writeUInt32BE(callId, FRAME_HEADER_BYTES);
+  frame.writeUInt16BE(method, FRAME_HEADER_BYTES + 4);
+  payload.copy(frame, FRAME_HEADER_BYTES + CALL_HEADER_BYTES);
+  return frame;
+}
+
+export function decodeCall(body: Buffer): CallRequest {
+  if (body.length < CALL_HEADER_BYTES) throw new FrameError('CALL too short');
+  return {
+    callId: body.readUInt32BE(0),
+    method: body.readUInt16BE(4),
+    payload: Buffer.from(body.subarray(CALL_HEADER_BYTES)),
+  };
+}
+
+/** CALL_REPLY body: u32 callId, u8 status (0 ok, 1 error), payload or UTF-8 error message. */
+export function encodeCallReply(callId: number, status: number, payload: Buffer): Buffer {
+  if (payload.length > MAX_FRAME_BYTES - 1 - CALL_REPLY_HEADER_BYTES) {
+    throw new FrameError('call reply exceeds the frame limit');
+  }
+  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + CALL_REPLY_HEADER_BYTES + payload.length);
+  writeFrameHeader(frame, 0, FrameType.CALL_REPLY, CALL_REPLY_HEADER_BYTES + payload.length);
+  frame.writeUInt32BE(callId, FRAME_HEADER_BYTES);
+  frame[FRAME_HEADER_BYTES + 4] = status;
+  payload.copy(frame, FRAME_HEADER_BYTES + CALL_REPLY_HEADER_BYTES);
+  return frame;
+}
+
+export function decodeCallReply(body: Buffer): CallReply {
+  if (body.length < CALL_REPLY_HEADER_BYTES) throw new FrameError('CALL_REPLY too short');
+  const status = body[4]!;
+  if (status > 1) throw new FrameError(`CALL_REPLY unknown status ${status}`);
+  return {
+    callId: body.readUInt32BE(0),
+    status,
+    payload: Buffer.from(body.subarray(CALL_REPLY_HEADER_BYTES)),
+  };
+}

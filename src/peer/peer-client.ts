@@ -1,0 +1,416 @@
+// The calling end of the peer channel: one persistent, authenticated
+// connection to one remote node, batching every decide() of an event-loop
+// turn into one DECIDE frame, with per-request deadlines, a heartbeat
+// failure detector and reconnection with backoff.
+
+import { EventEmitter } from 'node:events';
+import type { KeyObject } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { CallStatus, FrameType, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, PEER_DEFAULTS } from './constants.js';
+import { CLOSED_ERROR, FrameError, INVALID_ERROR, PeerError, TIMEOUT_ERROR, UNAVAILABLE_ERROR } from './errors.js';
+import { FrameDecoder } from './frame.js';
+import { ClientHandshake, secretKey } from './handshake.js';
+import { NOOP_LOGGER, type PeerLogger } from './logger.js';
+import {
+  DecideBatchWriter,
+  MAX_CALL_PAYLOAD_BYTES,
+  decodeCallReply,
+  decodePing,
+  encodeCall,
+  encodePing,
+  readDecideReply,
+  type DecideResult,
+} from './messages.js';
+import { PendingRequests, invokeSafely, type DecideCallback } from './pending-requests.js';
+import { connectSocket, type PeerSocket, type PeerTlsOptions } from './transport.js';
+
+export type PeerClientState = 'connecting' | 'up' | 'down';
+
+export interface PeerClientOptions {
+  host: string;
+  port: number;
+  /** CLUSTER_SECRET. */
+  secret: string;
+  /** This node's id, sent in HELLO. */
+  nodeId: string;
+  /** ms, deadline of one decide(); default 100. */
+  timeoutMs?: number;
+  /** ms between PINGs; default 200. */
+  heartbeatIntervalMs?: number;
+  /** ms without any frame received before 'down'; default 1 000. */
+  failureTimeoutMs?: number;
+  /** ms, first reconnect delay; default 50. */
+  reconnectMinMs?: number;
+  /** ms, cap of the exponential reconnect backoff; default 2 000. */
+  reconnectMaxMs?: number;
+  /** ms for TCP/TLS connect plus the HMAC handshake; default 10 000. */
+  handshakeTimeoutMs?: number;
+  /** ms, default deadline of call(); default 5 000. */
+  callTimeoutMs?: number;
+  tls?: PeerTlsOptions;
+  logger?: PeerLogger;
+}
+
+interface PendingCall {
+  resolve: (payload: Buffer) => void;
+  reject: (err: PeerError) => void;
+  timer: NodeJS.Timeout;
+}
+
+export interface PeerClient {
+  on(event: 'up', listener: () => void): this;
+  on(event: 'down', listener: (reason: string) => void): this;
+  on(event: 'rtt', listener: (ms: number) => void): this;
+  once(event: 'up', listener: () => void): this;
+  once(event: 'down', listener: (reason: string) => void): this;
+  once(event: 'rtt', listener: (ms: number) => void): this;
+}
+
+/**
+ * Events: 'up' (handshake done, or frames flowing again after silence),
+ * 'down' (reason: connection lost or refused, handshake failed, or no frame
+ * for failureTimeoutMs), 'rtt' (ms of the last PING/PONG round trip).
+ * 'up' and 'down' alternate; nothing is emitted after close().
+ */
+export class PeerClient extends EventEmitter {
+  /**
+   * 'connecting' until the first connection attempt succeeds or fails, then
+   * 'up' or 'down'. It stays 'down' across reconnection attempts.
+   */
+  state: PeerClientState = 'connecting';
+  /** The peer's node id, from its CHALLENGE; null before the first handshake. */
+  remoteNodeId: string | null = null;
+  /** Last PING round trip in ms; NaN until measured. */
+  rttMs = NaN;
+
+  private readonly key: KeyObject;
+  private readonly log: PeerLogger;
+  private readonly host: string;
+  private readonly port: number;
+  private readonly nodeId: string;
+  private readonly tls: PeerTlsOptions | undefined;
+  private readonly timeoutMs: number;
+  private readonly heartbeatIntervalMs: number;
+  private readonly failureTimeoutMs: number;
+  private readonly reconnectMinMs: number;
+  private readonly reconnectMaxMs: number;
+  private readonly handshakeTimeoutMs: number;
+  private readonly callTimeoutMs: number;
+
+  private socket: PeerSocket | null = null;
+  private decoder: FrameDecoder | null = null;
+  private handshake: ClientHandshake | null = null;
+  private ready = false;
+  private closed = false;
+  private lastRx = 0;
+  private attempts = 0;
+  private handshakeTimer: NodeJS.Timeout | null = null;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private failureTimer: NodeJS.Timeout | null = null;
+  private reconnectTimer: NodeJS.Timeout | null = null;
+
+  // Hot path state: the turn's batch, the waiters, one deadline timer.
+  private readonly batch = new DecideBatchWriter();
+  private readonly pending = new PendingRequests();
+  private flushScheduled = false;
+  private turnStart = 0;
+  private deadlineTimer: NodeJS.Timeout | null = null;
+  // Handed to every decide() callback; see decide().
+  private readonly result: DecideResult = { code: 0, remaining: 0, resetTime: 0, retryAfterMs: 0 };
+
+  private readonly calls = new Map<number, PendingCall>();
+  private nextCallId = 0;
+
+  // Bound once, not per call.
+  private readonly flushBound = (): void => this.flush();
+  private readonly onDeadlineBound = (): void => this.onDeadline();
+  private readonly onReplyItem = (
+    reqId: number,
+    code: number,
+    remaining: number,
+    resetTime: number,
+    retryAfterMs: number,
+  ): void => {
+    const cb = this.pending.take(reqId);
+    if (cb === null) return; // expired, failed on 'down', or an id we never sent
+    const r = this.result;
+    r.code = code;
+    r.remaining = remaining;
+    r.resetTime = resetTime;
+    r.retryAfterMs = retryAfterMs;
+    invokeSafely(cb, null, r);
+  };
+
+  constructor(opts: PeerClientOptions) {
+    super();
+    this.key = secretKey(opts.secret);
+    this.log = opts.logger ?? NOOP_LOGGER;
+    this.host = opts.host;
+    this.port = opts.port;
+    this.nodeId = opts.nodeId;
+    this.tls = opts.tls;
+    this.timeoutMs = opts.timeoutMs ?? PEER_DEFAULTS.timeoutMs;
+    this.heartbeatIntervalMs = opts.heartbeatIntervalMs ?? PEER_DEFAULTS.heartbeatIntervalMs;
+    this.failureTimeoutMs = opts.failureTimeoutMs ?? PEER_DEFAULTS.failureTimeoutMs;
+    this.reconnectMinMs = opts.reconnectMinMs ?? PEER_DEFAULTS.reconnectMinMs;
+    this.reconnectMaxMs = opts.reconnectMaxMs ?? PEER_DEFAULTS.reconnectMaxMs;
+    this.handshakeTimeoutMs = opts.handshakeTimeoutMs ?? PEER_DEFAULTS.handshakeTimeoutMs;
+    this.callTimeoutMs = opts.callTimeoutMs ?? PEER_DEFAULTS.callTimeoutMs;
+  }
+
+  /** Decisions waiting for an answer (including this turn's unsent batch). */
+  get pendingCount(): number {
+    return this.pending.size;
+  }
+
+  /** Start connecting (and keep reconnecting until close()). Idempotent. */
+  connect(): void {
+    if (this.closed || this.socket !== null || this.reconnectTimer !== null) return;
+    this.open();
+  }
+
+  /**
+   * Ask the peer for a decision. Every call of one event-loop turn goes out
+   * in one DECIDE frame (flushed by setImmediate). `cb` runs exactly once:
+   *  - with (null, result) when the peer answers. `result` is one object
+   *    reused for every answer: read it inside the callback, do not keep it;
+   *  - with a 'timeout' error when no answer came within timeoutMs;
+   *  - with an 'unavailable' error when the connection is not up, or is
+   *    lost while waiting; with 'invalid' when the request cannot be
+   *    encoded, 'closed' after close().
+   * Errors are shared frozen instances (no stack capture per request).
+   * When the connection is not up, or the request is invalid, `cb` runs
+   * synchronously, inside decide(): callers must tolerate that (it saves a
+   * tick per request exactly when a peer is failing and load is highest).
+   */
+  decide(ns: string, identifier: string, algorithm: number, limit: number, duration: number, cb: DecideCallback): void {
+    if (this.state !== 'up') {
+      cb(this.closed ? CLOSED_ERROR : UNAVAILABLE_ERROR, null);
+      return;
+    }
+    if (!this.batch.add(this.pending.nextId, algorithm, limit, duration, ns, identifier)) {
+      cb(INVALID_ERROR, null);
+      return;
+    }
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      // One clock read per turn: the whole batch shares a deadline, counted
+      // from the turn's first request (so no request waits longer than timeoutMs).
+      this.turnStart = performance.now();
+      setImmediate(this.flushBound);
+    }
+    this.pending.add(cb, this.turnStart + this.timeoutMs);
+    if (this.deadlineTimer === null) this.deadlineTimer = setTimeout(this.onDeadlineBound, this.timeoutMs);
+  }
+
+  /**
+   * Cold-path request (state hand-off, leave notices): sent at once, not
+   * batched. Rejects with a PeerError: 'unavailable', 'too_large' (payload
+   * over ~1 MiB), 'timeout', 'remote' (the peer's handler failed; message is
+   * the peer's), 'closed'.
+   */
+  call(method: number, payload: Buffer, timeoutMs: number = this.callTimeoutMs): Promise<Buffer> {
+    if (this.state !== 'up' || this.socket === null) {
+      return Promise.reject(new PeerError(this.closed ? 'closed' : 'unavailable', `peer ${this.host}:${this.port} is not up`));
+    }
+    if (!(method >= 0 && method <= 0xffff && Number.isInteger(method))) {
+      return Promise.reject(new PeerError('invalid', `call method ${method} is not a u16`));
+    }
+    if (payload.length > MAX_CALL_PAYLOAD_BYTES) {
+      return Promise.reject(new PeerError('too_large', `call payload of ${payload.length} bytes exceeds ${MAX_CALL_PAYLOAD_BYTES}`));
+    }
+    const id = this.nextCallId;
+    this.nextCallId = (id + 1) >>> 0;
+    const socket = this.socket;
+    return new Promise<Buffer>((resolve, reject) => {
+      // A timer per call is fine here: calls are rare (hand-off, membership changes).
+      const timer = setTimeout(() => {
+        this.calls.delete(id);
+        reject(new PeerError('timeout', `call ${method} got no answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.calls.set(id, { resolve, reject, timer });
+      socket.write(encodeCall(id, method, payload));
+    });
+  }
+
+  /** Close the connection for good. Waiters get 'closed'; no event is emitted. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = null;
+    if (this.socket !== null) this.lost(this.socket, 'closed by owner');
+    this.failWaiters(CLOSED_ERROR);
+    if (this.deadlineTimer !== null) clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = null;
+    this.state = 'down';
+  }
+
+  // ------------------------------------------------------------ connection
+
+  private open(): void {
+    this.reconnectTimer = null;
+    const handshake = new ClientHandshake(this.key, this.nodeId);
+    this.handshake = handshake;
+    this.ready = false;
+    this.decoder = new FrameDecoder((type, body) => this.onFrame(type, body), MAX_HANDSHAKE_FRAME_BYTES);
+    const socket = connectSocket(this.host, this.port, this.tls, () => {
+      if (this.socket === socket) socket.write(handshake.start());
+    });
+    this.socket = socket;
+    // Detects dead hosts under a connection that looks open; a merely stopped
+    // peer still ACKs keepalives, which the heartbeat below catches.
+    socket.setKeepAlive(true, this.failureTimeoutMs);
+    this.handshakeTimer = setTimeout(() => this.lost(socket, 'handshake timeout'), this.handshakeTimeoutMs);
+    socket.on('data', (chunk: Buffer) => {
+      if (this.socket === socket) this.onData(chunk);
+    });
+    socket.on('error', (err) => this.log.debug({ err, peer: `${this.host}:${this.port}` }, 'peer socket error'));
+    socket.on('close', () => this.lost(socket, 'connection closed'));
+  }
+
+  private onData(chunk: Buffer): void {
+    // One clock read per chunk feeds the failure detector.
+    this.lastRx = performance.now();
+    if (this.ready && this.state !== 'up') this.setUp(); // a silent peer speaks again
+    try {
+      this.decoder!.push(chunk);
+    } catch (err) {
+      this.log.warn({ err, peer: this.remoteNodeId ?? `${this.host}:${this.port}` }, 'peer broke the protocol');
+      this.lost(this.socket!, `protocol error: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  private onFrame(type: number, body: Buffer): void {
+    if (!this.ready) {
+      const socket = this.socket!;
+      if (this.handshake!.receive(type, body, (frame) => socket.write(frame))) this.onReady();
+      return;
+    }
+    switch (type) {
+      case FrameType.DECIDE_REPLY:
+        readDecideReply(body, this.onReplyItem);
+        return;
+      case FrameType.PONG: {
+        this.rttMs = performance.now() - decodePing(body);
+        this.emit('rtt', this.rttMs);
+        return;
+      }
+      case FrameType.CALL_REPLY:
+        this.onCallReply(body);
+        return;
+      default:
+        throw new FrameError(`frame type ${type} not accepted by a peer client`);
+    }
+  }
+
+  private onReady(): void {
+    this.ready = true;
+    this.remoteNodeId = this.handshake!.remoteNodeId;
+    this.handshake = null;
+    this.decoder!.maxFrameBytes = MAX_FRAME_BYTES;
+    this.attempts = 0;
+    clearTimeout(this.handshakeTimer!);
+    this.handshakeTimer = null;
+    this.heartbeatTimer = setInterval(() => this.ping(), this.heartbeatIntervalMs);
+    this.failureTimer = setTimeout(() => this.checkSilence(), this.failureTimeoutMs);
+    this.log.debug({ peer: this.remoteNodeId }, 'peer connection up');
+    this.setUp();
+  }
+
+  private ping(): void {
+    this.socket?.write(encodePing(FrameType.PING, performance.now()));
+  }
+
+  private checkSilence(): void {
+    const silent = performance.now() - this.lastRx;
+    let next = this.failureTimeoutMs - silent;
+    // setTimeout may fire a fraction of a millisecond early by this clock.
+    if (next <= 1) {
+      // Keep the connection and keep probing: a stopped peer that resumes
+      // brings it back 'up' with its first frame.
+      this.setDown(`no frame from peer for ${Math.round(silent)} ms`);
+      next = this.failureTimeoutMs;
+    }
+    this.failureTimer = setTimeout(() => this.checkSilence(), next);
+  }
+
+  /** The connection `socket` is gone (or must go): clean up, report, reconnect. */
+  private lost(socket: PeerSocket, reason: string): void {
+    if (socket !== this.socket) return;
+    this.socket = null;
+    this.ready = false;
+    this.handshake = null;
+    this.decoder?.stop();
+    this.decoder = null;
+    for (const t of [this.handshakeTimer, this.failureTimer]) if (t !== null) clearTimeout(t);
+    if (this.heartbeatTimer !== null) clearInterval(this.heartbeatTimer);
+    this.handshakeTimer = this.failureTimer = this.heartbeatTimer = null;
+    socket.destroy();
+    const err = this.closed ? CLOSED_ERROR : UNAVAILABLE_ERROR;
+    for (const [, c] of this.calls) {
+      clearTimeout(c.timer);
+      c.reject(new PeerError(err.code, `peer connection lost while waiting: ${reason}`));
+    }
+    this.calls.clear();
+    if (this.closed) return;
+    this.setDown(reason);
+    const base = Math.min(this.reconnectMaxMs, this.reconnectMinMs * 2 ** this.attempts);
+    this.attempts = Math.min(this.attempts + 1, 30);
+    // Jitter in [base/2, base) keeps a restarted cluster from reconnecting in lockstep.
+    const delay = base / 2 + (Math.random() * base) / 2;
+    this.reconnectTimer = setTimeout(() => this.open(), delay);
+  }
+
+  private setUp(): void {
+    if (this.state === 'up') return;
+    this.state = 'up';
+    this.emit('up');
+  }
+
+  private setDown(reason: string): void {
+    this.failWaiters(UNAVAILABLE_ERROR);
+    if (this.state === 'down') return;
+    const wasUp = this.state === 'up';
+    this.state = 'down';
+    const fields = { peer: this.remoteNodeId ?? `${this.host}:${this.port}`, reason };
+    if (wasUp) this.log.warn(fields, 'peer down');
+    else this.log.debug(fields, 'peer down');
+    this.emit('down', reason);
+  }
+
+  /** Answer every decision waiter, and drop the unsent batch so the peer never decides what we already answered. */
+  private failWaiters(err: PeerError): void {
+    this.batch.reset();
+    this.pending.failAll(err);
+  }
+
+  // ------------------------------------------------------------- hot path
+
+  private flush(): void {
+    this.flushScheduled = false;
+    const frames = this.batch.take();
+    // No socket means setDown already answered the batch's waiters and reset it.
+    if (frames !== null && this.socket !== null) this.socket.write(frames);
+  }
+
+  private onDeadline(): void {
+    this.deadlineTimer = null;
+    const now = performance.now();
+    // +1: timers may fire a fraction of a millisecond early by this clock.
+    const next = this.pending.expire(now + 1, TIMEOUT_ERROR);
+    if (next !== Infinity && this.deadlineTimer === null) {
+      this.deadlineTimer = setTimeout(this.onDeadlineBound, Math.max(1, next - now));
+    }
+  }
+
+  private onCallReply(body: Buffer): void {
+    const reply = decodeCallReply(body);
+    const c = this.calls.get(reply.callId);
+    if (c === undefined) return; // timed out already
+    this.calls.delete(reply.callId);
+    clearTimeout(c.timer);
+    if (reply.status === CallStatus.OK) c.resolve(reply.payload);
+    else c.reject(new PeerError('remote', reply.payload.toString('utf8')));
+  }
+}
