@@ -6,8 +6,12 @@ import type { Algorithm, LimitState } from "./types.js";
  * request takes one token. Levels are kept in units of 1/D_ms of a token, so the refill
  * is exactly `limit` units per millisecond and one token is D_ms units: integers only.
  *
- * State: a = level (scaled tokens, may be negative after a merge: owed tokens),
- * b = time of that level (ms), c = the limit the level was last computed with.
+ * What is kept across requests is the consumption (tokens taken and not yet refilled),
+ * not the token count: a changed limit then keeps what was used, as the windows keep
+ * their counts, and the bucket stays the exact dual of the leaky bucket.
+ *
+ * State: a = tokens left (scaled) at time b, b = time (ms), c = the limit then in force.
+ * `a` may be negative after a merge: tokens owed.
  */
 export const tokenBucket: Algorithm = {
   name: "token-bucket",
@@ -15,11 +19,7 @@ export const tokenBucket: Algorithm = {
 
   step(state, limit, D, now, out) {
     const capacity = limit * D;
-    let level = capacity;
-    if (state !== null) {
-      // A lowered limit clamps the level to the new capacity; a raised one keeps it.
-      level = Math.min(capacity, state.a + Math.max(0, now - state.b) * limit);
-    }
+    const level = state === null ? capacity : capacity - consumedAt(state, limit, D, now);
     if (level >= D) {
       const after = level - D;
       out.allowed = true;
@@ -38,17 +38,20 @@ export const tokenBucket: Algorithm = {
   },
 
   merge(x, y, D, now, out) {
-    // Each side's consumption (tokens taken and not yet refilled) is added up.
+    // Each side's consumption is added up; the newer side's limit is the one in force.
     const limit = x.b >= y.b ? x.c : y.c;
-    const capacity = limit * D;
-    const levelAt = (s: Readonly<LimitState>) => Math.min(capacity, s.a + Math.max(0, now - s.b) * limit);
-    const consumed = capacity - levelAt(x) + (capacity - levelAt(y));
-    out.a = capacity - consumed;
+    const consumed = consumedAt(x, limit, D, now) + consumedAt(y, limit, D, now);
+    out.a = limit * D - consumed;
     out.b = now;
     out.c = limit;
   },
 
   expiresAt(state: Readonly<LimitState>, limit: number, D: number) {
-    return state.b + ceilDiv(limit * D - state.a, limit);
+    return state.b + ceilDiv(state.c * D - state.a, limit);
   },
 };
+
+/** Scaled tokens taken and not yet refilled at `now`, refilling at the current limit's rate. */
+function consumedAt(state: Readonly<LimitState>, limit: number, D: number, now: number): number {
+  return Math.max(0, state.c * D - state.a - Math.max(0, now - state.b) * limit);
+}

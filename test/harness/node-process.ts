@@ -1,0 +1,98 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { TEST_KEY, request } from "./http-client.js";
+
+const MAIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../src/main.js");
+
+/** A port that was free a moment ago on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as net.AddressInfo).port;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface NodeProcess {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  readonly port: number;
+  readonly url: string;
+  readonly env: Record<string, string>;
+  output(): string;
+  /** signal the node's whole process group */
+  signal(signal: NodeJS.Signals): void;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGKILL if still running, and wait for it */
+  kill(): Promise<void>;
+}
+
+const live = new Set<NodeProcess>();
+// Whatever happens to the test, no node outlives it.
+process.on("exit", () => {
+  for (const n of live) {
+    try {
+      process.kill(-n.pid, "SIGKILL");
+    } catch {
+      /* already gone */
+    }
+  }
+});
+
+/** Start `node dist/src/main.js` as its own process group and wait until /ready answers 200. */
+export async function spawnNode(env: Record<string, string>, options: { waitReady?: boolean; timeoutMs?: number } = {}): Promise<NodeProcess> {
+  const port = env.PORT !== undefined ? Number(env.PORT) : await freePort();
+  const fullEnv: Record<string, string> = { HOST: "127.0.0.1", API_KEYS: TEST_KEY, LOG_LEVEL: "warn", PEER_PORT: String(await freePort()), ...env, PORT: String(port) };
+  const child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? "", ...fullEnv }, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  const handle: NodeProcess = {
+    child,
+    pid: child.pid!,
+    port,
+    url: `${env.TLS_CERT_FILE ? "https" : "http"}://127.0.0.1:${port}`,
+    env: fullEnv,
+    output: () => out,
+    signal(signal) {
+      try {
+        process.kill(-child.pid!, signal);
+      } catch {
+        /* already gone */
+      }
+    },
+    exited,
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) handle.signal("SIGKILL");
+      await exited;
+      live.delete(handle);
+    },
+  };
+  live.add(handle);
+  exited.then(() => live.delete(handle));
+  if (options.waitReady !== false) {
+    const deadline = Date.now() + (options.timeoutMs ?? 15_000);
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`node exited with ${child.exitCode} before ready:\n${out}`);
+      try {
+        const r = await request(handle.url + "/ready", { timeoutMs: 500 });
+        if (r.status === 200) break;
+      } catch {
+        /* not listening yet */
+      }
+      if (Date.now() > deadline) {
+        await handle.kill();
+        throw new Error(`node not ready within ${options.timeoutMs ?? 15_000} ms:\n${out}`);
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  return handle;
+}
