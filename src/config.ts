@@ -9,7 +9,7 @@ export const DEFAULTS = Object.freeze({
   apiKeyHashes: [] as readonly string[],
   tlsCertFile: undefined as string | undefined,
   tlsKeyFile: undefined as string | undefined,
-  nodeId: undefined as string | undefined, // default: `${host}:${peerPort}`
+  nodeId: undefined as string | undefined, // default: this node's entry in PEERS / PEERS_DNS, else `${peerHost}:${peerPort}`
   peerHost: "0.0.0.0" as string,
   peerPort: undefined as number | undefined, // default: port + 1000
   peers: [] as readonly string[],
@@ -22,6 +22,7 @@ export const DEFAULTS = Object.freeze({
   heartbeatIntervalMs: 200 as number,
   failureTimeoutMs: 1000 as number, // no frame from a peer for this long: it leaves this node's ring
   dnsIntervalMs: 5000 as number,
+  dnsServer: undefined as string | undefined, // host:port of the DNS server for PEERS_DNS; default: the system resolver
   drainTimeoutMs: 20000 as number, // SIGTERM: bound on handing states over and finishing requests
   failOpen: true as boolean,
   maxKeys: 5_000_000 as number,
@@ -81,6 +82,7 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser]> = {
   heartbeatIntervalMs: ["HEARTBEAT_INTERVAL_MS", int(10, 60_000)],
   failureTimeoutMs: ["FAILURE_TIMEOUT_MS", int(50, 600_000)],
   dnsIntervalMs: ["DNS_INTERVAL_MS", int(100, 3_600_000)],
+  dnsServer: ["DNS_SERVER", str],
   drainTimeoutMs: ["DRAIN_TIMEOUT_MS", int(0, 3_600_000)],
   failOpen: ["FAIL_OPEN", bool],
   maxKeys: ["MAX_KEYS", int(1, 1_000_000_000)],
@@ -145,7 +147,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   if (config.failureTimeoutMs <= config.heartbeatIntervalMs) {
     throw new ConfigError("FAILURE_TIMEOUT_MS", "must be greater than HEARTBEAT_INTERVAL_MS");
   }
-  if (config.nodeId === undefined) config.nodeId = `${config.host}:${config.peerPort}`;
   return config;
 }
 

@@ -5,6 +5,7 @@ import { FrontEnd } from "./http-server.js";
 import { IdGenerator } from "./ids.js";
 import { createLogger, type Logger } from "./logger.js";
 import { Metrics } from "./metrics.js";
+import { Cluster } from "./shard/cluster.js";
 import { LocalDecider } from "./shard/local-decider.js";
 import { StateTable } from "./shard/state-table.js";
 
@@ -13,6 +14,9 @@ const SWEEP_INTERVAL_MS = 1000;
 export interface RunningNode {
   readonly port: number;
   readonly metricsPort: number | undefined;
+  /** the peer listener's port, when clustered */
+  readonly peerPort: number | undefined;
+  readonly cluster: Cluster | undefined;
   readonly logger: Logger;
   readonly table: StateTable;
   /** Graceful stop: /ready → 503, in-flight requests finish (bounded by drainTimeoutMs), listeners close. */
@@ -34,7 +38,11 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   }
   const verifier = new ApiKeyVerifier(apiKeys, config.apiKeyHashes);
   const metrics = new Metrics({ storedKeys: () => table.size, evictions: () => table.evictions, expirations: () => table.expirations });
-  const decider: Decider = new LocalDecider(table);
+  const local = new LocalDecider(table);
+  const clustered = config.peers.length > 0 || config.peersDns !== undefined;
+  const cluster = clustered ? new Cluster(config, local, metrics, logger) : undefined;
+  const decider: Decider = cluster?.decider ?? local;
+  const peerPort = await cluster?.start();
 
   const frontEnd = new FrontEnd(
     {
@@ -44,15 +52,17 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
       ...(config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined ? { tls: { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile } } : {}),
       ...(config.metricsPort !== undefined ? { metricsPort: config.metricsPort } : {}),
     },
-    { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => true },
+    { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true },
   );
   const { port, metricsPort } = await frontEnd.listen();
-  logger.info({ port, metricsPort, https: config.tlsCertFile !== undefined, maxKeys: config.maxKeys }, "ringlimit node listening");
+  logger.info({ port, metricsPort, peerPort, self: cluster?.self, https: config.tlsCertFile !== undefined, maxKeys: config.maxKeys }, "ringlimit node listening");
 
   let stopping: Promise<void> | undefined;
   return {
     port,
     metricsPort,
+    peerPort,
+    cluster,
     logger,
     table,
     stop() {
@@ -64,6 +74,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
         if (frontEnd.inFlight > 0) logger.warn({ inFlight: frontEnd.inFlight }, "drain timeout: closing with requests in flight");
         clearInterval(sweep);
         frontEnd.close();
+        await cluster?.stop();
         logger.info("ringlimit node stopped");
       })();
       return stopping;
