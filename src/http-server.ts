@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import { App, SSLApp, us_listen_socket_close, us_socket_local_port, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from "uWebSockets.js";
 import { failOpenDecision, newDecision, type Decider, type Decision, type DegradedReason } from "./decider.js";
 import type { ApiKeyVerifier } from "./auth.js";
@@ -136,21 +137,25 @@ export class FrontEnd {
         if (received > MAX_BODY_BYTES) return this.reject(x, Errors.payloadTooLarge, true);
         if (isLast && body === undefined) {
           // The common case: the whole body in one chunk, parsed straight from uWS's buffer.
-          return this.onBody(x, Buffer.from(chunk).toString("utf8"));
+          return this.onBody(x, Buffer.from(chunk));
         }
         // The chunk's memory is reused by uWS after this callback: copy it.
         body = body === undefined ? Buffer.from(Buffer.from(chunk)) : Buffer.concat([body, Buffer.from(chunk)]);
-        if (isLast) this.onBody(x, body.toString("utf8"));
+        if (isLast) this.onBody(x, body);
       } catch (err) {
         this.internalError(x, err);
       }
     });
   }
 
-  private onBody(x: Exchange, text: string): void {
+  /** `bytes` may be a view of uWS's buffer: use it synchronously, do not keep it. */
+  private onBody(x: Exchange, bytes: Buffer): void {
+    // JSON text is UTF-8 (RFC 8259). Decoding bad bytes to U+FFFD would make distinct
+    // identifiers share one limit ("x\xff" and "x\xfe" both become "x\ufffd").
+    if (!isUtf8(bytes)) return this.reject(x, Errors.badRequest, false, [{ field: "body", message: "must be UTF-8 encoded JSON" }]);
     let parsed: unknown;
     try {
-      parsed = JSON.parse(text);
+      parsed = JSON.parse(bytes.toString("utf8"));
     } catch {
       return this.reject(x, Errors.badRequest, false, [{ field: "body", message: "must be valid JSON" }]);
     }

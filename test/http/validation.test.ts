@@ -234,3 +234,16 @@ t.test("valid after invalid: validation leaves no state behind", async (t) => {
   ok200(t, r, "first valid request");
   t.equal(r.json.data.count, 1, "rejected requests were not counted");
 });
+
+t.test("bodies that are not UTF-8 are 400, so distinct byte strings never share a limit", async (t) => {
+  const mk = (bytes: number[]) => Buffer.concat([Buffer.from(`{"namespace":"utf8","limit":1,"duration":600,"identifier":"${uniqueId()}`), Buffer.from(bytes), Buffer.from('"}')]);
+  const headers = { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" };
+  for (const bytes of [[0xff], [0xfe], [0xc3], [0xed, 0xa0, 0x80] /* UTF-8-encoded lone surrogate */, [0xc0, 0xaf] /* overlong "/" */, [0xf4, 0x90, 0x80, 0x80] /* above U+10FFFF */]) {
+    const r = await request(node.url + "/limit", { method: "POST", headers, body: mk(bytes) });
+    bad400(t, r, ["body"], `bytes ${Buffer.from(bytes).toString("hex")}`);
+  }
+  // well-formed multi-byte UTF-8 is of course fine
+  const r = await request(node.url + "/limit", { method: "POST", headers, body: mk([0xc3, 0xa9, 0xf0, 0x9f, 0x98, 0x80]) });
+  ok200(t, r, "é😀 in UTF-8");
+  t.match(r.json?.data?.identifier, /é😀$/);
+});
