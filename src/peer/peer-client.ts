@@ -160,7 +160,7 @@ export class PeerClient extends EventEmitter {
 
   /** Decisions waiting for an answer (including this turn's unsent batch). */
   get pendingCount(): number {
-    return this.pending.size;
+    return this.pending.waiting;
   }
 
   /** Start connecting (and keep reconnecting until close()). Idempotent. */

@@ -36,8 +36,12 @@ export class PendingRequests {
   private head = 0;
   /** Next id to hand out. */
   private tail = 0;
+  /** Waiters not yet answered (the window also holds answered slots until the head passes them). */
+  waiting = 0;
 
-  constructor(initialCapacity = 1024) {
+  /** `firstId` only matters to tests of the u32 wrap-around. */
+  constructor(initialCapacity = 1024, firstId = 0) {
+    this.head = this.tail = firstId >>> 0;
     let cap = 16;
     while (cap < initialCapacity) cap *= 2;
     this.cbs = new Array<DecideCallback | null>(cap).fill(null);
@@ -72,6 +76,7 @@ export class PendingRequests {
     this.cbs[i] = cb;
     this.deadlines[i] = deadline;
     this.tail = (id + 1) >>> 0;
+    this.waiting++;
     return id;
   }
 
@@ -80,7 +85,9 @@ export class PendingRequests {
     if (((reqId - this.head) >>> 0) >= this.size) return null;
     const i = reqId & this.mask;
     const cb = this.cbs[i]!;
+    if (cb === null) return null;
     this.cbs[i] = null;
+    this.waiting--;
     return cb;
   }
 
@@ -99,6 +106,7 @@ export class PendingRequests {
       const cb = this.cbs[i]!;
       this.cbs[i] = null;
       this.head = (this.head + 1) >>> 0;
+      this.waiting--;
       invokeSafely(cb, err, null);
     }
   }
@@ -111,16 +119,10 @@ export class PendingRequests {
       const cb = this.cbs[i];
       this.cbs[i] = null;
       this.head = (this.head + 1) >>> 0;
-      if (cb !== null && cb !== undefined) invokeSafely(cb, err, null);
-    }
-  }
-
-  /** Answer with `err` the waiters of ids [from, this.nextId) still waiting (a batch that could not be sent). */
-  failFrom(from: number, err: PeerError): void {
-    const end = this.tail;
-    for (let id = from; id !== end; id = (id + 1) >>> 0) {
-      const cb = this.take(id);
-      if (cb !== null) invokeSafely(cb, err, null);
+      if (cb !== null && cb !== undefined) {
+        this.waiting--;
+        invokeSafely(cb, err, null);
+      }
     }
   }
 

@@ -1,0 +1,180 @@
+// Shared pieces of the peer channel tests: real sockets on 127.0.0.1, ports
+// chosen by the OS, and hand-driven ends of the protocol for the cases a
+// well-behaved PeerServer or PeerClient would never produce.
+
+import net from 'node:net';
+import type { EventEmitter } from 'node:events';
+import { FrameType } from '../../src/peer/constants.js';
+import { FrameDecoder, encodeFrame } from '../../src/peer/frame.js';
+import { ClientHandshake, ServerHandshake, secretKey } from '../../src/peer/handshake.js';
+import { decodePing, encodePing } from '../../src/peer/messages.js';
+import { PeerClient, PeerServer, type DecideResult, type PeerClientOptions, type PeerServerHandler, type PeerServerOptions } from '../../src/peer/index.js';
+
+export const HOST = '127.0.0.1';
+export const SECRET = 'test-cluster-secret';
+
+/** A handler that echoes: allowed, remaining = limit - 1, and counts its calls. */
+export function echoHandler(): PeerServerHandler & { decided: number } {
+  const h = {
+    decided: 0,
+    decide(_ns: string, _id: string, _alg: number, limit: number, duration: number, out: DecideResult): void {
+      h.decided++;
+      out.code = 0;
+      out.remaining = limit - 1;
+      out.resetTime = 1_700_000_000 + duration;
+      out.retryAfterMs = 0;
+    },
+  };
+  return h;
+}
+
+export async function startServer(
+  handler: PeerServerHandler,
+  opts: Partial<PeerServerOptions> = {},
+): Promise<{ server: PeerServer; port: number }> {
+  const server = new PeerServer({ host: HOST, port: 0, secret: SECRET, nodeId: 'server-1', handler, ...opts });
+  const port = await server.listen();
+  return { server, port };
+}
+
+export function makeClient(port: number, opts: Partial<PeerClientOptions> = {}): PeerClient {
+  return new PeerClient({ host: HOST, port, secret: SECRET, nodeId: 'client-1', ...opts });
+}
+
+/** Resolve on `event`, reject after `ms`, so a broken test fails instead of hanging. */
+export function waitEvent<T = unknown>(em: EventEmitter, event: string, ms = 5_000): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      em.off(event, on);
+      reject(new Error(`no '${event}' within ${ms} ms`));
+    }, ms);
+    const on = (v: T): void => {
+      clearTimeout(timer);
+      resolve(v);
+    };
+    em.once(event, on);
+  });
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** A port that was free a moment ago (nothing listens on it now). */
+export async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, HOST, r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+/** A raw socket to `port` and a promise of its 'close', with when it happened. */
+export async function rawConnect(port: number): Promise<{ socket: net.Socket; closed: Promise<number> }> {
+  const socket = net.connect({ host: HOST, port });
+  socket.on('error', () => {});
+  // Flowing from the start: a paused socket with unread data never sees the
+  // server's FIN, so 'close' would never come. Tests that read attach 'data'
+  // before they write anything.
+  socket.resume();
+  const closed = new Promise<number>((r) => socket.once('close', () => r(performance.now())));
+  await new Promise<void>((r, j) => {
+    socket.once('connect', r);
+    socket.once('error', j);
+  });
+  return { socket, closed };
+}
+
+/** Race `p` against a bound: true if it settled within `ms`. */
+export async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)));
+  try {
+    return await Promise.race([p.then(() => true), t]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * A hand-driven client: completes the real handshake with `secret`, then
+ * lets the test write anything. `frames` records what the server sent after READY.
+ */
+export async function rawAuthenticatedClient(
+  port: number,
+  secret = SECRET,
+): Promise<{ socket: net.Socket; closed: Promise<number>; frames: Array<{ type: number; body: Buffer }> }> {
+  const { socket, closed } = await rawConnect(port);
+  const hs = new ClientHandshake(secretKey(secret), 'raw-client');
+  const frames: Array<{ type: number; body: Buffer }> = [];
+  let ready = false;
+  const readyP = new Promise<void>((resolve, reject) => {
+    const dec = new FrameDecoder((type, body) => {
+      if (ready) frames.push({ type, body: Buffer.from(body) });
+      else if (hs.receive(type, body, (f) => socket.write(f))) {
+        ready = true;
+        resolve();
+      }
+    });
+    socket.on('data', (c: Buffer) => dec.push(c));
+    closed.then(() => reject(new Error('closed during handshake')));
+  });
+  socket.write(hs.start());
+  await readyP;
+  return { socket, closed, frames };
+}
+
+/**
+ * A hand-driven server: completes the real handshake, then never answers a
+ * DECIDE or CALL, and answers PINGs only while `answerPings` is true. It
+ * stands for a peer that is stuck, or SIGSTOPped, with its TCP connection open.
+ */
+export async function startStuckServer(secret = SECRET): Promise<{
+  port: number;
+  answerPings: boolean;
+  decideFrames: number;
+  sockets: Set<net.Socket>;
+  dropConnections(): void;
+  close(): Promise<void>;
+}> {
+  const sockets = new Set<net.Socket>();
+  const key = secretKey(secret);
+  const state = {
+    port: 0,
+    answerPings: false,
+    decideFrames: 0,
+    sockets,
+    dropConnections(): void {
+      for (const s of sockets) s.destroy();
+    },
+    close(): Promise<void> {
+      state.dropConnections();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+    const hs = new ServerHandshake(key, 'stuck-server');
+    let ready = false;
+    const dec = new FrameDecoder((type, body) => {
+      if (!ready) {
+        ready = hs.receive(type, body, (f) => socket.write(f));
+        return;
+      }
+      if (type === FrameType.DECIDE) state.decideFrames++;
+      if (type === FrameType.PING && state.answerPings) socket.write(encodePing(FrameType.PONG, decodePing(body)));
+    });
+    socket.on('data', (c: Buffer) => {
+      try {
+        dec.push(c);
+      } catch {
+        socket.destroy();
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, HOST, r));
+  state.port = (server.address() as net.AddressInfo).port;
+  return state;
+}
+
+export { encodeFrame };
