@@ -18,6 +18,8 @@ export interface RequestOptions {
   headers?: Record<string, string>;
   body?: string | Buffer;
   timeoutMs?: number;
+  /** default: a shared keep-alive agent; `false`: a new connection for this request */
+  agent?: http.Agent | false;
 }
 
 /** A plain HTTP(S) request with nothing added but what the caller sets (and Content-Length). */
@@ -26,7 +28,7 @@ export function request(url: string, options: RequestOptions = {}): Promise<Repl
   const secure = u.protocol === "https:";
   return new Promise((resolve, reject) => {
     const req = (secure ? https : http).request(
-      { hostname: u.hostname, port: u.port, path: u.pathname, method: options.method ?? "GET", headers: options.headers ?? {}, agent: secure ? httpsAgent : httpAgent, timeout: options.timeoutMs ?? 10_000 },
+      { hostname: u.hostname, port: u.port, path: u.pathname, method: options.method ?? "GET", headers: options.headers ?? {}, agent: options.agent ?? (secure ? httpsAgent : httpAgent), ...(secure ? { rejectUnauthorized: false } : {}), timeout: options.timeoutMs ?? 10_000 },
       (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
