@@ -8,15 +8,21 @@ export function splitHostPort(address: string): { host: string; port: number } {
   return { host, port: Number(address.slice(colon + 1)) };
 }
 
+const WILDCARDS = new Set(["0.0.0.0", "::", "[::]"]);
+
 /**
- * Which entry of the member list is this node. A member is this node when its port is
- * our peer port and its host is our PEER_HOST or one of this machine's own addresses
- * (in Kubernetes: the pod IP a headless Service resolves to), or when the entry is
- * literally our NODE_ID.
+ * Which entry of the member list is this node: the entry that is literally our NODE_ID,
+ * or whose port is our peer port and whose host is where the peer listener is bound.
+ * Bound to a wildcard, that is any of this machine's addresses (in Kubernetes: the pod
+ * IP a headless Service resolves to); bound to one address, only that address, since
+ * several nodes on one machine may share a port on different addresses (127.0.0.1–3).
  */
 export function findSelf(members: readonly string[], peerHost: string, peerPort: number, nodeId: string | undefined): string | undefined {
-  const local = new Set<string>(["localhost", peerHost]);
-  for (const list of Object.values(networkInterfaces())) for (const i of list ?? []) local.add(i.address);
+  const local = new Set<string>([peerHost]);
+  if (WILDCARDS.has(peerHost)) {
+    local.add("localhost");
+    for (const list of Object.values(networkInterfaces())) for (const i of list ?? []) local.add(i.address);
+  }
   return members.find((m) => {
     if (m === nodeId) return true;
     const { host, port } = splitHostPort(m);

@@ -58,7 +58,7 @@ export async function spawnNode(env: Record<string, string>, options: { waitRead
     child,
     pid: child.pid!,
     port,
-    url: `${env.TLS_CERT_FILE ? "https" : "http"}://127.0.0.1:${port}`,
+    url: `${env.TLS_CERT_FILE ? "https" : "http"}://${fullEnv.HOST}:${port}`,
     env: fullEnv,
     output: () => out,
     signal(signal) {
