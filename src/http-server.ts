@@ -224,7 +224,10 @@ export class FrontEnd {
     if (!x.aborted) {
       const body = errorBody(this.deps.ids.error(), x.receivedAt, error, details);
       res.cork(() => {
-        res.writeStatus(error.statusLine).writeHeader("Content-Type", JSON_TYPE).end(body, closeConnection);
+        res.writeStatus(error.statusLine);
+        // RFC 9110 §11.6.1: a 401 must say which scheme it wants.
+        if (error === Errors.unauthorized) res.writeHeader("WWW-Authenticate", "Bearer");
+        res.writeHeader("Content-Type", JSON_TYPE).end(body, closeConnection);
       });
     }
     this.deps.metrics.countRequest(error.status, x.query?.algorithm.code ?? -1);
