@@ -403,10 +403,10 @@ export class DecideReplyWriter {
   put(reqId: number, code: number, remaining: number, resetTime: number, retryAfterMs: number): void {
     const b = this.buf;
     const at = this.at;
-    b.writeUInt32BE(reqId, at);
+    putU32(b, at, reqId);
     b[at + 4] = code;
-    b.writeUInt32BE(clampU32(remaining), at + 5);
-    b.writeUInt32BE(clampU32(resetTime), at + 9);
+    putU32(b, at + 5, clampU32(remaining));
+    putU32(b, at + 9, clampU32(resetTime));
     b.writeDoubleBE(retryAfterMs, at + 13);
     this.at = at + DECIDE_REPLY_ITEM_BYTES;
   }
@@ -445,7 +445,7 @@ export function readDecideReply(body: Buffer, sink: DecideReplySink): number {
     if (body[at + 4]! > 2) throw new FrameError(`DECIDE_REPLY item ${i}: unknown code ${body[at + 4]}`);
   }
   for (let i = 0, at = BATCH_COUNT_BYTES; i < n; i++, at += DECIDE_REPLY_ITEM_BYTES) {
-    sink(body.readUInt32BE(at), body[at + 4]!, body.readUInt32BE(at + 5), body.readUInt32BE(at + 9), body.readDoubleBE(at + 13));
+    sink(getU32(body, at), body[at + 4]!, getU32(body, at + 5), getU32(body, at + 9), body.readDoubleBE(at + 13));
   }
   return n;
 }

@@ -8,6 +8,20 @@
 // Each row keeps `inflight` batches of `batch` decide() calls outstanding:
 // a batch is issued in one turn (one DECIDE frame), the next when it is
 // fully answered. CPU µs per decision is measured on each side.
+//
+// Measured (Node 20.20, 2 shared cores, loopback, 3 s per row, noisy box):
+//   batch inflight  decisions/s  client µs  server µs
+//       1        1       19,774      25.81      25.47   (one round trip per decision)
+//       1       16      269,586       1.88       1.84
+//      16        4      553,538       0.91       0.85
+//      64        4    1,254,576       0.39       0.40
+//     256        4    1,852,134       0.25       0.27
+//    1024        2    1,828,798       0.25       0.29
+//    4096        2    1,772,243       0.24       0.33
+// Before the codec's ASCII fast path and plain byte loads/stores the 256-row
+// was ~1.19 M/s at 0.46 µs client CPU. Per item, in isolation: DECIDE write
+// 95 ns, decode 150 ns (most of it the identifier's UTF-8 decode), reply
+// write 28 ns, read 27 ns. The rest is syscalls (writeBuffer ~15-20% of CPU).
 
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
