@@ -1,7 +1,7 @@
 import type { LimitQuery } from "./limit-request.js";
 
 /** Why an answer was a fail-open one; also the `reason` label of the degraded metric. */
-export type DegradedReason = "internal" | "peer_timeout" | "peer_unavailable" | "peer_error";
+export type DegradedReason = "internal" | "peer_timeout" | "peer_unavailable" | "peer_error" | "handoff";
 
 /** The answer to one query, whoever computed it. */
 export interface Decision {

@@ -3,7 +3,7 @@ import { ALGORITHMS } from "./algorithms/index.js";
 import type { DegradedReason } from "./decider.js";
 
 const STATUSES = [200, 400, 401, 404, 405, 413, 415, 429, 500, 503] as const;
-const DEGRADED_REASONS: DegradedReason[] = ["internal", "peer_timeout", "peer_unavailable", "peer_error"];
+const DEGRADED_REASONS: DegradedReason[] = ["internal", "peer_timeout", "peer_unavailable", "peer_error", "handoff"];
 
 /**
  * Prometheus metrics. Hot-path counters are plain numbers in arrays, turned into

@@ -70,6 +70,11 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
         frontEnd.startDraining();
         frontEnd.stopListening();
         const deadline = Date.now() + config.drainTimeoutMs;
+        if (cluster !== undefined) {
+          const report = await cluster.leave(deadline);
+          const log = report.failed > 0 ? logger.warn.bind(logger) : logger.info.bind(logger);
+          log({ handedOver: report.sent, notHandedOver: report.failed, ms: report.ms }, report.failed > 0 ? "left the ring; some keys could not be handed over" : "left the ring; every key handed over");
+        }
         while (frontEnd.inFlight > 0 && Date.now() < deadline) await sleep(5);
         if (frontEnd.inFlight > 0) logger.warn({ inFlight: frontEnd.inFlight }, "drain timeout: closing with requests in flight");
         clearInterval(sweep);

@@ -12,6 +12,8 @@ export interface ClusterView {
   readonly self: string;
   /** members this node believes alive; replaced, never mutated */
   readonly ring: HashRing;
+  /** handing this node's states over: its own keys fail open until they have moved */
+  readonly frozen: boolean;
   client(member: string): PeerClient | undefined;
 }
 
@@ -36,7 +38,10 @@ export class ClusterDecider implements Decider {
     const view = this.view;
     const ringKey = ringKeyOf(query.namespace, query.identifier);
     const owner = view.ring.owner(ringKey);
-    if (owner === undefined || owner === view.self) return done(this.local.decideNow(query, ringKey, now));
+    if (owner === undefined || owner === view.self) {
+      if (view.frozen) return done(failOpenDecision(query, now, "handoff", newDecision()));
+      return done(this.local.decideNow(query, ringKey, now));
+    }
 
     const stateKey = stateKeyOf(query.algorithm.code, query.duration, ringKey);
     const block = this.blocked.get(stateKey, query.limit, now);

@@ -6,13 +6,26 @@ import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import { DecideCode, PeerClient, PeerServer, type DecideResult, type PeerTlsOptions } from "../peer/index.js";
 import { BlockedCache } from "./blocked-cache.js";
+import { CallMethod, MAX_BATCH_BYTES, decodeStates, encodeStates, mergeStates, recordBytes, type StateRecord } from "./handoff.js";
 import { ClusterDecider, type ClusterView } from "./cluster-decider.js";
 import { ClusterMetrics } from "./cluster-metrics.js";
 import type { LocalDecider } from "./local-decider.js";
 import { DnsMembership, StaticMembership, type MembershipSource } from "./membership.js";
 import { HashRing } from "./ring.js";
 import { findSelf, splitHostPort } from "./self-address.js";
-import { ringKeyOf } from "./state-key.js";
+import { parseStateKey, ringKeyOf } from "./state-key.js";
+import type { StateTable } from "./state-table.js";
+
+/** After a join, a second reconcile pass catches states created by forwards still in flight on the old ring. */
+const RECONCILE_AGAIN_MS = 500;
+/** Keys scanned per event-loop turn while looking for states to hand over: keeps a 1 M-key scan from stalling answers. */
+const SCAN_SLICE = 20_000;
+
+export interface HandOffReport {
+  sent: number;
+  failed: number;
+  ms: number;
+}
 
 /**
  * This node's place in the cluster: the peer listener that decides forwarded requests,
@@ -35,6 +48,14 @@ export class Cluster implements ClusterView {
   private readonly metrics: ClusterMetrics;
   private readonly startedAt = Date.now();
   private stopped = false;
+  frozen = false;
+  /** members that announced they are leaving; they rejoin only as a new connection */
+  private readonly departed = new Set<string>();
+  private reconciling: Promise<void> | undefined;
+  private reconcileAgain = false;
+  private readonly table: StateTable;
+  keysSent = 0;
+  keysReceived = 0;
 
   constructor(
     private readonly config: Config,
@@ -42,6 +63,7 @@ export class Cluster implements ClusterView {
     metrics: Metrics,
     private readonly logger: Logger,
   ) {
+    this.table = local.table;
     const peerPort = config.peerPort!;
     this.self = config.nodeId ?? `${config.peerHost}:${peerPort}`;
     this.ring = new HashRing([this.self]);
@@ -63,6 +85,8 @@ export class Cluster implements ClusterView {
       handler: {
         // A forwarded request is decided here whatever this node's ring says: never forwarded again.
         decide: (ns, identifier, algorithmCode, limit, duration, out: DecideResult) => {
+          // Handing over: this node's states are moving; the asking node fails open.
+          if (this.frozen) throw new Error("handing over");
           const algorithm = algorithmByCode(algorithmCode);
           if (algorithm === undefined || !(limit >= 1 && limit <= 1_000_000) || !(duration >= 1 && duration <= 31_536_000) || ns.length === 0 || identifier.length === 0) {
             throw new RangeError("forwarded decision out of contract");
@@ -72,12 +96,17 @@ export class Cluster implements ClusterView {
           query.limit = limit;
           query.duration = duration;
           query.algorithm = algorithm;
-          const d = local.decideNow(query, ringKeyOf(ns, identifier), Date.now());
+          const ringKey = ringKeyOf(ns, identifier);
+          // The sender's ring disagrees with ours (a join still converging): decide, but
+          // make sure the state reaches its owner once the rings agree.
+          if (this.ring.owner(ringKey) !== this.self) this.noteStrayState();
+          const d = local.decideNow(query, ringKey, Date.now());
           out.code = d.allowed ? DecideCode.ALLOWED : DecideCode.BLOCKED;
           out.remaining = d.remaining;
           out.resetTime = d.resetTime;
           out.retryAfterMs = d.retryAfterMs;
         },
+        call: async (method, payload, from) => this.onCall(method, payload, from),
       },
     });
     this.membership =
@@ -110,8 +139,33 @@ export class Cluster implements ClusterView {
     return this.configured;
   }
 
+  /**
+   * Leave the cluster without losing a counted request (DESIGN §4): freeze this node's
+   * keys (they fail open instead of being decided on a state that is moving), send
+   * every state to its owner on the ring without this node, then tell every peer to
+   * drop this node. Bounded by `deadline` (unix ms).
+   */
+  async leave(deadline: number): Promise<HandOffReport> {
+    const started = Date.now();
+    this.frozen = true;
+    const ringWithoutMe = this.ring.without(this.self);
+    let report: HandOffReport = { sent: 0, failed: this.table.size, ms: 0 };
+    if (ringWithoutMe.size > 0) {
+      report = await this.handOver((key) => ringWithoutMe.owner(key), deadline);
+    }
+    const name = Buffer.from(this.self);
+    await Promise.allSettled(
+      [...this.clients.values()].filter((c) => c.state === "up").map((c) => c.call(CallMethod.LEAVE, name, Math.max(50, deadline - Date.now()))),
+    );
+    // From now on this node's own callers are forwarded to the new owners.
+    this.ring = ringWithoutMe;
+    report.ms = Date.now() - started;
+    return report;
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
+    clearTimeout(this.strayTimer);
     this.membership.stop();
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
@@ -157,6 +211,8 @@ export class Cluster implements ClusterView {
     this.unsettled.add(member);
     client.on("up", () => {
       this.unsettled.delete(member);
+      // A member that left comes back as a new process, over a new connection.
+      this.departed.delete(member);
       this.logger.info({ peer: member }, "peer up: joins the ring");
       this.rebuildRing("peer up");
     });
@@ -173,11 +229,120 @@ export class Cluster implements ClusterView {
   private rebuildRing(why: string): void {
     if (this.stopped) return;
     const alive = [this.self];
-    for (const [member, client] of this.clients) if (client.state === "up") alive.push(member);
+    for (const [member, client] of this.clients) if (client.state === "up" && !this.departed.has(member)) alive.push(member);
     const next = new HashRing(alive);
     if (next.members.join() === this.ring.members.join()) return;
+    const joined = next.members.some((m) => !this.ring.has(m));
     this.ring = next;
     this.logger.info({ members: next.members, why }, "ring changed");
+    // A member joined: keys that now belong to it move there from whoever holds them.
+    if (joined && !this.frozen) this.scheduleReconcile(true);
+  }
+
+  private async onCall(method: number, payload: Buffer, from: string): Promise<Buffer> {
+    if (method === CallMethod.LEAVE) {
+      const member = payload.toString("utf8");
+      this.logger.info({ member, from }, "member is leaving: drops out of the ring");
+      this.departed.add(member);
+      this.rebuildRing("member left");
+      return Buffer.alloc(0);
+    }
+    if (method === CallMethod.MERGE_STATES) {
+      const records = decodeStates(payload);
+      const n = mergeStates(this.table, records, Date.now());
+      this.keysReceived += n;
+      const reply = Buffer.alloc(4);
+      reply.writeUInt32BE(n, 0);
+      return reply;
+    }
+    throw new Error(`unknown call method ${method}`);
+  }
+
+  private strayTimer: NodeJS.Timeout | undefined;
+
+  private noteStrayState(): void {
+    if (this.strayTimer !== undefined || this.frozen || this.stopped) return;
+    this.strayTimer = setTimeout(() => {
+      this.strayTimer = undefined;
+      if (!this.frozen && !this.stopped) this.scheduleReconcile(false);
+    }, RECONCILE_AGAIN_MS);
+    this.strayTimer.unref();
+  }
+
+  /** Send every state this node holds but does not own to its owner; run one at a time. */
+  private scheduleReconcile(again: boolean): void {
+    if (this.reconciling !== undefined) {
+      this.reconcileAgain = true;
+      return;
+    }
+    this.reconciling = (async () => {
+      do {
+        this.reconcileAgain = false;
+        const ring = this.ring;
+        const report = await this.handOver((key) => ring.owner(key), Date.now() + 30_000);
+        if (report.sent > 0 || report.failed > 0) this.logger.info(report, "handed states to their new owners");
+      } while (this.reconcileAgain && !this.stopped && !this.frozen);
+    })().finally(() => {
+      this.reconciling = undefined;
+    });
+    if (again) setTimeout(() => !this.stopped && !this.frozen && this.scheduleReconcile(false), RECONCILE_AGAIN_MS).unref();
+  }
+
+  /**
+   * Hand over the states whose owner (by `ownerOf`) is another member. A state is read
+   * and deleted in the same synchronous step as it is put in a batch, so nothing counted
+   * afterwards is lost with it; a batch that fails is merged back.
+   */
+  private async handOver(ownerOf: (ringKey: string) => string | undefined, deadline: number): Promise<HandOffReport> {
+    const started = Date.now();
+    // 1. Find the keys to move, a slice at a time.
+    const byOwner = new Map<string, string[]>();
+    const keys: string[] = [];
+    this.table.forEach((key) => keys.push(key));
+    for (let i = 0; i < keys.length; i += SCAN_SLICE) {
+      for (const key of keys.slice(i, i + SCAN_SLICE)) {
+        const parsed = parseStateKey(key);
+        const owner = parsed && ownerOf(parsed.ringKey);
+        if (owner === undefined || owner === this.self) continue;
+        let list = byOwner.get(owner);
+        if (list === undefined) byOwner.set(owner, (list = []));
+        list.push(key);
+      }
+      if (i + SCAN_SLICE < keys.length) await new Promise((r) => setImmediate(r));
+    }
+    // 2. Send them, batch by batch, to every owner in parallel.
+    let sent = 0;
+    let failed = 0;
+    await Promise.all(
+      [...byOwner].map(async ([owner, ownerKeys]) => {
+        const client = this.clients.get(owner);
+        let i = 0;
+        while (i < ownerKeys.length) {
+          const batch: StateRecord[] = [];
+          let bytes = 0;
+          for (; i < ownerKeys.length && bytes < MAX_BATCH_BYTES; i++) {
+            const key = ownerKeys[i]!;
+            const state = this.table.get(key);
+            if (state === undefined) continue;
+            this.table.delete(key);
+            batch.push({ key, state });
+            bytes += recordBytes(key);
+          }
+          if (batch.length === 0) continue;
+          try {
+            if (client === undefined || client.state !== "up" || Date.now() >= deadline) throw new Error("owner unreachable");
+            await client.call(CallMethod.MERGE_STATES, encodeStates(batch), Math.max(50, deadline - Date.now()));
+            sent += batch.length;
+            this.keysSent += batch.length;
+          } catch (err) {
+            failed += batch.length;
+            mergeStates(this.table, batch, Date.now());
+            this.logger.warn({ owner, keys: batch.length, err: (err as Error).message }, "state hand-off batch failed; keeping the states");
+          }
+        }
+      }),
+    );
+    return { sent, failed, ms: Date.now() - started };
   }
 
   private serverTls(): PeerTlsOptions | undefined {
