@@ -1,0 +1,28 @@
+// Request bodies. A scenario's body is a template with one varying part, the
+// identifier: `${idPrefix}${counter % idSpace}`; the counter advances per request.
+// Each load run gets its own idPrefix, so warm-up and measurement (and two loaders)
+// never share identifiers unless the scenario wants them to (idSpace small).
+//
+// spec: { namespace, limit, duration, algorithm?, idPrefix, idSpace }
+
+/** [head, tail] so that body = head + identifier + tail. */
+export function bodyParts (spec) {
+  const head = `{"namespace":${JSON.stringify(spec.namespace)},"identifier":"`
+  let tail = `","limit":${spec.limit},"duration":${spec.duration}`
+  if (spec.algorithm) tail += `,"algorithm":${JSON.stringify(spec.algorithm)}`
+  tail += '}'
+  return [head, tail]
+}
+
+/** A function returning the next body (counter-based identifier). */
+export function bodyFactory (spec, start = 0) {
+  const [head, tail] = bodyParts(spec)
+  const space = spec.idSpace
+  const prefix = spec.idPrefix
+  let n = start
+  return () => {
+    const id = prefix + (n % space)
+    n++
+    return head + id + tail
+  }
+}

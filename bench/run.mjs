@@ -1,0 +1,334 @@
+#!/usr/bin/env node
+// ringlimit benchmark runner: starts every server itself, drives it with autocannon
+// (and wrk when installed), reads the servers' CPU time from /proc, prints a table
+// with ratios and writes bench/results/latest.json.
+//
+//   node bench/run.mjs [--quick] [--runs N] [--only a,b] [--loader autocannon|wrk|both]
+//                      [--duration S] [--warmup S] [--connections N] [--memory] [--list]
+//
+// See bench/README.md for what each row is and how to read CPU per request.
+import { existsSync, mkdirSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { join } from 'node:path'
+import { tmpdir, cpus, loadavg, totalmem, release, platform, arch } from 'node:os'
+import { parseArgs } from 'node:util'
+
+const benchDir = new URL('.', import.meta.url).pathname
+const repoRoot = join(benchDir, '..')
+
+// Bench dependencies live in bench/node_modules; a fresh clone installs them here.
+if (!existsSync(join(benchDir, 'node_modules/autocannon/package.json'))) {
+  process.stderr.write('bench: installing bench dependencies (npm ci --prefix bench)\n')
+  execFileSync('npm', ['ci', '--prefix', benchDir, '--no-audit', '--no-fund'], { stdio: 'inherit' })
+}
+
+const { installCleanup, liveCount } = await import('./lib/children.mjs')
+const { GroupWatch, clockTicks } = await import('./lib/procfs.mjs')
+const { runLoad, wrkVersion } = await import('./lib/load.mjs')
+const { get, postJson } = await import('./lib/net.mjs')
+const srv = await import('./lib/servers.mjs')
+const { SCENARIOS, BASELINE, LOCAL } = await import('./lib/scenarios.mjs')
+const { summarise, table, markdown } = await import('./lib/report.mjs')
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    runs: { type: 'string' },
+    only: { type: 'string' },
+    loader: { type: 'string' },
+    duration: { type: 'string' },
+    warmup: { type: 'string' },
+    connections: { type: 'string' },
+    memory: { type: 'boolean', default: false },
+    list: { type: 'boolean', default: false },
+    markdown: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false }
+  }
+})
+
+if (args.help) {
+  process.stdout.write(`usage: node bench/run.mjs [options]
+  --quick            short subset, 1 run, autocannon only (under 2 minutes)
+  --runs N           runs per scenario, the median is reported (default 3; 1 with --quick)
+  --only a,b         scenarios by name (a trailing * matches a prefix: ringlimit-*)
+  --loader L         autocannon | wrk | both (default: both when wrk is installed; autocannon with --quick)
+  --duration S       measured seconds per run and loader (default 8; 4 with --quick)
+  --warmup S         warm-up seconds per server start (default 3; 2 with --quick)
+  --connections N    connections in total, spread over a row's nodes (default 50)
+  --memory           also run the memory scenarios (bench/memory.mjs)
+  --markdown         also print the tables as Markdown
+  --list             list the scenarios and exit
+`)
+  process.exit(0)
+}
+
+if (args.list) {
+  for (const s of SCENARIOS) process.stdout.write(`${s.name.padEnd(26)}${s.quick ? 'quick ' : '      '}${s.desc}\n`)
+  process.exit(0)
+}
+
+const quick = args.quick
+const haveWrk = wrkVersion()
+const redisVersion = srv.redisAvailable()
+const runs = Number(args.runs ?? (quick ? 1 : 3))
+const durationSec = Number(args.duration ?? (quick ? 4 : 8))
+const warmupSec = Number(args.warmup ?? (quick ? 2 : 3))
+const connections = Number(args.connections ?? 50)
+const notes = []
+
+let loaders
+const wanted = args.loader ?? (quick || !haveWrk ? 'autocannon' : 'both')
+if (wanted === 'both') loaders = ['autocannon', 'wrk']
+else if (wanted === 'autocannon' || wanted === 'wrk') loaders = [wanted]
+else { process.stderr.write(`bench: --loader must be autocannon, wrk or both, not ${wanted}\n`); process.exit(2) }
+if (loaders.includes('wrk') && !haveWrk) {
+  notes.push('wrk is not installed (apt-get install wrk): wrk rows skipped')
+  loaders = loaders.filter((l) => l !== 'wrk')
+  if (loaders.length === 0) loaders = ['autocannon']
+}
+for (const [name, v] of [['runs', runs], ['duration', durationSec], ['warmup', warmupSec], ['connections', connections]]) {
+  if (!Number.isFinite(v) || v < (name === 'warmup' ? 0 : 1)) { process.stderr.write(`bench: bad --${name}\n`); process.exit(2) }
+}
+
+let selected = SCENARIOS.filter((s) => !quick || s.quick)
+if (args.only) {
+  const pats = args.only.split(',').map((s) => s.trim()).filter(Boolean)
+  const match = (name) => pats.some((p) => (p.endsWith('*') ? name.startsWith(p.slice(0, -1)) : name === p))
+  const unknown = pats.filter((p) => !SCENARIOS.some((s) => (p.endsWith('*') ? s.name.startsWith(p.slice(0, -1)) : s.name === p)))
+  if (unknown.length) { process.stderr.write(`bench: unknown scenario(s): ${unknown.join(', ')} (see --list)\n`); process.exit(2) }
+  selected = SCENARIOS.filter((s) => match(s.name))
+}
+
+const tmp = mkdtempSync(join(tmpdir(), 'ringlimit-bench-'))
+installCleanup(() => rmSync(tmp, { recursive: true, force: true }))
+const apiKey = srv.makeApiKey()
+const authHeaders = { authorization: `Bearer ${apiKey}` }
+let tlsFiles = null
+const needsTls = selected.some((s) => s.server.tls)
+if (needsTls) {
+  try { tlsFiles = srv.makeCert(join(tmp, 'tls')) } catch (e) { notes.push(`openssl failed (${e.message}): HTTPS rows skipped`) }
+}
+
+// Rows that cannot run here are skipped with a reason, never silently dropped.
+const skipped = new Map()
+const ringlimitBuilt = srv.ringlimitAvailable()
+for (const s of selected) {
+  if (s.server.kind === 'ringlimit' && !ringlimitBuilt) skipped.set(s.name, 'dist/src/main.js missing (run `npm run build` at the repo root)')
+  else if (s.server.kind === 'fastify' && s.server.store === 'redis' && !redisVersion) skipped.set(s.name, 'redis-server not on PATH (apt-get install redis-server)')
+  else if (s.server.tls && !tlsFiles) skipped.set(s.name, 'no TLS certificate (openssl failed)')
+}
+
+function log (msg) { process.stderr.write(msg + '\n') }
+function gitInfo () {
+  try {
+    const commit = execFileSync('git', ['-C', repoRoot, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim()
+    const dirty = execFileSync('git', ['-C', repoRoot, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== ''
+    return { commit, dirty }
+  } catch { return null }
+}
+
+async function startServer (s) {
+  const k = s.server
+  const tls = k.tls ? tlsFiles : undefined
+  if (k.kind === 'floor') return srv.startFloor({ tls })
+  if (k.kind === 'fastify') return srv.startFastify({ store: k.store, apiKey })
+  if (k.kind === 'ringlimit') return srv.startRinglimit({ apiKey, nodes: k.nodes ?? 1, tls })
+  throw new Error(`unknown server kind ${k.kind}`)
+}
+
+// ringlimit counts fail-open answers in a metric; we sum whatever its /metrics
+// exposes under a name with "degraded" or "fail_open" (before/after each run).
+const DEGRADED_RE = /^ringlimit_[a-z_]*(degraded|fail_?open)[a-z_]*(\{[^}]*\})?\s+([0-9.eE+-]+)/
+async function scrapeMetrics (server) {
+  const out = { degraded: null, lines: [] }
+  for (const u of server.urls) {
+    let text
+    try {
+      const r = await get(u + '/metrics', 3000)
+      if (r.status !== 200) continue
+      text = r.body
+    } catch { continue }
+    for (const line of text.split('\n')) {
+      const m = DEGRADED_RE.exec(line)
+      if (m) out.degraded = (out.degraded ?? 0) + Number(m[3])
+      if (/^ringlimit_(stored_keys|[a-z_]*evict|[a-z_]*forward|[a-z_]*degraded|[a-z_]*fail_?open)/.test(line)) out.lines.push(`${u}: ${line}`)
+    }
+  }
+  return out
+}
+
+let seq = 0
+function idPrefix (s, tag) { return `${tag}${(++seq).toString(36)}-` }
+
+async function measure (s, server, loader, run) {
+  const watch = new GroupWatch(server.pgids)
+  const before = s.server.kind === 'ringlimit' ? await scrapeMetrics(server) : null
+  watch.refresh()
+  let cpu0 = 0
+  const t0 = performance.now()
+  const res = await runLoad({
+    loader,
+    urls: server.urls,
+    connections,
+    durationSec,
+    headers: authHeaders,
+    bodySpec: { ...s.body, idPrefix: idPrefix(s, `r${run}`) },
+    tmpDir: tmp
+  }, () => { cpu0 = watch.cpuTicks() })
+  const cpu1 = watch.cpuTicks()
+  const wall = (performance.now() - t0) / 1000
+  const after = s.server.kind === 'ringlimit' ? await scrapeMetrics(server) : null
+  const cpuSec = (cpu1 - cpu0) / clockTicks()
+  const n200 = res.status['200'] ?? 0
+  const n429 = res.status['429'] ?? 0
+  return {
+    ...res,
+    run,
+    cpuSec,
+    cpuUsPerReq: res.completed ? (cpuSec * 1e6) / res.completed : null,
+    serverCores: cpuSec / res.wallSec,
+    otherStatus: res.completed - n200 - n429,
+    degraded: after && after.degraded != null ? after.degraded - (before.degraded ?? 0) : null,
+    metrics: after ? after.lines : undefined,
+    loaderWallSec: wall
+  }
+}
+
+const results = new Map(selected.map((s) => [s.name, { scenario: s, runs: Object.fromEntries(loaders.map((l) => [l, []])), probe: null, failures: [] }]))
+const active = selected.filter((s) => !skipped.has(s.name))
+const totalSteps = active.length * runs
+const started = Date.now()
+const load0 = loadavg()
+log(`bench: ${active.length} scenario(s) × ${runs} run(s), loaders ${loaders.join('+')}, ${connections} connections, ` +
+  `${warmupSec}s warm-up + ${durationSec}s per loader; ${cpus().length} cpus, node ${process.version}`)
+for (const [name, why] of skipped) log(`bench: skip ${name}: ${why}`)
+
+let step = 0
+// Runs are interleaved (every scenario once, then again) so that drift in the
+// machine's background load spreads over all rows instead of biasing one.
+for (let run = 1; run <= runs; run++) {
+  for (const s of active) {
+    if (skipped.has(s.name)) continue
+    step++
+    const tag = `[${String(step).padStart(String(totalSteps).length)}/${totalSteps}] ${s.name} run ${run}/${runs}`
+    const entry = results.get(s.name)
+    let server
+    try {
+      log(`${tag}: starting`)
+      server = await startServer(s)
+      const watch = new GroupWatch(server.pgids)
+      // One real request first: a row whose server rejects our requests is reported, not measured.
+      const probeBody = { namespace: s.body.namespace, identifier: `probe-${run}`, limit: s.body.limit, duration: s.body.duration, ...(s.body.algorithm ? { algorithm: s.body.algorithm } : {}) }
+      const probe = await postJson(server.urls[0] + '/limit', probeBody, authHeaders)
+      if (run === 1) entry.probe = { status: probe.status, headers: probe.headers, body: probe.body.slice(0, 800) }
+      if (probe.status !== 200) throw new Error(`probe request answered ${probe.status}: ${probe.body.slice(0, 200)}`)
+      if (warmupSec > 0) {
+        await runLoad({ loader: loaders[0], urls: server.urls, connections, durationSec: warmupSec, headers: authHeaders, bodySpec: { ...s.body, idPrefix: idPrefix(s, `w${run}`) }, tmpDir: tmp })
+      }
+      for (const loader of loaders) {
+        const r = await measure(s, server, loader, run)
+        entry.runs[loader].push(r)
+        const bad = r.errors + r.otherStatus + (r.degraded ?? 0)
+        log(`${tag} ${loader.padEnd(10)} ${Math.round(r.rps).toLocaleString('en-US').padStart(7)} req/s  ` +
+          `CPU ${r.cpuUsPerReq?.toFixed(1).padStart(6)} µs/req  p99 ${(r.latencyUs.p99 / 1000).toFixed(2)} ms` +
+          (bad ? `  (errors ${r.errors}, other statuses ${r.otherStatus}, degraded ${r.degraded ?? 0})` : ''))
+      }
+      watch.refresh()
+      entry.hwmMb = Math.max(entry.hwmMb ?? 0, watch.hwmKb() / 1024)
+      for (const l of loaders) { const last = entry.runs[l].at(-1); if (last && last.run === run) last.peakRssMb = watch.hwmKb() / 1024 }
+    } catch (e) {
+      log(`${tag}: FAILED ${e.message}`)
+      entry.failures.push({ run, error: e.message })
+      // A server that cannot start will not start on the next run either.
+      if (!server) skipped.set(s.name, `failed: ${e.message}`)
+    } finally {
+      if (server) await server.stop()
+    }
+  }
+}
+
+const load1 = loadavg()
+// Summaries, one table per loader, ratios within the same loader and run set.
+const tables = {}
+const summary = {}
+for (const loader of loaders) {
+  const rows = []
+  for (const s of selected) {
+    const e = results.get(s.name)
+    if (e.runs[loader].length === 0) continue
+    rows.push({ name: s.name, s: summarise(e.runs[loader]) })
+  }
+  const base = rows.find((r) => r.name === BASELINE)?.s.cpuUsPerReq
+  const local = rows.find((r) => r.name === LOCAL)?.s.cpuUsPerReq
+  for (const r of rows) {
+    r.vsFloor = base ? r.s.cpuUsPerReq / base : null
+    r.vsLocal = local ? r.s.cpuUsPerReq / local : null
+  }
+  tables[loader] = rows
+  summary[loader] = Object.fromEntries(rows.map((r) => [r.name, { ...r.s, cpuVsFloor: r.vsFloor, cpuVsLocal: r.vsLocal }]))
+}
+
+let memory = null
+if (args.memory) {
+  if (!ringlimitBuilt) notes.push('memory scenarios skipped: dist/src/main.js missing')
+  else {
+    const { runMemory } = await import('./memory.mjs')
+    memory = await runMemory({ quick, apiKey, tmpDir: tmp, log })
+  }
+}
+
+const out = process.stdout
+out.write(`\nringlimit bench — ${new Date().toISOString()} — ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}\n`)
+out.write(`${connections} connections, ${durationSec}s measured per run, median of ${runs} run(s); load average ${load0.map((x) => x.toFixed(1)).join(' ')} → ${load1.map((x) => x.toFixed(1)).join(' ')}\n`)
+out.write('CPU µs/req = server processes\' utime+stime (/proc) ÷ responses; ×floor and ×rl-local divide it by the floor\'s and by ringlimit-allowed\'s, same loader.\n')
+for (const loader of loaders) {
+  if (!tables[loader].length) continue
+  out.write(`\n${loader}\n${table(tables[loader])}\n`)
+  if (args.markdown) out.write(`\n${markdown(tables[loader])}\n`)
+}
+if (memory) {
+  out.write('\nmemory\n')
+  for (const line of memory.lines) out.write(line + '\n')
+}
+const failures = [...results.values()].filter((e) => e.failures.length)
+for (const e of failures) for (const f of e.failures) notes.push(`${e.scenario.name} run ${f.run}: ${f.error}`)
+for (const [name, why] of skipped) if (!failures.some((e) => e.scenario.name === name)) notes.push(`${name} skipped: ${why}`)
+if (notes.length) out.write('\nnotes:\n' + notes.map((n) => `- ${n}`).join('\n') + '\n')
+out.write(`\ntook ${((Date.now() - started) / 1000).toFixed(0)} s\n`)
+
+const json = {
+  date: new Date().toISOString(),
+  machine: {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model,
+    totalMemMb: Math.round(totalmem() / 2 ** 20),
+    node: process.version,
+    platform: `${platform()} ${release()} ${arch()}`,
+    clkTck: clockTicks(),
+    loadavgStart: load0,
+    loadavgEnd: load1,
+    wrk: haveWrk,
+    redis: redisVersion
+  },
+  git: gitInfo(),
+  options: { quick, runs, durationSec, warmupSec, connections, loaders, only: args.only ?? null },
+  notes,
+  summary,
+  scenarios: [...results.values()].map((e) => ({
+    name: e.scenario.name,
+    desc: e.scenario.desc,
+    server: e.scenario.server,
+    body: e.scenario.body,
+    skipped: skipped.get(e.scenario.name) ?? null,
+    failures: e.failures,
+    probe: e.probe,
+    runs: e.runs
+  })),
+  memory
+}
+mkdirSync(join(benchDir, 'results'), { recursive: true })
+writeFileSync(join(benchDir, 'results/latest.json'), JSON.stringify(json, null, 2) + '\n')
+out.write(`results: bench/results/latest.json\n`)
+rmSync(tmp, { recursive: true, force: true })
+if (liveCount() !== 0) log(`bench: warning: ${liveCount()} child group(s) still tracked at exit (killed now)`)
+process.exit(0)
