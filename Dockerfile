@@ -1,0 +1,39 @@
+# syntax=docker/dockerfile:1
+# ringlimit: one node per container. Multi-stage: build with the dev toolchain (tspc +
+# typia transform), run with production dependencies only, as a non-root user, with
+# node itself as PID 1 under tini so SIGTERM reaches the service and starts the drain.
+
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json ./
+COPY src ./src
+COPY test ./test
+RUN npx tspc -p . && rm -rf dist/test
+
+FROM node:20-bookworm-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund
+
+FROM node:20-bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends tini \
+ && rm -rf /var/lib/apt/lists/*
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=8080 \
+    PEER_PORT=9080
+WORKDIR /app
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+USER node
+# 8080: POST /limit, /health, /ready, /metrics. 9080: the authenticated peer channel.
+EXPOSE 8080 9080
+# No curl in the image: node itself probes /health.
+HEALTHCHECK --interval=10s --timeout=2s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "require('http').get({host:'127.0.0.1',port:process.env.PORT||8080,path:'/health',timeout:1500},r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1)).on('timeout',()=>process.exit(1))"]
+# tini (PID 1) forwards SIGTERM to node and reaps; node drains and hands its states over.
+ENTRYPOINT ["/usr/bin/tini", "--", "node", "dist/src/main.js"]
