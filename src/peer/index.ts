@@ -5,6 +5,7 @@ export type { PeerServerHandler, PeerServerOptions, PeerServerStats } from './pe
 export { PeerClient } from './peer-client.js';
 export type { PeerClientOptions, PeerClientState } from './peer-client.js';
 export type { DecideCallback } from './pending-requests.js';
+export { MAX_CALL_PAYLOAD_BYTES } from './messages.js';
 export type { DecideResult } from './messages.js';
 export { PeerError } from './errors.js';
 export type { PeerErrorCode } from './errors.js';

@@ -407,7 +407,7 @@ export class DecideReplyWriter {
     b[at + 4] = code;
     putU32(b, at + 5, clampU32(remaining));
     putU32(b, at + 9, clampU32(resetTime));
-    b.writeDoubleBE(retryAfterMs, at + 13);
+    b.writeDoubleBE(retryAfterMs > 0 ? retryAfterMs : 0, at + 13); // NaN and negatives become 0
     this.at = at + DECIDE_REPLY_ITEM_BYTES;
   }
 

@@ -85,7 +85,7 @@ t.test('call(): refused locally when it cannot be sent, timeout when unanswered'
   const start = performance.now();
   await t.rejects(client.call(1, Buffer.alloc(10), 150), { code: 'timeout' });
   const took = performance.now() - start;
-  t.ok(took >= 145 && took < 400, `timed out after ${took.toFixed(0)} ms`);
+  t.ok(took >= 145 && took < 600, `timed out after ${took.toFixed(0)} ms`);
   // A call in flight when the connection drops is rejected at once.
   const pending = client.call(1, Buffer.alloc(10), 5_000);
   stuck.dropConnections();

@@ -35,7 +35,8 @@ t.test('a peer that never answers: every waiter gets timeout by its deadline, th
   t.ok(answered.every((a) => a.code === 'timeout' && a.r === null), 'all with timeout');
   const worst = Math.max(...answered.map((a) => a.late));
   const earliest = Math.min(...answered.map((a) => a.late));
-  t.ok(worst < 30, `at most ${worst.toFixed(1)} ms after the deadline`);
+  // Bound generous enough for a loaded CI box (typically 2-4 ms here).
+  t.ok(worst < 50, `at most ${worst.toFixed(1)} ms after the deadline`);
   t.ok(earliest > -2, `not early (${earliest.toFixed(1)} ms)`);
   t.equal(client.pendingCount, 0);
   t.equal(stuck.decideFrames, 2, 'the requests did go out');
@@ -43,7 +44,7 @@ t.test('a peer that never answers: every waiter gets timeout by its deadline, th
   // Heartbeats go unanswered: 'down' after failureTimeoutMs of silence
   // (counted from the last frame received, the handshake's READY).
   const down = (await downAt) - start;
-  t.ok(down >= 390 && down < 700, `down after ${down.toFixed(0)} ms`);
+  t.ok(down >= 390 && down < 900, `down after ${down.toFixed(0)} ms`);
   t.equal(client.state, 'down');
   const sync: string[] = [];
   client.decide('ns', 'x', 0, 10, 60, (err) => sync.push(err!.code));

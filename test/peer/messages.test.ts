@@ -183,7 +183,7 @@ t.test('DECIDE_REPLY round trip and count check', async (t) => {
   rw.begin(3);
   rw.put(1, 0, 9, 1_700_000_060, 0);
   rw.put(0xffffffff, 1, 0, 1_700_000_061, 1234.567);
-  rw.put(3, 2, -5, NaN, 0); // a careless handler's numbers are clamped
+  rw.put(3, 2, -5, NaN, -1); // a careless handler's numbers are clamped
   const f = frames(rw.finish());
   t.equal(f[0]!.type, FrameType.DECIDE_REPLY);
   const got: number[][] = [];
