@@ -1,0 +1,189 @@
+/**
+ * loadConfig: defaults, environment, `--kebab-case` flags (both forms) overriding the
+ * environment, and a ConfigError naming the variable for every bad value.
+ */
+import { fileURLToPath } from "node:url";
+import t, { type Test } from "tap";
+import { DEFAULTS, ENVIRONMENT_VARIABLES, flagOf, loadConfig } from "../src/config.js";
+import { ConfigError } from "../src/errors.js";
+
+const KEY_A = "svc_sk_" + "a".repeat(32);
+const KEY_B = "svc_sk_" + "B-_9".repeat(10);
+const HASH = "ab".repeat(32);
+const READABLE = fileURLToPath(import.meta.url);
+
+function fails(t: Test, fn: () => unknown, variable: string, what: string): void {
+  try {
+    fn();
+    t.fail(`${what}: expected a ConfigError naming ${variable}`);
+  } catch (err) {
+    t.ok(err instanceof ConfigError, `${what}: a ConfigError (${(err as Error).message})`);
+    t.ok((err as Error).message.startsWith(variable + ":"), `${what}: names ${variable}: ${(err as Error).message}`);
+    t.notMatch((err as Error).message, /\n/, `${what}: one line`);
+  }
+}
+
+t.test("defaults", async (t) => {
+  const c = loadConfig({}, []);
+  t.equal(c.host, "0.0.0.0");
+  t.equal(c.port, 8080);
+  t.equal(c.peerPort, 9080, "PEER_PORT defaults to PORT + 1000");
+  t.equal(c.peerHost, "0.0.0.0");
+  t.same(c.apiKeys, []);
+  t.same(c.apiKeyHashes, []);
+  t.same(c.peers, []);
+  t.equal(c.tlsCertFile, undefined);
+  t.equal(c.tlsKeyFile, undefined);
+  t.equal(c.clusterSecret, undefined);
+  t.equal(c.peerTimeoutMs, 100);
+  t.equal(c.failOpen, true, "FAIL_OPEN defaults to true");
+  t.equal(c.maxKeys, 5_000_000);
+  t.equal(c.metricsPort, undefined);
+  t.equal(c.logLevel, "info");
+  t.equal(DEFAULTS.port, 8080);
+  t.ok(Object.isFrozen(DEFAULTS));
+  // loading does not change the defaults
+  loadConfig({ PORT: "1234", API_KEYS: KEY_A }, []);
+  t.equal(DEFAULTS.port, 8080);
+  t.same(DEFAULTS.apiKeys, []);
+});
+
+t.test("environment", async (t) => {
+  const c = loadConfig(
+    {
+      HOST: "127.0.0.1",
+      PORT: "9000",
+      API_KEYS: ` ${KEY_A} , ${KEY_B},,`,
+      API_KEY_HASHES: HASH,
+      PEER_HOST: "10.0.0.1",
+      PEERS: "10.0.0.1:10000,10.0.0.2:10000,[::1]:10000",
+      CLUSTER_SECRET: "s".repeat(16),
+      PEER_TIMEOUT_MS: "250",
+      FAIL_OPEN: "false",
+      MAX_KEYS: "1000",
+      METRICS_PORT: "9100",
+      LOG_LEVEL: "debug",
+      DRAIN_TIMEOUT_MS: "0",
+      UNRELATED: "ignored",
+    },
+    [],
+  );
+  t.equal(c.host, "127.0.0.1");
+  t.equal(c.port, 9000);
+  t.equal(c.peerPort, 10000, "PORT + 1000");
+  t.same(c.apiKeys, [KEY_A, KEY_B], "comma-separated, trimmed, empties dropped");
+  t.same(c.apiKeyHashes, [HASH]);
+  t.same(c.peers, ["10.0.0.1:10000", "10.0.0.2:10000", "[::1]:10000"]);
+  t.equal(c.peerTimeoutMs, 250);
+  t.equal(c.failOpen, false);
+  t.equal(c.maxKeys, 1000);
+  t.equal(c.metricsPort, 9100);
+  t.equal(c.logLevel, "debug");
+  t.equal(c.drainTimeoutMs, 0);
+  t.equal(loadConfig({ PORT: "0" }, []).peerPort, 0, "PORT=0 (any free port) gives PEER_PORT=0");
+  t.equal(loadConfig({ PORT: "8080", PEER_PORT: "7000" }, []).peerPort, 7000);
+  t.equal(loadConfig({ PORT: " 8081 " }, []).port, 8081, "surrounding spaces are trimmed");
+});
+
+t.test("FAIL_OPEN: the accepted spellings", async (t) => {
+  for (const v of ["true", "TRUE", "True", "1", "yes", "on", " true "]) t.equal(loadConfig({ FAIL_OPEN: v }, []).failOpen, true, v);
+  for (const v of ["false", "FALSE", "0", "no", "off", "Off"]) t.equal(loadConfig({ FAIL_OPEN: v }, []).failOpen, false, v);
+  for (const v of ["", "maybe", "2", "truee", "y", "n", "enabled"]) fails(t, () => loadConfig({ FAIL_OPEN: v }, []), "FAIL_OPEN", `FAIL_OPEN=${JSON.stringify(v)}`);
+  t.equal(loadConfig({ FAIL_OPEN: "true" }, ["--fail-open=false"]).failOpen, false, "flag overrides env");
+  t.equal(loadConfig({ FAIL_OPEN: "false" }, ["--fail-open", "on"]).failOpen, true);
+});
+
+t.test("flags: --kebab-case, both forms, override the environment", async (t) => {
+  t.equal(flagOf("API_KEY_HASHES"), "--api-key-hashes");
+  t.equal(flagOf("PORT"), "--port");
+  const env = { PORT: "1000", HOST: "127.0.0.1", LOG_LEVEL: "warn", API_KEYS: KEY_A };
+  const c = loadConfig(env, ["--port", "2000", "--log-level=error", "--api-keys", `${KEY_B}`, "--max-keys=5", "--metrics-port", "0"]);
+  t.equal(c.port, 2000, "--port value");
+  t.equal(c.peerPort, 3000, "PEER_PORT follows the flag's PORT");
+  t.equal(c.logLevel, "error", "--log-level=value");
+  t.same(c.apiKeys, [KEY_B], "flag replaces env list");
+  t.equal(c.maxKeys, 5);
+  t.equal(c.metricsPort, 0);
+  t.equal(c.host, "127.0.0.1", "env still applies where no flag is given");
+  t.equal(loadConfig({}, ["--node-id=a=b"]).nodeId, "a=b", "split at the first =");
+  t.same(loadConfig({}, ["--api-keys=" + KEY_A + "," + KEY_B]).apiKeys, [KEY_A, KEY_B], "--flag=a,b");
+  t.same(loadConfig({}, ["--api-key-hashes=" + HASH]).apiKeyHashes, [HASH]);
+  // every variable has its flag
+  for (const name of ENVIRONMENT_VARIABLES) t.match(flagOf(name), /^--[a-z0-9-]+$/, name);
+});
+
+t.test("bad flags", async (t) => {
+  fails(t, () => loadConfig({}, ["--no-such-thing", "1"]), "--no-such-thing", "unknown flag");
+  fails(t, () => loadConfig({}, ["--no-such-thing=1"]), "--no-such-thing", "unknown flag with =");
+  fails(t, () => loadConfig({}, ["--PORT", "1"]), "--PORT", "flags are lower-case");
+  fails(t, () => loadConfig({}, ["--port"]), "--port", "flag without a value");
+  fails(t, () => loadConfig({}, ["--port", "--host", "x"]), "--port", "flag followed by a flag");
+  fails(t, () => loadConfig({}, ["serve"]), "serve", "positional argument");
+  fails(t, () => loadConfig({}, ["-p", "1"]), "-p", "short flag");
+  fails(t, () => loadConfig({ PORT: "80" }, ["--port", "abc"]), "PORT", "bad flag value names the variable");
+  t.equal(loadConfig({ PORT: "abc" }, ["--port", "80"]).port, 80, "a flag replaces the env value before it is parsed");
+});
+
+/** A bad value for every variable: adding a variable without a case here fails the test. */
+const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
+  HOST: [[""], ["   "]],
+  PORT: [["abc"], ["-1"], ["65536"], ["80.5"], ["1e3"], [""], ["0x50"]],
+  API_KEYS: [["nope"], ["svc_sk_short"], [`${KEY_A},svc_sk_bad key with spaces xxxxxxxxxxxxxxxxxxxxx`], ["sk_" + "a".repeat(40)]],
+  API_KEY_HASHES: [["abc"], ["g".repeat(64)], [HASH + "0"], [`${HASH},short`]],
+  TLS_CERT_FILE: [[""], ["/nonexistent/cert.pem", { TLS_KEY_FILE: READABLE }]],
+  TLS_KEY_FILE: [[""], ["/nonexistent/key.pem", { TLS_CERT_FILE: READABLE }]],
+  NODE_ID: [[""]],
+  PEER_HOST: [[""]],
+  PEER_PORT: [["x"], ["70000"]],
+  PEERS: [["nohost", { CLUSTER_SECRET: "s".repeat(16) }], ["a:b", { CLUSTER_SECRET: "s".repeat(16) }], ["a:1:2", { CLUSTER_SECRET: "s".repeat(16) }]],
+  PEERS_DNS: [[""], ["name-without-port", { CLUSTER_SECRET: "s".repeat(16) }]],
+  CLUSTER_SECRET: [[""], ["short", { PEERS: "a:1" }], ["s".repeat(15)]],
+  PEER_TIMEOUT_MS: [["0"], ["fast"], ["60001"]],
+  PEER_TLS_CERT_FILE: [[""], ["/nonexistent/peer.pem"]],
+  PEER_TLS_KEY_FILE: [[""], ["/nonexistent/peer.key"]],
+  PEER_TLS_CA_FILE: [[""], ["/nonexistent/ca.pem"]],
+  HEARTBEAT_INTERVAL_MS: [["5"], ["x"]],
+  FAILURE_TIMEOUT_MS: [["10"], ["100", { HEARTBEAT_INTERVAL_MS: "200" }]],
+  DNS_INTERVAL_MS: [["1"], ["soon"]],
+  DNS_SERVER: [[""]],
+  DRAIN_TIMEOUT_MS: [["-1"], ["forever"]],
+  FAIL_OPEN: [["maybe"]],
+  MAX_KEYS: [["0"], ["-5"], ["1000000001"], ["many"]],
+  METRICS_PORT: [["x"], ["65536"]],
+  LOG_LEVEL: [["loud"], ["INFO"], [""]],
+};
+
+t.test("every bad value names its variable, from env and from the flag", async (t) => {
+  const missing = ENVIRONMENT_VARIABLES.filter((name) => BAD[name] === undefined);
+  t.same(missing, [], "a bad-value case exists for every variable");
+  for (const name of ENVIRONMENT_VARIABLES) {
+    for (const [value, extra] of BAD[name] ?? []) {
+      fails(t, () => loadConfig({ ...extra, [name]: value }, []), name, `${name}=${JSON.stringify(value)}`);
+      fails(t, () => loadConfig({ ...extra }, [`${flagOf(name)}=${value}`]), name, `${flagOf(name)}=${JSON.stringify(value)}`);
+    }
+  }
+  fails(t, () => loadConfig({ PORT: "64536" }, []), "PEER_PORT", "PORT + 1000 out of range");
+  fails(t, () => loadConfig({ TLS_CERT_FILE: READABLE }, []), "TLS_KEY_FILE", "TLS_CERT_FILE alone names the missing TLS_KEY_FILE");
+  fails(t, () => loadConfig({ TLS_KEY_FILE: READABLE }, []), "TLS_CERT_FILE", "TLS_KEY_FILE alone names the missing TLS_CERT_FILE");
+  const tls = loadConfig({ TLS_CERT_FILE: READABLE, TLS_KEY_FILE: READABLE }, []);
+  t.equal(tls.tlsCertFile, READABLE, "both set and readable: accepted");
+  t.equal(loadConfig({ PORT: "64536", PEER_PORT: "1" }, []).port, 64536, "fine with PEER_PORT set");
+  fails(t, () => loadConfig({ PEERS: "10.0.0.1:10000" }, []), "CLUSTER_SECRET", "PEERS without CLUSTER_SECRET");
+  fails(t, () => loadConfig({ PEERS_DNS: "ringlimit:10000" }, []), "CLUSTER_SECRET", "PEERS_DNS without CLUSTER_SECRET");
+});
+
+t.test("errors about secrets do not print them", async (t) => {
+  for (const [env, secret] of [
+    [{ API_KEYS: "svc_sk_T0pS3cr3tButTooShort" }, "T0pS3cr3t"],
+    [{ API_KEYS: `${KEY_A},svc_sk_T0pS3cr3t!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!` }, "T0pS3cr3t"],
+    [{ CLUSTER_SECRET: "Sh0rtS3cr3t" }, "Sh0rtS3cr3t"],
+    [{ API_KEY_HASHES: "5ec7e7" + "0".repeat(57) }, "5ec7e7"],
+  ] as const) {
+    try {
+      loadConfig(env, []);
+      t.fail("expected an error");
+    } catch (err) {
+      t.notOk((err as Error).message.includes(secret), `not echoed: ${(err as Error).message}`);
+    }
+  }
+});
