@@ -14,6 +14,8 @@ export class ApiKeyVerifier {
 
   constructor(plaintextKeys: readonly string[], hexDigests: readonly string[]) {
     this.digests = [...plaintextKeys.map(sha256), ...hexDigests.map((h) => Buffer.from(h, "hex"))];
+    // A digest that is not 32 bytes would make timingSafeEqual throw on every request.
+    if (hexDigests.some((h) => !/^[0-9a-fA-F]{64}$/.test(h))) throw new RangeError("every key hash must be 64 hex characters (SHA-256)");
   }
 
   get size(): number {
