@@ -136,11 +136,12 @@ async function startServer (s) {
   throw new Error(`unknown server kind ${k.kind}`)
 }
 
-// ringlimit counts fail-open answers in a metric; we sum whatever its /metrics
-// exposes under a name with "degraded" or "fail_open" (before/after each run).
-const DEGRADED_RE = /^ringlimit_[a-z_]*(degraded|fail_?open)[a-z_]*(\{[^}]*\})?\s+([0-9.eE+-]+)/
+// ringlimit's own counters, summed over labels and nodes, read before and after each
+// measurement: fail-open answers (ringlimit_degraded_total), decisions forwarded to
+// another node (ringlimit_forwarded_total), stored keys and evictions.
+const METRICS = ['ringlimit_degraded_total', 'ringlimit_forwarded_total', 'ringlimit_stored_keys', 'ringlimit_evictions_total']
 async function scrapeMetrics (server) {
-  const out = { degraded: null, lines: [] }
+  const sums = {}
   for (const u of server.urls) {
     let text
     try {
@@ -149,13 +150,13 @@ async function scrapeMetrics (server) {
       text = r.body
     } catch { continue }
     for (const line of text.split('\n')) {
-      const m = DEGRADED_RE.exec(line)
-      if (m) out.degraded = (out.degraded ?? 0) + Number(m[3])
-      if (/^ringlimit_(stored_keys|[a-z_]*evict|[a-z_]*forward|[a-z_]*degraded|[a-z_]*fail_?open)/.test(line)) out.lines.push(`${u}: ${line}`)
+      const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$/.exec(line)
+      if (m && METRICS.includes(m[1])) sums[m[1]] = (sums[m[1]] ?? 0) + Number(m[3])
     }
   }
-  return out
+  return sums
 }
+const delta = (a, b, k) => (a && b && b[k] != null ? b[k] - (a[k] ?? 0) : null)
 
 let seq = 0
 function idPrefix (s, tag) { return `${tag}${(++seq).toString(36)}-` }
@@ -188,8 +189,10 @@ async function measure (s, server, loader, run) {
     cpuUsPerReq: res.completed ? (cpuSec * 1e6) / res.completed : null,
     serverCores: cpuSec / res.wallSec,
     otherStatus: res.completed - n200 - n429,
-    degraded: after && after.degraded != null ? after.degraded - (before.degraded ?? 0) : null,
-    metrics: after ? after.lines : undefined,
+    degraded: delta(before, after, 'ringlimit_degraded_total'),
+    forwarded: delta(before, after, 'ringlimit_forwarded_total'),
+    forwardedShare: delta(before, after, 'ringlimit_forwarded_total') != null && res.completed ? delta(before, after, 'ringlimit_forwarded_total') / res.completed : null,
+    metrics: after ?? undefined,
     loaderWallSec: wall
   }
 }
@@ -231,6 +234,7 @@ for (let run = 1; run <= runs; run++) {
         const bad = r.errors + r.otherStatus + (r.degraded ?? 0)
         log(`${tag} ${loader.padEnd(10)} ${Math.round(r.rps).toLocaleString('en-US').padStart(7)} req/s  ` +
           `CPU ${r.cpuUsPerReq?.toFixed(1).padStart(6)} µs/req  p99 ${(r.latencyUs.p99 / 1000).toFixed(2)} ms` +
+          (r.forwardedShare ? `  forwarded ${(r.forwardedShare * 100).toFixed(0)}%` : '') +
           (bad ? `  (errors ${r.errors}, other statuses ${r.otherStatus}, degraded ${r.degraded ?? 0})` : ''))
       }
       watch.refresh()

@@ -25,6 +25,7 @@ export function summarise (runs) {
     errors: sum((r) => r.errors),
     timeouts: sum((r) => r.timeouts),
     otherStatus: sum((r) => r.otherStatus),
+    forwardedShare: pick((r) => r.forwardedShare),
     degraded: runs.some((r) => r.degraded != null) ? sum((r) => r.degraded) : null,
     peakRssMb: Math.max(...runs.map((r) => r.peakRssMb ?? 0))
   }
@@ -47,6 +48,7 @@ const COLUMNS = [
   ['err', (r) => fmt.int(r.s.errors)],
   ['other st.', (r) => fmt.int(r.s.otherStatus)],
   ['degraded', (r) => (r.s.degraded == null ? '–' : fmt.int(r.s.degraded))],
+  ['fwd', (r) => fmt.pct(r.s.forwardedShare)],
   ['CPU µs/req', (r) => fmt.num(1)(r.s.cpuUsPerReq)],
   ['×floor', (r) => fmt.ratio(r.vsFloor)],
   ['×rl-local', (r) => fmt.ratio(r.vsLocal)],

@@ -58,7 +58,8 @@ export const SCENARIOS = [
     name: 'ringlimit-https',
     desc: 'one node over HTTPS (self-signed certificate), allowed path',
     server: { kind: 'ringlimit', tls: true },
-    body: ALLOWED
+    body: ALLOWED,
+    quick: true
   },
   {
     name: 'ringlimit-cluster3',

@@ -1,0 +1,194 @@
+#!/usr/bin/env node
+// Memory scenarios of ringlimit (issue 5, item 4):
+//  1. bytes per stored key: RSS before and after driving N (1 M) distinct identifiers
+//     through one node (MAX_KEYS=2000000), divided by the growth of its
+//     ringlimit_stored_keys gauge;
+//  2. flood: never-repeating identifiers for 60 s with MAX_KEYS=100000, RSS sampled every
+//     second: does it stay flat once the table is full (the bound and eviction work)?
+//
+//   node bench/memory.mjs [--quick] [--keys N] [--flood S] [--loader autocannon|wrk]
+// Also run by `node bench/run.mjs --memory`. Standalone, it writes bench/results/memory.json.
+import { existsSync, mkdirSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { tmpdir } from 'node:os'
+import { parseArgs } from 'node:util'
+import { execFileSync } from 'node:child_process'
+
+const benchDir = new URL('.', import.meta.url).pathname
+const TARGET_BYTES_PER_KEY = 150
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+async function loadLibs () {
+  const children = await import('./lib/children.mjs')
+  const procfs = await import('./lib/procfs.mjs')
+  const load = await import('./lib/load.mjs')
+  const net = await import('./lib/net.mjs')
+  const servers = await import('./lib/servers.mjs')
+  return { ...children, ...procfs, ...load, ...net, ...servers }
+}
+
+async function gauge (L, url, name) {
+  const r = await L.get(url + '/metrics', 5000)
+  let sum = null
+  for (const line of r.body.split('\n')) {
+    const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$/.exec(line)
+    if (m && m[1] === name) sum = (sum ?? 0) + Number(m[3])
+  }
+  return sum
+}
+
+const mb = (kb) => kb / 1024
+
+/**
+ * Runs both memory scenarios; returns { bytesPerKey, flood, lines } (lines: printable report).
+ * opts: { quick, apiKey, tmpDir, log, loader, keys, floodSec }
+ */
+export async function runMemory (opts) {
+  const L = await loadLibs()
+  const log = opts.log ?? ((m) => process.stderr.write(m + '\n'))
+  const loader = opts.loader ?? (L.wrkVersion() ? 'wrk' : 'autocannon')
+  const keys = opts.keys ?? (opts.quick ? 200000 : 1000000)
+  const floodSec = opts.floodSec ?? (opts.quick ? 20 : 60)
+  const apiKey = opts.apiKey ?? L.makeApiKey()
+  const headers = { authorization: `Bearer ${apiKey}` }
+  const lines = []
+  const out = { loader, bytesPerKey: null, flood: null, lines }
+
+  // 1. Bytes per stored key.
+  {
+    log(`memory: bytes per key — ${keys.toLocaleString('en-US')} distinct identifiers into one node (MAX_KEYS=2000000, ${loader})`)
+    const server = await L.startRinglimit({ apiKey, maxKeys: 2000000 })
+    try {
+      const url = server.urls[0]
+      const watch = new L.GroupWatch(server.pgids)
+      // Warm up on a few keys (JIT, buffers, connection pools), then settle.
+      await L.runLoad({ loader, urls: server.urls, connections: 50, durationSec: 3, headers, bodySpec: { namespace: 'mem', limit: 1000000, duration: 3600, idSpace: 1000, idPrefix: 'warm-' }, tmpDir: opts.tmpDir })
+      await sleep(2000)
+      const rss0 = watch.rssKb()
+      const keys0 = await gauge(L, url, 'ringlimit_stored_keys')
+      const t0 = performance.now()
+      const r = await L.runLoad({
+        loader, urls: server.urls, connections: 50, amount: keys, headers, timeoutSec: 30,
+        // limit and duration large enough that no state expires during the test
+        bodySpec: { namespace: 'mem', limit: 10, duration: 3600, idSpace: keys, idPrefix: 'k-' },
+        tmpDir: opts.tmpDir
+      })
+      const fillSec = (performance.now() - t0) / 1000
+      const rssFilled = watch.rssKb()
+      await sleep(5000)
+      const rss1 = watch.rssKb()
+      const keys1 = await gauge(L, url, 'ringlimit_stored_keys')
+      const hwm = watch.hwmKb()
+      if (keys1 == null) throw new Error('ringlimit_stored_keys not found in GET /metrics')
+      const dKeys = keys1 - (keys0 ?? 0)
+      const perKey = dKeys > 0 ? ((rss1 - rss0) * 1024) / dKeys : null
+      const perKeyFilled = dKeys > 0 ? ((rssFilled - rss0) * 1024) / dKeys : null
+      out.bytesPerKey = {
+        keysDriven: keys, requests: r.completed, status: r.status, errors: r.errors, fillSec,
+        storedKeysBefore: keys0, storedKeysAfter: keys1,
+        rssBeforeMb: mb(rss0), rssFilledMb: mb(rssFilled), rssSettledMb: mb(rss1), hwmMb: mb(hwm),
+        bytesPerKey: perKey, bytesPerKeyRightAfterFill: perKeyFilled, targetBytesPerKey: TARGET_BYTES_PER_KEY
+      }
+      lines.push(`bytes per stored key: ${perKey == null ? '–' : perKey.toFixed(0)} B ` +
+        `(RSS ${mb(rss0).toFixed(0)} → ${mb(rss1).toFixed(0)} MB for +${dKeys.toLocaleString('en-US')} stored keys, 5 s after the fill; ` +
+        `${perKeyFilled?.toFixed(0)} B right after it; target ≤ ${TARGET_BYTES_PER_KEY} B) — ` +
+        `${r.completed.toLocaleString('en-US')} requests in ${fillSec.toFixed(1)} s, statuses ${JSON.stringify(r.status)}, errors ${r.errors}`)
+      log(`memory: ${lines.at(-1)}`)
+    } finally {
+      await server.stop()
+    }
+  }
+
+  // 2. Flood of never-repeating identifiers against a bounded table.
+  {
+    const maxKeys = 100000
+    log(`memory: flood — ${floodSec} s of never-repeating identifiers, MAX_KEYS=${maxKeys} (${loader})`)
+    const server = await L.startRinglimit({ apiKey, maxKeys })
+    try {
+      const url = server.urls[0]
+      const watch = new L.GroupWatch(server.pgids)
+      const samples = []
+      let stop = false
+      const t0 = performance.now()
+      const sampler = (async () => {
+        while (!stop) {
+          const t = (performance.now() - t0) / 1000
+          let stored = null
+          try { stored = await gauge(L, url, 'ringlimit_stored_keys') } catch { /* busy */ }
+          samples.push({ t: Math.round(t * 10) / 10, rssMb: mb(watch.rssKb()), storedKeys: stored })
+          await sleep(Math.max(0, (samples.length * 1000) - (performance.now() - t0)))
+        }
+      })()
+      const r = await L.runLoad({
+        loader, urls: server.urls, connections: 50, durationSec: floodSec, headers,
+        bodySpec: { namespace: 'flood', limit: 10, duration: 3600, idSpace: 1e15, idPrefix: 'f-' },
+        tmpDir: opts.tmpDir
+      })
+      stop = true
+      await sampler
+      const evictions = await gauge(L, url, 'ringlimit_evictions_total')
+      const storedEnd = await gauge(L, url, 'ringlimit_stored_keys')
+      const mean = (xs) => xs.reduce((s, x) => s + x.rssMb, 0) / Math.max(1, xs.length)
+      const first = samples.filter((s) => s.t < 10)
+      const last = samples.filter((s) => s.t >= samples.at(-1).t - 10)
+      const fullAt = samples.find((s) => s.storedKeys != null && s.storedKeys >= maxKeys * 0.99)?.t ?? null
+      const afterFull = fullAt == null ? first : samples.filter((s) => s.t >= fullAt && s.t < fullAt + 10)
+      const growthFirst = mean(last) / mean(first) - 1
+      const growthAfterFull = mean(last) / mean(afterFull) - 1
+      const flat = growthAfterFull <= 0.10
+      out.flood = {
+        seconds: floodSec, maxKeys, requests: r.completed, rps: r.rps, status: r.status, errors: r.errors,
+        evictions, storedKeysEnd: storedEnd, tableFullAtSec: fullAt,
+        rssFirst10sMb: mean(first), rssAfterFull10sMb: mean(afterFull), rssLast10sMb: mean(last),
+        rssPeakMb: Math.max(...samples.map((s) => s.rssMb)),
+        growthFirstToLast: growthFirst, growthAfterFullToLast: growthAfterFull, flat, samples
+      }
+      lines.push(`flood ${floodSec} s, MAX_KEYS=${maxKeys}: ${r.completed.toLocaleString('en-US')} new identifiers (${Math.round(r.rps).toLocaleString('en-US')}/s), ` +
+        `stored keys at end ${storedEnd?.toLocaleString('en-US')}, evictions ${evictions?.toLocaleString('en-US')}; ` +
+        `RSS first 10 s ${mean(first).toFixed(0)} MB, 10 s after the table filled (t=${fullAt ?? '–'} s) ${mean(afterFull).toFixed(0)} MB, ` +
+        `last 10 s ${mean(last).toFixed(0)} MB, peak ${out.flood.rssPeakMb.toFixed(0)} MB → ${flat ? 'flat' : 'GROWING'} ` +
+        `(${(growthAfterFull * 100).toFixed(1)}% after fill, ${(growthFirst * 100).toFixed(1)}% first→last)`)
+      log(`memory: ${lines.at(-1)}`)
+    } finally {
+      await server.stop()
+    }
+  }
+  return out
+}
+
+// Standalone.
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { values: args } = parseArgs({
+    options: {
+      quick: { type: 'boolean', default: false },
+      keys: { type: 'string' },
+      flood: { type: 'string' },
+      loader: { type: 'string' }
+    }
+  })
+  if (!existsSync(join(benchDir, 'node_modules/autocannon/package.json'))) {
+    execFileSync('npm', ['ci', '--prefix', benchDir, '--no-audit', '--no-fund'], { stdio: 'inherit' })
+  }
+  const { installCleanup } = await import('./lib/children.mjs')
+  const { ringlimitAvailable } = await import('./lib/servers.mjs')
+  if (!ringlimitAvailable()) {
+    process.stderr.write('memory: dist/src/main.js missing: run `npm run build` at the repo root first\n')
+    process.exit(1)
+  }
+  const tmp = mkdtempSync(join(tmpdir(), 'ringlimit-mem-'))
+  installCleanup(() => rmSync(tmp, { recursive: true, force: true }))
+  const res = await runMemory({
+    quick: args.quick,
+    keys: args.keys ? Number(args.keys) : undefined,
+    floodSec: args.flood ? Number(args.flood) : undefined,
+    loader: args.loader,
+    tmpDir: tmp
+  })
+  process.stdout.write(res.lines.join('\n') + '\n')
+  mkdirSync(join(benchDir, 'results'), { recursive: true })
+  writeFileSync(join(benchDir, 'results/memory.json'), JSON.stringify({ date: new Date().toISOString(), node: process.version, ...res }, null, 2) + '\n')
+  process.stdout.write('results: bench/results/memory.json\n')
+  rmSync(tmp, { recursive: true, force: true })
+  process.exit(0)
+}
