@@ -6,6 +6,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import t from "tap";
 import { ApiKeyVerifier, bearerToken, generateApiKey, sha256 } from "../src/auth.js";
+import { show } from "./harness/contract.js";
 
 const hex = (s: string) => createHash("sha256").update(s).digest("hex");
 const newKey = () => "svc_sk_" + randomBytes(32).toString("base64url");
@@ -35,7 +36,7 @@ t.test("bearerToken", async (t) => {
     ["Bearer: abc", undefined],
     ["abc", undefined],
   ];
-  for (const [header, token] of cases) t.equal(bearerToken(header), token, JSON.stringify(header));
+  for (const [header, token] of cases) t.equal(bearerToken(header), token, show(header));
 });
 
 t.test("plaintext keys", async (t) => {
@@ -89,7 +90,7 @@ t.test("no keys: nothing is accepted", async (t) => {
 
 t.test("a malformed key hash is refused when the verifier is built, not on each request", async (t) => {
   for (const bad of ["", "zz", "ab".repeat(31), "ab".repeat(33), "g".repeat(64)]) {
-    t.throws(() => new ApiKeyVerifier([], [bad]), RangeError, JSON.stringify(bad));
+    t.throws(() => new ApiKeyVerifier([], [bad]), RangeError, show(bad));
   }
   t.doesNotThrow(() => new ApiKeyVerifier([], ["Ab".repeat(32)]));
 });

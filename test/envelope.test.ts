@@ -6,6 +6,7 @@
 import t from "tap";
 import { allowedBody, API_VERSION, blockedBody, errorBody, formatMs, jsonString, policyHeader, rateLimitHeader, type DecisionFields } from "../src/envelope.js";
 import { Errors } from "../src/errors.js";
+import { show } from "./harness/contract.js";
 
 /** True when `s` survives a UTF-8 round trip unchanged (no lone surrogates). */
 const wellFormed = (s: string) => Buffer.from(s, "utf8").toString("utf8") === s;
@@ -19,11 +20,11 @@ t.test("jsonString round-trips every kind of string as valid, well-formed JSON",
     try {
       back = JSON.parse(out);
     } catch {
-      t.fail(`not valid JSON for ${JSON.stringify(s)}: ${out}`);
+      t.fail(`not valid JSON for ${show(s)}: ${show(out)}`);
       continue;
     }
-    t.equal(back, s, `round-trips ${JSON.stringify(s)}`);
-    t.ok(wellFormed(out), `output is well-formed UTF-16 for ${JSON.stringify(s)}`);
+    t.equal(back, s, `round-trips ${show(s)}`);
+    t.ok(wellFormed(out), `output is well-formed UTF-16 for ${show(s)}`);
   }
   t.equal(jsonString("plain-id_123"), '"plain-id_123"', "the fast path adds only quotes");
 });

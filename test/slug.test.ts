@@ -4,6 +4,7 @@
  */
 import t from "tap";
 import { SlugCache, slugify } from "../src/slug.js";
+import { show } from "./harness/contract.js";
 
 t.test("slugify", async (t) => {
   const cases: [string, string][] = [
@@ -38,7 +39,7 @@ t.test("slugify", async (t) => {
     ["Ｐｒｏ\u3000Ｐｌａｎ", "pro-plan"],
     ["lone\ud800surrogate", "lone-surrogate"],
   ];
-  for (const [input, slug] of cases) t.equal(slugify(input), slug, `${JSON.stringify(input)} → ${JSON.stringify(slug)}`);
+  for (const [input, slug] of cases) t.equal(slugify(input), slug, `${show(input)} -> ${show(slug)}`);
 });
 
 t.test("slugs are always [a-z0-9] runs joined by single dashes", async (t) => {
@@ -49,8 +50,8 @@ t.test("slugs are always [a-z0-9] runs joined by single dashes", async (t) => {
     let s = "";
     for (let n = Math.floor(rnd() * 20); n > 0; n--) s += pool[Math.floor(rnd() * pool.length)];
     const slug = slugify(s);
-    if (!/^([a-z0-9]+(-[a-z0-9]+)*)?$/.test(slug)) t.fail(`${JSON.stringify(s)} → ${JSON.stringify(slug)}`);
-    if (slugify(slug) !== slug) t.fail(`not idempotent: ${JSON.stringify(s)}`);
+    if (!/^([a-z0-9]+(-[a-z0-9]+)*)?$/.test(slug)) t.fail(`${show(s)} -> ${show(slug)}`);
+    if (slugify(slug) !== slug) t.fail(`not idempotent: ${show(s)}`);
   }
   t.pass("2000 random strings");
 });

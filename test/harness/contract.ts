@@ -86,3 +86,12 @@ export function paddedBody(bytes: number, base: Record<string, unknown> = validB
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A printable-ASCII rendering of any string for assertion messages: TAP is line-based, and
+ * raw control characters, U+2028/U+2029 or lone surrogates in a message corrupt the stream.
+ */
+export function show(value: unknown): string {
+  const s = typeof value === "string" ? JSON.stringify(value) : String(JSON.stringify(value));
+  return s.replace(/[^\x20-\x7e]/g, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+}

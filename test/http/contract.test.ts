@@ -7,7 +7,7 @@
 import t from "tap";
 import { closeAgents, limit, type Reply } from "../harness/http-client.js";
 import { startTestNode, type TestNode } from "../harness/in-process-node.js";
-import { ALGORITHM_NAMES, API_VERSION, envelopeProblems, pool, uniqueId, validBody } from "../harness/contract.js";
+import { ALGORITHM_NAMES, API_VERSION, envelopeProblems, pool, show, uniqueId, validBody } from "../harness/contract.js";
 
 let node: TestNode;
 t.before(async () => {
@@ -240,7 +240,7 @@ t.test("identifier and namespace strings are echoed exactly, whatever their char
   const odd = [`quote"back\\slash`, "tab\tnew\nline\u0001\u001f", "é漢字😀", "\u2028\u2029", "lone\ud800surrogate", "</script>&<>", "a".repeat(512)];
   for (const identifier of odd) {
     const r = await limit(node.url, { namespace: `ns"\\${identifier.slice(0, 10)}`, identifier, limit: 5, duration: 60 });
-    t.equal(r.status, 200, JSON.stringify(identifier).slice(0, 40));
+    t.equal(r.status, 200, show(identifier).slice(0, 40));
     t.ok(r.json !== undefined, "response is valid JSON");
     t.equal(r.json.data.identifier, identifier, "identifier round-trips");
     t.equal(r.json.data.namespace, `ns"\\${identifier.slice(0, 10)}`);

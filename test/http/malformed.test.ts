@@ -7,7 +7,7 @@
 import t from "tap";
 import { closeAgents, request, TEST_KEY, type Reply } from "../harness/http-client.js";
 import { startTestNode, type TestNode } from "../harness/in-process-node.js";
-import { envelopeProblems, leakProblems, pool, uniqueId, validBody } from "../harness/contract.js";
+import { envelopeProblems, leakProblems, pool, show, uniqueId, validBody } from "../harness/contract.js";
 
 const SEED = process.env.MALFORMED_SEED !== undefined ? Number(process.env.MALFORMED_SEED) >>> 0 : (Math.random() * 2 ** 32) >>> 0;
 t.comment(`malformed-body seed: ${SEED} (rerun with MALFORMED_SEED=${SEED})`);
@@ -63,7 +63,7 @@ for (let i = 0; i < 150; i++) {
   const n = 1 + int(200);
   for (let j = 0; j < n; j++) s += pick([...ALPHABET]);
   if (s.trimStart().startsWith("{")) s = "[" + s; // an object could be valid; keep every case malformed
-  add("random-text", JSON.stringify(s.slice(0, 40)), s);
+  add("random-text", show(s.slice(0, 40)), s);
 }
 
 // 2. truncated valid JSON at every cut point
@@ -244,7 +244,7 @@ t.test(`${cases.length} malformed bodies, 50 at a time`, async (t) => {
     if (problems.length > 0) failures.push(`#${i} ${c.kind} ${c.desc}: ${problems.join("; ")} — ${r.text.slice(0, 160)}`);
   });
   t.comment(`statuses: ${JSON.stringify(Object.fromEntries(statuses))} in ${Date.now() - started} ms`);
-  t.same(failures.slice(0, 25), [], `every answer an enveloped 4xx (seed ${SEED}; ${failures.length} failures)`);
+  t.same(failures.slice(0, 25).map((f) => show(f)), [], `every answer an enveloped 4xx (seed ${SEED}; ${failures.length} failures)`);
   t.equal(failures.length, 0);
   const kinds = new Set(cases.map((c) => c.kind));
   t.ok(kinds.size >= 15, `covers ${kinds.size} kinds`);

@@ -7,7 +7,7 @@ import http from "node:http";
 import t, { type Test } from "tap";
 import { closeAgents, limit, request, TEST_KEY, type Reply } from "../harness/http-client.js";
 import { startTestNode, type TestNode } from "../harness/in-process-node.js";
-import { envelopeProblems, leakProblems, paddedBody, uniqueId, validBody } from "../harness/contract.js";
+import { envelopeProblems, leakProblems, paddedBody, show, uniqueId, validBody } from "../harness/contract.js";
 
 let node: TestNode;
 t.before(async () => {
@@ -26,7 +26,7 @@ function post(headers: Record<string, string>, body: string | Buffer = JSON.stri
 }
 
 function isError(t: Test, r: Reply, status: number, text: string, what: string): void {
-  t.equal(r.status, status, `${what}: ${status} (${r.text.slice(0, 200)})`);
+  t.equal(r.status, status, `${what}: ${status} (${show(r.text.slice(0, 200))})`);
   t.same(envelopeProblems(r, "error"), [], `${what}: error envelope`);
   t.equal(r.json?.data?.error, text, `${what}: data.error`);
   t.equal(r.json?.data?.status, status, `${what}: data.status`);

@@ -7,7 +7,7 @@
 import t, { type Test as TapTest } from "tap";
 import { closeAgents, limit, request, TEST_KEY, type Reply } from "../harness/http-client.js";
 import { startTestNode, type TestNode } from "../harness/in-process-node.js";
-import { envelopeProblems, leakProblems, uniqueId, validBody } from "../harness/contract.js";
+import { envelopeProblems, leakProblems, show, uniqueId, validBody } from "../harness/contract.js";
 
 let node: TestNode;
 t.before(async () => {
@@ -24,13 +24,13 @@ type Test = TapTest;
 const MARK = "Qz7xEchoCanary";
 
 function ok200(t: Test, r: Reply, what: string): void {
-  t.equal(r.status, 200, `${what}: 200 (${r.status === 200 ? "" : r.text})`);
+  t.equal(r.status, 200, `${what}: 200 (${r.status === 200 ? "" : show(r.text)})`);
   if (r.status === 200) t.same(envelopeProblems(r, "rate_limit"), [], `${what}: envelope`);
 }
 
 /** 400 with the error envelope, `details` naming exactly `fields`, and nothing echoed. */
 function bad400(t: Test, r: Reply, fields: string[], what: string, echoed: string[] = [MARK]): void {
-  t.equal(r.status, 400, `${what}: 400 (${r.text.slice(0, 300)})`);
+  t.equal(r.status, 400, `${what}: 400 (${show(r.text.slice(0, 300))})`);
   t.same(envelopeProblems(r, "error"), [], `${what}: error envelope`);
   const d = r.json?.data;
   t.equal(d?.error, "Bad Request", `${what}: data.error`);
@@ -127,7 +127,7 @@ t.test("limit and duration: JSON integers only", async (t) => {
 t.test("string fields: wrong types and missing", async (t) => {
   for (const field of ["namespace", "identifier", "product", "algorithm"]) {
     for (const value of [123, true, null, [MARK], { v: MARK }]) {
-      bad400(t, await post(validBody({ [field]: value })), [field], `${field} = ${JSON.stringify(value)}`);
+      bad400(t, await post(validBody({ [field]: value })), [field], `${field} = ${show(value)}`);
     }
   }
   for (const field of ["namespace", "identifier"]) {
@@ -141,7 +141,7 @@ t.test("string fields: wrong types and missing", async (t) => {
 
 t.test("algorithm: only the four names, exactly", async (t) => {
   for (const value of ["FIXED-WINDOW", "fixed_window", "fixedwindow", " fixed-window", "gcra", "", MARK]) {
-    bad400(t, await post(validBody({ algorithm: value })), ["algorithm"], `algorithm ${JSON.stringify(value)}`);
+    bad400(t, await post(validBody({ algorithm: value })), ["algorithm"], `algorithm ${show(value)}`);
   }
 });
 
@@ -196,12 +196,12 @@ t.test("product slug rule", async (t) => {
   ];
   for (const [product, slug] of cases) {
     const r = await post(validBody({ namespace: "ns", product }));
-    ok200(t, r, `product ${JSON.stringify(product)}`);
-    t.equal(r.json?.data?.namespace, "ns." + slug, `${JSON.stringify(product)} → ${slug}`);
+    ok200(t, r, `product ${show(product)}`);
+    t.equal(r.json?.data?.namespace, "ns." + slug, `${show(product)} -> ${slug}`);
   }
   for (const product of ["---", " ", "!!!", "😀", "漢字", "Ω", "\u0301", "-_-"]) {
     const r = await post(validBody({ product }));
-    bad400(t, r, ["product"], `product ${JSON.stringify(product)} has an empty slug`, []);
+    bad400(t, r, ["product"], `product ${show(product)} has an empty slug`, []);
   }
   // no product: no dot appended
   const r = await post(validBody({ namespace: "plain" }));
