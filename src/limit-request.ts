@@ -13,6 +13,9 @@ export interface LimitRequestBody {
   algorithm?: "fixed-window" | "sliding-window" | "token-bucket" | "leaky-bucket";
 }
 
+// The valid case is checked with is() and only a refused body goes through validate() to
+// explain why: validate() builds an errors array and result object for every call.
+const isBody = typia.createIs<LimitRequestBody>();
 const validateBody = typia.createValidate<LimitRequestBody>();
 
 /** A validated request, ready for a decision. */
@@ -41,9 +44,11 @@ const slugs = new SlugCache();
 
 /** Validate a parsed JSON body. Messages name the field and the rule, never the value. */
 export function toLimitQuery(body: unknown): ParseResult {
-  const result = validateBody(body);
-  if (!result.success) return { ok: false, problems: describe(result.errors, body) };
-  const valid = result.data;
+  if (!isBody(body)) {
+    const result = validateBody(body);
+    return { ok: false, problems: result.success ? [{ field: "body", message: "is invalid" }] : describe(result.errors, body) };
+  }
+  const valid = body;
   let namespace = valid.namespace;
   if (valid.product !== undefined) {
     const slug = slugs.get(valid.product);

@@ -1,6 +1,7 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import { ALGORITHMS } from "./algorithms/index.js";
 import type { DegradedReason } from "./decider.js";
+import { FastHistogram } from "./fast-histogram.js";
 
 const STATUSES = [200, 400, 401, 404, 405, 413, 415, 429, 500, 503] as const;
 const DEGRADED_REASONS: DegradedReason[] = ["internal", "peer_timeout", "peer_unavailable", "peer_error", "handoff"];
@@ -15,7 +16,7 @@ export class Metrics {
   /** [statusIndex * (ALGORITHMS.length + 1) + algorithmCode + 1]; algorithm slot 0 = none */
   private readonly requestCounts = new Float64Array(STATUSES.length * (ALGORITHMS.length + 1));
   private readonly degradedCounts = new Float64Array(DEGRADED_REASONS.length);
-  readonly decisionSeconds: Histogram;
+  readonly decisionSeconds: FastHistogram;
 
   constructor(sources: { storedKeys: () => number; evictions: () => number; expirations: () => number }) {
     const registry = this.registry;
@@ -47,12 +48,12 @@ export class Metrics {
         DEGRADED_REASONS.forEach((reason, i) => this.inc({ reason }, degradedCounts[i]!));
       },
     });
-    this.decisionSeconds = new Histogram({
-      name: "ringlimit_decision_seconds",
-      help: "Time from request received to answer written, for decided requests",
-      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
-      registers: [registry],
-    });
+    this.decisionSeconds = new FastHistogram(
+      "ringlimit_decision_seconds",
+      "Time from request received to answer written, for decided requests",
+      [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+      registry,
+    );
     new Gauge({
       name: "ringlimit_stored_keys",
       help: "Limit states stored on this node",

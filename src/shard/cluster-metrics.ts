@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { Counter, Gauge, type Registry } from "prom-client";
+import { FastHistogram } from "../fast-histogram.js";
 
 const OUTCOMES = ["allowed", "blocked", "cached_block", "timeout", "unavailable", "error"] as const;
 export type ForwardOutcome = (typeof OUTCOMES)[number];
@@ -6,7 +7,7 @@ export type ForwardOutcome = (typeof OUTCOMES)[number];
 /** Cluster metrics, registered into the node's registry when peers are configured. */
 export class ClusterMetrics {
   private readonly outcomes = new Float64Array(OUTCOMES.length);
-  private readonly roundTrip: Histogram;
+  private readonly roundTrip: FastHistogram;
 
   constructor(registry: Registry, sources: { members: () => number; configured: () => number; peerStates: () => Iterable<[string, boolean]> }) {
     const outcomes = this.outcomes;
@@ -20,12 +21,12 @@ export class ClusterMetrics {
         OUTCOMES.forEach((outcome, i) => this.inc({ outcome }, outcomes[i]!));
       },
     });
-    this.roundTrip = new Histogram({
-      name: "ringlimit_peer_round_trip_seconds",
-      help: "Forwarded decision round trip, from send to answer, for answered forwards",
-      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
-      registers: [registry],
-    });
+    this.roundTrip = new FastHistogram(
+      "ringlimit_peer_round_trip_seconds",
+      "Forwarded decision round trip, from send to answer, for answered forwards",
+      [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
+      registry,
+    );
     new Gauge({
       name: "ringlimit_ring_members",
       help: "Members on this node's ring (itself included): the ones it believes alive",
