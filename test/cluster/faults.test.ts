@@ -37,6 +37,10 @@ t.test("SIGKILL of a node: survivors answer everything, degraded only for its ke
   t.teardown(() => cluster.stop());
   const survivors = [cluster.nodes[0]!, cluster.nodes[1]!];
   const ids = [0, 1, 2].flatMap((owner) => [0, 1, 2].map((k) => ({ id: cluster.identifierOwnedBy(owner, `kill${k}`), owner })));
+  // What a SIGKILL loses: the counts held by the killed node. Count 5 on one of its keys first.
+  const doomed = cluster.identifierOwnedBy(2, "doomed");
+  for (let i = 0; i < 5; i++) await hit(survivors[i % 2]!, doomed, 100);
+  const heldByVictim = await metric(cluster.nodes[2]!, "ringlimit_stored_keys");
 
   const faultAt = Date.now();
   cluster.nodes[2]!.signal("SIGKILL");
@@ -52,6 +56,9 @@ t.test("SIGKILL of a node: survivors answer everything, degraded only for its ke
   t.equal(samples.filter((s) => s.at > FAILURE_TIMEOUT_MS + 400 && s.reply.json?.data?.degraded).length, 0);
 
   await waitForRing(survivors, 2);
+  const afterKill = await hit(survivors[0]!, doomed, 100);
+  t.equal(afterKill.json.data.count, 1, "a killed node's counts are lost: its key starts again at 1 on the next owner");
+  t.comment(`SIGKILL lost the states of ${heldByVictim} keys held by the killed node (a SIGTERM hands them over instead)`);
   const id = "after-kill-exact";
   const replies = await Promise.all(Array.from({ length: 200 }, (_, i) => hit(survivors[i % 2]!, id, 50)));
   t.equal(replies.filter((r) => r.status === 200).length, 50, "exactness restored: exactly the limit allowed");
