@@ -233,6 +233,17 @@ export class PeerClient extends EventEmitter {
     });
   }
 
+  /**
+   * Skip the rest of the backoff and try at once: the peer just proved it is back (it
+   * connected to us). A no-op while connected or connecting.
+   */
+  reconnectNow(): void {
+    if (this.closed || this.reconnectTimer === null) return;
+    clearTimeout(this.reconnectTimer);
+    this.attempts = 0;
+    this.open();
+  }
+
   /** Close the connection for good. Waiters get 'closed'; no event is emitted. */
   close(): void {
     if (this.closed) return;

@@ -35,6 +35,11 @@ export interface PeerServerHandler {
    * PeerError carrying the message.
    */
   call?(method: number, payload: Buffer, fromNodeId: string): Promise<Buffer>;
+  /**
+   * A peer proved knowledge of the secret on a new connection: it is alive now. The
+   * cluster uses this to reconnect to it without waiting out a reconnect backoff.
+   */
+  onPeerAuthenticated?(nodeId: string): void;
 }
 
 export interface PeerServerOptions {
@@ -236,6 +241,11 @@ class InboundConnection {
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.checkIdle(), this.server.opts.idleTimeoutMs);
     this.server.log.debug({ peer: this.remoteNodeId }, 'peer connection authenticated');
+    try {
+      this.server.opts.handler.onPeerAuthenticated?.(this.remoteNodeId);
+    } catch (err) {
+      this.server.log.warn({ err: (err as Error).message }, 'onPeerAuthenticated failed');
+    }
   }
 
   private onDecide(body: Buffer): void {

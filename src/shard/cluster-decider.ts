@@ -14,6 +14,9 @@ export interface ClusterView {
   readonly ring: HashRing;
   /** handing this node's states over: its own keys fail open until they have moved */
   readonly frozen: boolean;
+  /** just started: keys whose state has not arrived yet fail open (see Cluster) */
+  readonly isJoining: boolean;
+  holds(query: LimitQuery, ringKey: string): boolean;
   client(member: string): PeerClient | undefined;
 }
 
@@ -39,7 +42,7 @@ export class ClusterDecider implements Decider {
     const ringKey = ringKeyOf(query.namespace, query.identifier);
     const owner = view.ring.owner(ringKey);
     if (owner === undefined || owner === view.self) {
-      if (view.frozen) return done(failOpenDecision(query, now, "handoff", newDecision()));
+      if (view.frozen || (view.isJoining && !view.holds(query, ringKey))) return done(failOpenDecision(query, now, "handoff", newDecision()));
       return done(this.local.decideNow(query, ringKey, now));
     }
 

@@ -13,7 +13,7 @@ import type { LocalDecider } from "./local-decider.js";
 import { DnsMembership, StaticMembership, type MembershipSource } from "./membership.js";
 import { HashRing } from "./ring.js";
 import { findSelf, splitHostPort } from "./self-address.js";
-import { parseStateKey, ringKeyOf } from "./state-key.js";
+import { parseStateKey, ringKeyOf, stateKeyOf } from "./state-key.js";
 import type { StateTable } from "./state-table.js";
 
 /** After a join, a second reconcile pass catches states created by forwards still in flight on the old ring. */
@@ -22,6 +22,13 @@ const RECONCILE_AGAIN_MS = 500;
 const SCAN_SLICE = 20_000;
 /** Hand-off batches awaiting their acknowledgement, per receiving member. */
 const BATCHES_IN_FLIGHT = 4;
+/**
+ * After adding a member, how long this node refuses forwarded decisions for keys that now
+ * belong to it: long enough for every other node to add it too (reconnect backoff ≤ 2 s).
+ */
+const JOIN_FENCE_MS = 5000;
+/** A starting node waits at most this long for every member's HANDOFF_DONE. */
+const JOIN_TIMEOUT_MS = 10_000;
 
 export interface HandOffReport {
   sent: number;
@@ -58,6 +65,17 @@ export class Cluster implements ClusterView {
   private readonly table: StateTable;
   keysSent = 0;
   keysReceived = 0;
+  /**
+   * A node that has just started is joining until every member on its ring has handed it
+   * the states that moved to it (HANDOFF_DONE). Meanwhile a key it holds no state for is
+   * not decided on a partial state: it fails open.
+   */
+  private joining = true;
+  private readonly doneFrom = new Set<string>();
+  /** members added to the ring recently (until when): see JOIN_FENCE_MS */
+  private readonly recentlyAdded = new Map<string, number>();
+  /** members owed a HANDOFF_DONE once the running reconcile has sent their states */
+  private readonly owedDone = new Set<string>();
 
   constructor(
     private readonly config: Config,
@@ -93,22 +111,35 @@ export class Cluster implements ClusterView {
           if (algorithm === undefined || !(limit >= 1 && limit <= 1_000_000) || !(duration >= 1 && duration <= 31_536_000) || ns.length === 0 || identifier.length === 0) {
             throw new RangeError("forwarded decision out of contract");
           }
+          const ringKey = ringKeyOf(ns, identifier);
+          const now = Date.now();
+          const owner = this.ring.owner(ringKey);
+          if (owner !== this.self) {
+            // The sender has not seen a member join that now owns this key; this node
+            // has handed (or will hand) the key's state to it. Deciding here would use a
+            // partial state: refuse, and the sender fails open.
+            const fence = owner === undefined ? undefined : this.recentlyAdded.get(owner);
+            if (fence !== undefined && now < fence) throw new Error("key moved to a joining member");
+            // Otherwise the rings disagree for another reason: decide (never forward again),
+            // and make sure the state reaches its owner once they agree.
+            this.noteStrayState();
+          }
           query.namespace = ns;
           query.identifier = identifier;
           query.limit = limit;
           query.duration = duration;
           query.algorithm = algorithm;
-          const ringKey = ringKeyOf(ns, identifier);
-          // The sender's ring disagrees with ours (a join still converging): decide, but
-          // make sure the state reaches its owner once the rings agree.
-          if (this.ring.owner(ringKey) !== this.self) this.noteStrayState();
-          const d = local.decideNow(query, ringKey, Date.now());
+          if (this.isJoining && !this.holds(query, ringKey)) throw new Error("joining: state not here yet");
+          const d = local.decideNow(query, ringKey, now);
           out.code = d.allowed ? DecideCode.ALLOWED : DecideCode.BLOCKED;
           out.remaining = d.remaining;
           out.resetTime = d.resetTime;
           out.retryAfterMs = d.retryAfterMs;
         },
         call: async (method, payload, from) => this.onCall(method, payload, from),
+        // A member (re)started and reached us: reach it now rather than after our backoff,
+        // so it joins every ring and receives its states within milliseconds.
+        onPeerAuthenticated: (nodeId) => this.clients.get(nodeId)?.reconnectNow(),
       },
     });
     this.membership =
@@ -130,7 +161,32 @@ export class Cluster implements ClusterView {
    */
   get ready(): boolean {
     if (this.stopped || this.configured.length === 0) return false;
+    return this.settled && !this.isJoining;
+  }
+
+  private get settled(): boolean {
     return this.unsettled.size === 0 || Date.now() - this.startedAt > this.config.failureTimeoutMs;
+  }
+
+  /** See `joining`; ends once settled and every other ring member said HANDOFF_DONE, or on timeout. */
+  get isJoining(): boolean {
+    if (!this.joining) return false;
+    if (Date.now() - this.startedAt > JOIN_TIMEOUT_MS) {
+      this.joining = false;
+      const missing = this.ring.members.filter((m) => m !== this.self && !this.doneFrom.has(m));
+      this.logger.warn({ missing }, "join: not every member confirmed its hand-off in time; deciding anyway");
+      return false;
+    }
+    if (!this.settled) return true;
+    for (const m of this.ring.members) if (m !== this.self && !this.doneFrom.has(m)) return true;
+    this.joining = false;
+    this.logger.info({ members: this.ring.members, ms: Date.now() - this.startedAt }, "joined: every member handed over");
+    return false;
+  }
+
+  /** Whether this node holds a state for the query's limit (a joining node decides only those). */
+  holds(query: LimitQuery, ringKey: string): boolean {
+    return this.table.get(stateKeyOf(query.algorithm.code, query.duration, ringKey)) !== undefined;
   }
 
   client(member: string): PeerClient | undefined {
@@ -234,11 +290,19 @@ export class Cluster implements ClusterView {
     for (const [member, client] of this.clients) if (client.state === "up" && !this.departed.has(member)) alive.push(member);
     const next = new HashRing(alive);
     if (next.members.join() === this.ring.members.join()) return;
-    const joined = next.members.some((m) => !this.ring.has(m));
+    const joined = next.members.filter((m) => !this.ring.has(m));
     this.ring = next;
     this.logger.info({ members: next.members, why }, "ring changed");
-    // A member joined: keys that now belong to it move there from whoever holds them.
-    if (joined && !this.frozen) this.scheduleReconcile(true);
+    // A member joined: keys that now belong to it move there from whoever holds them,
+    // then it is told this node is done (it waits for that from every member when new).
+    if (joined.length > 0 && !this.frozen) {
+      const until = Date.now() + JOIN_FENCE_MS;
+      for (const m of joined) {
+        this.recentlyAdded.set(m, until);
+        this.owedDone.add(m);
+      }
+      this.scheduleReconcile(true);
+    }
   }
 
   private async onCall(method: number, payload: Buffer, from: string): Promise<Buffer> {
@@ -250,12 +314,19 @@ export class Cluster implements ClusterView {
       return Buffer.alloc(0);
     }
     if (method === CallMethod.MERGE_STATES) {
+      // Leaving: whatever arrived now would be stranded here when this process exits.
+      // Refused, the sender merges the batch back into its own table.
+      if (this.frozen) throw new Error("leaving: not accepting states");
       const records = decodeStates(payload);
       const n = mergeStates(this.table, records, Date.now());
       this.keysReceived += n;
       const reply = Buffer.alloc(4);
       reply.writeUInt32BE(n, 0);
       return reply;
+    }
+    if (method === CallMethod.HANDOFF_DONE) {
+      this.doneFrom.add(from);
+      return Buffer.alloc(0);
     }
     throw new Error(`unknown call method ${method}`);
   }
@@ -281,8 +352,11 @@ export class Cluster implements ClusterView {
       do {
         this.reconcileAgain = false;
         const ring = this.ring;
+        const owed = [...this.owedDone].filter((m) => ring.has(m));
+        for (const m of owed) this.owedDone.delete(m);
         const report = await this.handOver((key) => ring.owner(key), Date.now() + 30_000);
         if (report.sent > 0 || report.failed > 0) this.logger.info(report, "handed states to their new owners");
+        await Promise.allSettled(owed.map((m) => this.clients.get(m)?.call(CallMethod.HANDOFF_DONE, Buffer.alloc(0))));
       } while (this.reconcileAgain && !this.stopped && !this.frozen);
     })().finally(() => {
       this.reconciling = undefined;

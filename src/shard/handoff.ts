@@ -8,6 +8,8 @@ export const CallMethod = Object.freeze({
   LEAVE: 1,
   /** payload: state records; receivers merge each into their table. Reply: u32 records merged. */
   MERGE_STATES: 2,
+  /** empty: the sender has handed the receiver every state that moved to it when the sender added it to its ring. */
+  HANDOFF_DONE: 3,
 });
 
 /** A batch is cut at this size, well under the peer channel's 1 MiB frame limit. */

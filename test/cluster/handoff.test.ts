@@ -1,7 +1,7 @@
 import t from "tap";
-import { closeAgents, type Reply } from "../harness/http-client.js";
+import { closeAgents, request, type Reply } from "../harness/http-client.js";
 import { hit, metric, startCluster, waitForRing } from "../harness/cluster.js";
-import type { NodeProcess } from "../harness/node-process.js";
+import { spawnNode, type NodeProcess } from "../harness/node-process.js";
 
 t.teardown(closeAgents);
 
@@ -103,9 +103,51 @@ t.test("rolling restart of all three nodes under load: no failed request, over-a
   t.comment(`rolling restart: ${sent} requests, ${failures.length} failed, ${degraded} degraded answers, over-admission ${over} requests over ${ids.length} keys x limit ${LIMIT}`);
   t.same(failures, [], "no failed request to a surviving node");
   t.ok(sent > ids.length * LIMIT, "load ran well past every limit");
-  // A leave is exact or fails open. A join is merge-safe (nothing lost, nothing counted
-  // twice) but not exact: a node that has just added the new member may forward a key to
-  // it before the old owner's state has arrived there. That over-admission is the figure
-  // the issue asks for (target zero); bound it at 5% of what the limits allow.
+  // Leave and join are both exact or fail open, so every request over a limit is one of
+  // the fail-open answers given while a state was moving (each allowed and not counted).
+  t.ok(over <= degraded, `over-admission ${over} is accounted for by ${degraded} fail-open answers`);
   t.ok(over <= 0.05 * ids.length * LIMIT, `over-admission ${over} within 5% of ${ids.length * LIMIT}`);
+});
+
+t.test("a joining node never decides a moved key on a partial state: exact or fail open", async (t) => {
+  const cluster = await startCluster(3);
+  t.teardown(() => cluster.stop());
+  const [a, b] = cluster.nodes as NodeProcess[];
+  const id = cluster.identifierOwnedBy(2, "joining");
+  cluster.nodes[2]!.signal("SIGTERM");
+  await cluster.nodes[2]!.exited;
+  await waitForRing([a!, b!], 2);
+  for (let i = 0; i < 5; i++) t.equal((await hit(a!, id, 100, { duration: YEAR })).status, 200);
+
+  // Restart the owner and ask it directly while it is still joining (its peers reconnect
+  // to it with backoff, so the hand-off of this key reaches it a moment later).
+  const joiner = await spawnNode(cluster.env[2]!, { waitReady: false });
+  cluster.nodes[2] = joiner;
+  const answers: { degraded: boolean; count: number; ready: boolean }[] = [];
+  const deadline = Date.now() + 8000;
+  let expected = 6;
+  let readySeen = false;
+  while (Date.now() < deadline && !(readySeen && expected > 8)) {
+    let r: Reply;
+    try {
+      r = await hit(joiner, id, 1000, { duration: YEAR });
+    } catch {
+      await new Promise((res) => setTimeout(res, 10));
+      continue; // not listening yet
+    }
+    const ready = (await request(joiner.url + "/ready").catch(() => ({ status: 0 }))).status === 200;
+    readySeen ||= ready;
+    const d = r.json.data;
+    answers.push({ degraded: d.degraded === true, count: d.count, ready });
+    if (!d.degraded) {
+      if (d.count !== expected) return void t.fail(`decided on a partial state: count ${d.count}, expected ${expected}`);
+      expected++;
+    } else if (ready) {
+      return void t.fail("a fail-open answer after the node said it was ready");
+    }
+  }
+  const degraded = answers.filter((x) => x.degraded).length;
+  t.comment(`${answers.length} answers from the joining node: ${degraded} fail-open while its state was on the way, then exact`);
+  t.ok(readySeen, "the node became ready once every member had handed over");
+  t.ok(expected > 8, "after joining, the node decides the key exactly, continuing its count");
 });
