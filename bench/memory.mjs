@@ -7,6 +7,8 @@
 //     second: does it stay flat once the table is full (the bound and eviction work)?
 //
 //   node bench/memory.mjs [--quick] [--keys N] [--flood S] [--loader autocannon|wrk]
+//                         [--node-args=--max-old-space-size=128]  (flood only: tells a leak
+//                         from a lazy GC — a leak dies at the cap, a lazy heap stays under it)
 // Also run by `node bench/run.mjs --memory`. Standalone, it writes bench/results/memory.json.
 import { existsSync, mkdirSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
@@ -28,15 +30,23 @@ async function loadLibs () {
   return { ...children, ...procfs, ...load, ...net, ...servers }
 }
 
-async function gauge (L, url, name) {
+/** GET /metrics → { metric name: value summed over labels }. */
+async function scrape (L, url) {
   const r = await L.get(url + '/metrics', 5000)
-  let sum = null
+  const out = {}
   for (const line of r.body.split('\n')) {
     const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$/.exec(line)
-    if (m && m[1] === name) sum = (sum ?? 0) + Number(m[3])
+    if (m) out[m[1]] = (out[m[1]] ?? 0) + Number(m[3])
   }
-  return sum
+  return out
 }
+async function gauge (L, url, name) { return (await scrape(L, url))[name] ?? null }
+// prom-client's default metrics, when ringlimit exports them: V8 heap in use / reserved.
+const heapOf = (m) => ({
+  heapUsedMb: m.nodejs_heap_size_used_bytes != null ? m.nodejs_heap_size_used_bytes / 2 ** 20 : null,
+  heapTotalMb: m.nodejs_heap_size_total_bytes != null ? m.nodejs_heap_size_total_bytes / 2 ** 20 : null,
+  externalMb: m.nodejs_external_memory_bytes != null ? m.nodejs_external_memory_bytes / 2 ** 20 : null
+})
 
 const mb = (kb) => kb / 1024
 
@@ -66,7 +76,8 @@ export async function runMemory (opts) {
       await L.runLoad({ loader, urls: server.urls, connections: 50, durationSec: 3, headers, bodySpec: { namespace: 'mem', limit: 1000000, duration: 3600, idSpace: 1000, idPrefix: 'warm-' }, tmpDir: opts.tmpDir })
       await sleep(2000)
       const rss0 = watch.rssKb()
-      const keys0 = await gauge(L, url, 'ringlimit_stored_keys')
+      const m0 = await scrape(L, url)
+      const keys0 = m0.ringlimit_stored_keys ?? null
       const t0 = performance.now()
       const r = await L.runLoad({
         loader, urls: server.urls, connections: 50, amount: keys, headers, timeoutSec: 30,
@@ -78,7 +89,10 @@ export async function runMemory (opts) {
       const rssFilled = watch.rssKb()
       await sleep(5000)
       const rss1 = watch.rssKb()
-      const keys1 = await gauge(L, url, 'ringlimit_stored_keys')
+      const m1 = await scrape(L, url)
+      const keys1 = m1.ringlimit_stored_keys ?? null
+      const h0 = heapOf(m0)
+      const h1 = heapOf(m1)
       const hwm = watch.hwmKb()
       if (keys1 == null) throw new Error('ringlimit_stored_keys not found in GET /metrics')
       const dKeys = keys1 - (keys0 ?? 0)
@@ -88,11 +102,14 @@ export async function runMemory (opts) {
         keysDriven: keys, requests: r.completed, status: r.status, errors: r.errors, fillSec,
         storedKeysBefore: keys0, storedKeysAfter: keys1,
         rssBeforeMb: mb(rss0), rssFilledMb: mb(rssFilled), rssSettledMb: mb(rss1), hwmMb: mb(hwm),
-        bytesPerKey: perKey, bytesPerKeyRightAfterFill: perKeyFilled, targetBytesPerKey: TARGET_BYTES_PER_KEY
+        bytesPerKey: perKey, bytesPerKeyRightAfterFill: perKeyFilled, targetBytesPerKey: TARGET_BYTES_PER_KEY,
+        heapBefore: h0, heapAfter: h1,
+        // V8 heap in use after ÷ keys: includes garbage not yet collected, so also an upper bound.
+        heapUsedBytesPerKey: h0.heapUsedMb != null && dKeys > 0 ? ((h1.heapUsedMb - h0.heapUsedMb) * 2 ** 20) / dKeys : null
       }
       lines.push(`bytes per stored key: ${perKey == null ? '–' : perKey.toFixed(0)} B ` +
         `(RSS ${mb(rss0).toFixed(0)} → ${mb(rss1).toFixed(0)} MB for +${dKeys.toLocaleString('en-US')} stored keys, 5 s after the fill; ` +
-        `${perKeyFilled?.toFixed(0)} B right after it; target ≤ ${TARGET_BYTES_PER_KEY} B) — ` +
+        `${perKeyFilled?.toFixed(0)} B right after it; V8 heap in use +${out.bytesPerKey.heapUsedBytesPerKey?.toFixed(0) ?? '–'} B per key; target ≤ ${TARGET_BYTES_PER_KEY} B) — ` +
         `${r.completed.toLocaleString('en-US')} requests in ${fillSec.toFixed(1)} s, statuses ${JSON.stringify(r.status)}, errors ${r.errors}`)
       log(`memory: ${lines.at(-1)}`)
     } finally {
@@ -104,7 +121,7 @@ export async function runMemory (opts) {
   {
     const maxKeys = 100000
     log(`memory: flood — ${floodSec} s of never-repeating identifiers, MAX_KEYS=${maxKeys} (${loader})`)
-    const server = await L.startRinglimit({ apiKey, maxKeys })
+    const server = await L.startRinglimit({ apiKey, maxKeys, nodeArgs: opts.nodeArgs ?? [] })
     try {
       const url = server.urls[0]
       const watch = new L.GroupWatch(server.pgids)
@@ -114,9 +131,9 @@ export async function runMemory (opts) {
       const sampler = (async () => {
         while (!stop) {
           const t = (performance.now() - t0) / 1000
-          let stored = null
-          try { stored = await gauge(L, url, 'ringlimit_stored_keys') } catch { /* busy */ }
-          samples.push({ t: Math.round(t * 10) / 10, rssMb: mb(watch.rssKb()), storedKeys: stored })
+          let m = {}
+          try { m = await scrape(L, url) } catch { /* busy */ }
+          samples.push({ t: Math.round(t * 10) / 10, rssMb: mb(watch.rssKb()), storedKeys: m.ringlimit_stored_keys ?? null, ...heapOf(m) })
           await sleep(Math.max(0, (samples.length * 1000) - (performance.now() - t0)))
         }
       })()
@@ -129,7 +146,7 @@ export async function runMemory (opts) {
       await sampler
       const evictions = await gauge(L, url, 'ringlimit_evictions_total')
       const storedEnd = await gauge(L, url, 'ringlimit_stored_keys')
-      const mean = (xs) => xs.reduce((s, x) => s + x.rssMb, 0) / Math.max(1, xs.length)
+      const mean = (xs, k = 'rssMb') => xs.reduce((s, x) => s + (x[k] ?? 0), 0) / Math.max(1, xs.length)
       const first = samples.filter((s) => s.t < 10)
       const last = samples.filter((s) => s.t >= samples.at(-1).t - 10)
       const fullAt = samples.find((s) => s.storedKeys != null && s.storedKeys >= maxKeys * 0.99)?.t ?? null
@@ -142,12 +159,16 @@ export async function runMemory (opts) {
         evictions, storedKeysEnd: storedEnd, tableFullAtSec: fullAt,
         rssFirst10sMb: mean(first), rssAfterFull10sMb: mean(afterFull), rssLast10sMb: mean(last),
         rssPeakMb: Math.max(...samples.map((s) => s.rssMb)),
+        heapUsedAfterFull10sMb: mean(afterFull, 'heapUsedMb'), heapUsedLast10sMb: mean(last, 'heapUsedMb'),
+        heapTotalAfterFull10sMb: mean(afterFull, 'heapTotalMb'), heapTotalLast10sMb: mean(last, 'heapTotalMb'),
+        nodeArgs: opts.nodeArgs ?? [],
         growthFirstToLast: growthFirst, growthAfterFullToLast: growthAfterFull, flat, samples
       }
       lines.push(`flood ${floodSec} s, MAX_KEYS=${maxKeys}: ${r.completed.toLocaleString('en-US')} new identifiers (${Math.round(r.rps).toLocaleString('en-US')}/s), ` +
         `stored keys at end ${storedEnd?.toLocaleString('en-US')}, evictions ${evictions?.toLocaleString('en-US')}; ` +
         `RSS first 10 s ${mean(first).toFixed(0)} MB, 10 s after the table filled (t=${fullAt ?? '–'} s) ${mean(afterFull).toFixed(0)} MB, ` +
         `last 10 s ${mean(last).toFixed(0)} MB, peak ${out.flood.rssPeakMb.toFixed(0)} MB → ${flat ? 'flat' : 'GROWING'} ` +
+        `(V8 heap used ${mean(afterFull, 'heapUsedMb').toFixed(0)} → ${mean(last, 'heapUsedMb').toFixed(0)} MB, reserved ${mean(afterFull, 'heapTotalMb').toFixed(0)} → ${mean(last, 'heapTotalMb').toFixed(0)} MB) ` +
         `(${(growthAfterFull * 100).toFixed(1)}% after fill, ${(growthFirst * 100).toFixed(1)}% first→last)`)
       log(`memory: ${lines.at(-1)}`)
     } finally {
@@ -164,7 +185,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       quick: { type: 'boolean', default: false },
       keys: { type: 'string' },
       flood: { type: 'string' },
-      loader: { type: 'string' }
+      loader: { type: 'string' },
+      'node-args': { type: 'string' }
     }
   })
   if (!existsSync(join(benchDir, 'node_modules/autocannon/package.json'))) {
@@ -183,6 +205,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     keys: args.keys ? Number(args.keys) : undefined,
     floodSec: args.flood ? Number(args.flood) : undefined,
     loader: args.loader,
+    nodeArgs: args['node-args'] ? args['node-args'].split(' ').filter(Boolean) : undefined,
     tmpDir: tmp
   })
   process.stdout.write(res.lines.join('\n') + '\n')

@@ -16,6 +16,8 @@ export function summarise (runs) {
     runs: runs.length,
     rps: pick((r) => r.rps),
     cpuUsPerReq: pick((r) => r.cpuUsPerReq),
+    cpuUsPerReqMin: Math.min(...runs.map((r) => r.cpuUsPerReq ?? Infinity)),
+    cpuUsPerReqMax: Math.max(...runs.map((r) => r.cpuUsPerReq ?? -Infinity)),
     serverCores: pick((r) => r.serverCores),
     p50Ms: pick((r) => r.latencyUs.p50 / 1000),
     p99Ms: pick((r) => r.latencyUs.p99 / 1000),
@@ -50,6 +52,8 @@ const COLUMNS = [
   ['degraded', (r) => (r.s.degraded == null ? '–' : fmt.int(r.s.degraded))],
   ['fwd', (r) => fmt.pct(r.s.forwardedShare)],
   ['CPU µs/req', (r) => fmt.num(1)(r.s.cpuUsPerReq)],
+  // half the range of the runs, relative to the median: how far to trust the digit
+  ['±', (r) => (r.s.runs > 1 && r.s.cpuUsPerReq ? '±' + ((50 * (r.s.cpuUsPerReqMax - r.s.cpuUsPerReqMin)) / r.s.cpuUsPerReq).toFixed(0) + '%' : '–')],
   ['×floor', (r) => fmt.ratio(r.vsFloor)],
   ['×rl-local', (r) => fmt.ratio(r.vsLocal)],
   ['srv cores', (r) => fmt.num(2)(r.s.serverCores)],
