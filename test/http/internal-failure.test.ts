@@ -1,0 +1,58 @@
+/**
+ * Fail-open when a decision itself throws (DESIGN §2: reason "internal"). No request can
+ * make the real deciders throw, so the fault enters through the front end's Decider
+ * interface: a decider that throws, behind a real uWS listener, real auth, real metrics.
+ */
+import t from "tap";
+import { ApiKeyVerifier } from "../../src/auth.js";
+import type { Decider } from "../../src/decider.js";
+import { FrontEnd } from "../../src/http-server.js";
+import { IdGenerator } from "../../src/ids.js";
+import { createLogger } from "../../src/logger.js";
+import { Metrics } from "../../src/metrics.js";
+import { closeAgents, limit, request, TEST_KEY } from "../harness/http-client.js";
+
+t.teardown(closeAgents);
+
+const throwing: Decider = {
+  decide() {
+    throw new Error("boom: internal failure at /secret/path/decider.ts:42");
+  },
+};
+
+async function serve(failOpen: boolean) {
+  const metrics = new Metrics({ storedKeys: () => 0, evictions: () => 0, expirations: () => 0 });
+  const front = new FrontEnd(
+    { host: "127.0.0.1", port: 0, failOpen },
+    { decider: throwing, verifier: new ApiKeyVerifier([TEST_KEY], []), ids: new IdGenerator(), metrics, logger: createLogger("silent"), isReady: () => true },
+  );
+  const { port } = await front.listen();
+  return { url: `http://127.0.0.1:${port}`, front, metrics };
+}
+
+t.test("FAIL_OPEN=true: a throwing decision answers 200 degraded, counted as internal", async (t) => {
+  const { url, front } = await serve(true);
+  t.teardown(() => front.close());
+  const r = await limit(url, { namespace: "ns", identifier: "u", limit: 10, duration: 60 });
+  t.equal(r.status, 200);
+  t.equal(r.json.data.degraded, true);
+  t.equal(r.json.data.count, 1);
+  t.equal(r.json.data.remaining, 9);
+  t.notMatch(r.text, /boom|secret|\.ts:/, "nothing of the error reaches the client");
+  const m = await request(url + "/metrics");
+  t.match(m.text, /ringlimit_degraded_total\{reason="internal"\} 1/);
+  const again = await limit(url, { namespace: "ns", identifier: "u", limit: 10, duration: 60 });
+  t.equal(again.status, 200, "the node keeps serving");
+});
+
+t.test("FAIL_OPEN=false: a throwing decision answers an enveloped 500 without details", async (t) => {
+  const { url, front } = await serve(false);
+  t.teardown(() => front.close());
+  const r = await limit(url, { namespace: "ns", identifier: "u", limit: 10, duration: 60 });
+  t.equal(r.status, 500);
+  t.equal(r.json.object, "error");
+  t.equal(r.json.data.error, "Internal server error");
+  t.equal(r.json.data.status, 500);
+  t.match(r.json.id, /^err_/);
+  t.notMatch(r.text, /boom|secret|\.ts:|at /, "no message or stack trace reaches the client");
+});
