@@ -28,14 +28,6 @@ t.test("retry is rounded up to the millisecond and exact", async (t) => {
   t.equal(run(alg, state, 7, D, T0 + 8572).allowed, true);
 });
 
-t.test("a changed limit keeps what was consumed", async (t) => {
-  let state = null;
-  for (let i = 0; i < 3; i++) state = apply(state, run(alg, state, 5, D, T0));
-  t.equal(run(alg, state, 4, D, T0).remaining, 0, "3 taken of 4: this one is the last");
-  t.equal(run(alg, state, 3, D, T0).allowed, false, "3 taken of 3");
-  t.equal(run(alg, state, 10, D, T0).remaining, 6, "3 taken of 10: this one makes 4");
-});
-
 t.test("merge adds both sides' consumption", async (t) => {
   let x = null;
   let y = null;
