@@ -14,13 +14,15 @@ export interface StoredState extends LimitState {
  *
  * Memory per key is what bounds a node, so states live in parallel typed arrays indexed
  * by a dense slot number (a removed slot is filled by moving the last one into it), and
- * the only per-key objects are the key string and its Map entry. A key costs roughly
- * 32 bytes of arrays + its string + ~40 bytes of Map entry.
+ * the only per-key objects are the key string and its Map entry. A key costs 40 bytes of
+ * arrays + its string + ~40 bytes of Map entry.
  *
- * Expiry is a per-second sweep: each key sits in the list of at most one second; when
- * that second comes, a key whose state has since moved its expiry later is re-listed
- * under its new second instead of being removed. No timer per key, and an update on the
- * hot path costs nothing unless the key is not listed at all.
+ * Expiry is a per-second sweep: each slot sits in the list of at most one second, a
+ * doubly linked list threaded through two Int32Arrays (prev/next), so a slot that is
+ * evicted or deleted leaves its list at once and nothing of it is retained. When a
+ * second comes, a slot whose expiry has since moved later is re-listed under its new
+ * second instead of being removed. No timer per key, and an update on the hot path
+ * costs nothing unless the slot is not listed at all.
  */
 export class StateTable {
   readonly maxKeys: number;
@@ -34,11 +36,15 @@ export class StateTable {
   private c: Float64Array;
   /** unix seconds; the state is dropped when a sweep passes this second */
   private expiry: Uint32Array;
-  /** the second whose sweep list holds this slot's key (0: in none) */
+  /** the second whose sweep list holds this slot (0: in none) */
   private listed: Uint32Array;
+  /** neighbours in that list (-1: none) */
+  private prev: Int32Array;
+  private next: Int32Array;
   private count = 0;
 
-  private readonly sweepLists = new Map<number, string[]>();
+  /** second → first slot of its list */
+  private readonly sweepHeads = new Map<number, number>();
   private lastSweptSecond: number;
 
   /** scratch view handed to algorithms, refilled per decision */
@@ -53,6 +59,8 @@ export class StateTable {
     this.c = new Float64Array(capacity);
     this.expiry = new Uint32Array(capacity);
     this.listed = new Uint32Array(capacity);
+    this.prev = new Int32Array(capacity);
+    this.next = new Int32Array(capacity);
     this.lastSweptSecond = Math.floor(now / 1000);
   }
 
@@ -120,9 +128,9 @@ export class StateTable {
     const nowSecond = Math.floor(now / 1000);
     // Expiry at second s means "equivalent to no state from s on": a sweep at s may drop it.
     let dropped = 0;
-    if (nowSecond - this.lastSweptSecond > this.sweepLists.size) {
+    if (nowSecond - this.lastSweptSecond > this.sweepHeads.size) {
       // A long gap (start-up, a paused process, a test clock jump): walk the lists instead of the seconds.
-      for (const second of [...this.sweepLists.keys()]) {
+      for (const second of [...this.sweepHeads.keys()]) {
         if (second <= nowSecond) dropped += this.sweepSecond(second, nowSecond);
       }
     } else {
@@ -133,21 +141,53 @@ export class StateTable {
     return dropped;
   }
 
+  /**
+   * Check the structure: index and keys agree, every slot is in exactly one sweep list,
+   * links are consistent and nothing else is listed. O(n); for tests and debugging.
+   * Returns a description of the first problem, or undefined.
+   */
+  checkInvariants(): string | undefined {
+    if (this.index.size !== this.count) return `index has ${this.index.size} keys for ${this.count} slots`;
+    for (let i = 0; i < this.count; i++) if (this.index.get(this.keys[i]!) !== i) return `slot ${i} not indexed`;
+    let listed = 0;
+    for (const [second, head] of this.sweepHeads) {
+      if (this.prev[head] !== -1) return `head of ${second} has a prev`;
+      for (let slot = head, before = -1; slot !== -1; before = slot, slot = this.next[slot]!) {
+        if (slot >= this.count) return `list ${second} holds a removed slot ${slot}`;
+        if (this.listed[slot] !== second) return `slot ${slot} in list ${second} says ${this.listed[slot]}`;
+        if (this.prev[slot] !== before) return `slot ${slot} prev is wrong`;
+        if (++listed > this.count) return "a list has a cycle or a slot is listed twice";
+      }
+    }
+    if (listed !== this.count) return `${listed} listed of ${this.count} slots`;
+    return undefined;
+  }
+
   private sweepSecond(second: number, nowSecond: number): number {
-    const list = this.sweepLists.get(second);
-    if (list === undefined) return 0;
-    this.sweepLists.delete(second);
+    const head = this.sweepHeads.get(second);
+    if (head === undefined) return 0;
+    let slot: number = head;
+    // Detach the whole list first: removing a slot moves the last slot into its place,
+    // which would disturb a walk over indices. Keys stay valid.
+    const due: string[] = [];
+    while (slot !== -1) {
+      const following: number = this.next[slot]!;
+      due.push(this.keys[slot]!);
+      this.listed[slot] = 0;
+      this.prev[slot] = -1;
+      this.next[slot] = -1;
+      slot = following;
+    }
+    this.sweepHeads.delete(second);
     let dropped = 0;
-    for (const key of list) {
-      const slot = this.index.get(key);
-      // Gone already, or removed and re-created since and listed elsewhere.
-      if (slot === undefined || this.listed[slot] !== second) continue;
-      const expiry = this.expiry[slot]!;
+    for (const key of due) {
+      const at = this.index.get(key)!;
+      const expiry = this.expiry[at]!;
       if (expiry <= nowSecond) {
-        this.removeSlot(slot);
+        this.removeSlot(at);
         dropped++;
       } else {
-        this.listUnder(slot, key, expiry);
+        this.link(at, expiry);
       }
     }
     return dropped;
@@ -158,21 +198,38 @@ export class StateTable {
     this.b[slot] = b;
     this.c[slot] = c;
     this.expiry[slot] = expirySecond;
-    // Listed under an earlier second: that sweep will re-list it. Only an unlisted key,
+    // Listed under an earlier second: that sweep will re-list it. Only an unlisted slot,
     // or one whose expiry moved earlier than its list, needs listing now.
     const listed = this.listed[slot]!;
-    if (listed === 0 || expirySecond < listed) this.listUnder(slot, this.keys[slot]!, expirySecond);
+    if (listed === 0) this.link(slot, expirySecond);
+    else if (expirySecond < listed) {
+      this.unlink(slot);
+      this.link(slot, expirySecond);
+    }
   }
 
-  private listUnder(slot: number, key: string, second: number): void {
+  private link(slot: number, second: number): void {
     const s = Math.max(second, this.lastSweptSecond + 1);
-    let list = this.sweepLists.get(s);
-    if (list === undefined) {
-      list = [];
-      this.sweepLists.set(s, list);
-    }
-    list.push(key);
+    const head = this.sweepHeads.get(s);
+    this.prev[slot] = -1;
+    this.next[slot] = head ?? -1;
+    if (head !== undefined) this.prev[head] = slot;
+    this.sweepHeads.set(s, slot);
     this.listed[slot] = s;
+  }
+
+  private unlink(slot: number): void {
+    const second = this.listed[slot]!;
+    if (second === 0) return;
+    const before = this.prev[slot]!;
+    const after = this.next[slot]!;
+    if (before !== -1) this.next[before] = after;
+    else if (after !== -1) this.sweepHeads.set(second, after);
+    else this.sweepHeads.delete(second);
+    if (after !== -1) this.prev[after] = before;
+    this.listed[slot] = 0;
+    this.prev[slot] = -1;
+    this.next[slot] = -1;
   }
 
   private insert(key: string): number {
@@ -183,6 +240,8 @@ export class StateTable {
     this.keys[slot] = key;
     this.index.set(key, slot);
     this.listed[slot] = 0;
+    this.prev[slot] = -1;
+    this.next[slot] = -1;
     return slot;
   }
 
@@ -203,6 +262,7 @@ export class StateTable {
 
   private removeSlot(slot: number): void {
     const last = this.count - 1;
+    this.unlink(slot);
     this.index.delete(this.keys[slot]!);
     if (slot !== last) {
       const movedKey = this.keys[last]!;
@@ -212,6 +272,14 @@ export class StateTable {
       this.c[slot] = this.c[last]!;
       this.expiry[slot] = this.expiry[last]!;
       this.listed[slot] = this.listed[last]!;
+      const before = this.prev[last]!;
+      const after = this.next[last]!;
+      this.prev[slot] = before;
+      this.next[slot] = after;
+      // Neighbours (or the list head) pointed at `last`: point them at its new place.
+      if (before !== -1) this.next[before] = slot;
+      else if (this.listed[slot] !== 0) this.sweepHeads.set(this.listed[slot]!, slot);
+      if (after !== -1) this.prev[after] = slot;
       this.index.set(movedKey, slot);
     }
     this.keys.length = last;
@@ -220,7 +288,7 @@ export class StateTable {
 
   private grow(): void {
     const capacity = Math.min(this.maxKeys, this.a.length * 2);
-    const widen = <T extends Float64Array | Uint32Array>(old: T, make: (n: number) => T): T => {
+    const widen = <T extends Float64Array | Uint32Array | Int32Array>(old: T, make: (n: number) => T): T => {
       const next = make(capacity);
       next.set(old);
       return next;
@@ -230,6 +298,8 @@ export class StateTable {
     this.c = widen(this.c, (n) => new Float64Array(n));
     this.expiry = widen(this.expiry, (n) => new Uint32Array(n));
     this.listed = widen(this.listed, (n) => new Uint32Array(n));
+    this.prev = widen(this.prev, (n) => new Int32Array(n));
+    this.next = widen(this.next, (n) => new Int32Array(n));
   }
 }
 

@@ -119,3 +119,24 @@ t.test("set/get/delete round trip; deleting moves the last slot correctly", asyn
   }
   t.equal(ok, 3000);
 });
+
+t.test("random operations keep the structure consistent (lists, index, slots)", async (t) => {
+  let seed = 12345;
+  const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+  // Small enough that the table fills up between sweeps: evictions and expiries both happen.
+  const table = new StateTable(60, T0);
+  const out = newStep();
+  let now = T0;
+  for (let i = 0; i < 20_000; i++) {
+    const r = rnd();
+    const key = "k" + Math.floor(rnd() * 3000);
+    if (r < 0.6) table.decide(key, ALGORITHMS[Math.floor(rnd() * 4)]!, 1 + Math.floor(rnd() * 5), (1 + Math.floor(rnd() * 20)) * 1000, now, out);
+    else if (r < 0.7) table.delete(key);
+    else if (r < 0.75) table.set(key, { a: now, b: 1, c: 0, expiresAt: Math.ceil(now / 1000) + Math.floor(rnd() * 30) });
+    else if (r < 0.8) now += Math.floor(rnd() * 1500);
+    else table.sweep(now);
+    const problem = table.checkInvariants();
+    if (problem !== undefined) return void t.fail(`step ${i}: ${problem}`);
+  }
+  t.ok(table.evictions > 0 && table.expirations > 0, `consistent through ${table.evictions} evictions and ${table.expirations} expirations`);
+});
