@@ -1,4 +1,5 @@
 import type { Algorithm, LimitState, Step } from "../algorithms/types.js";
+import { KeyIndex } from "./key-index.js";
 
 /** How many random slots an eviction looks at to pick the one closest to expiry (as Redis does). */
 const EVICTION_SAMPLES = 5;
@@ -14,8 +15,8 @@ export interface StoredState extends LimitState {
  *
  * Memory per key is what bounds a node, so states live in parallel typed arrays indexed
  * by a dense slot number (a removed slot is filled by moving the last one into it), and
- * the only per-key objects are the key string and its Map entry. A key costs 40 bytes of
- * arrays + its string + ~40 bytes of Map entry.
+ * the only per-key object is the key string, found through an open-addressing index
+ * (KeyIndex). A key costs 40 bytes of arrays + ~12 of index + its string.
  *
  * Expiry is a per-second sweep: each slot sits in the list of at most one second, a
  * doubly linked list threaded through two Int32Arrays (prev/next), so a slot that is
@@ -29,8 +30,8 @@ export class StateTable {
   evictions = 0;
   expirations = 0;
 
-  private readonly index = new Map<string, number>();
   private keys: string[] = [];
+  private readonly index = new KeyIndex((slot) => this.keys[slot]!);
   private a: Float64Array;
   private b: Float64Array;
   private c: Float64Array;
@@ -149,6 +150,7 @@ export class StateTable {
   checkInvariants(): string | undefined {
     if (this.index.size !== this.count) return `index has ${this.index.size} keys for ${this.count} slots`;
     for (let i = 0; i < this.count; i++) if (this.index.get(this.keys[i]!) !== i) return `slot ${i} not indexed`;
+    for (let i = 0; i < this.count; i++) if (this.keys.indexOf(this.keys[i]!) !== i) return `key of slot ${i} stored twice`;
     let listed = 0;
     for (const [second, head] of this.sweepHeads) {
       if (this.prev[head] !== -1) return `head of ${second} has a prev`;
@@ -238,7 +240,7 @@ export class StateTable {
     key = flatCopy(key);
     const slot = this.count++;
     this.keys[slot] = key;
-    this.index.set(key, slot);
+    this.index.add(key, slot);
     this.listed[slot] = 0;
     this.prev[slot] = -1;
     this.next[slot] = -1;
@@ -263,7 +265,7 @@ export class StateTable {
   private removeSlot(slot: number): void {
     const last = this.count - 1;
     this.unlink(slot);
-    this.index.delete(this.keys[slot]!);
+    this.index.remove(this.keys[slot]!, slot);
     if (slot !== last) {
       const movedKey = this.keys[last]!;
       this.keys[slot] = movedKey;
@@ -280,7 +282,7 @@ export class StateTable {
       if (before !== -1) this.next[before] = slot;
       else if (this.listed[slot] !== 0) this.sweepHeads.set(this.listed[slot]!, slot);
       if (after !== -1) this.prev[after] = slot;
-      this.index.set(movedKey, slot);
+      this.index.move(movedKey, last, slot);
     }
     this.keys.length = last;
     this.count = last;
