@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { hash32 } from "./hash.js";
 
 const INITIAL_BUCKETS = 2048;
@@ -16,6 +17,8 @@ export class KeyIndex {
   /** slot → hash of its key */
   private hashes = new Uint32Array(INITIAL_BUCKETS / 2);
   private count = 0;
+  /** per-process: callers choose the keys, so their hashes must not be predictable (hash flooding) */
+  private readonly seed = randomBytes(4).readUInt32LE(0);
 
   constructor(private readonly keyOf: (slot: number) => string) {}
 
@@ -24,7 +27,7 @@ export class KeyIndex {
   }
 
   get(key: string): number | undefined {
-    const h = hash32(key);
+    const h = hash32(key, this.seed);
     const buckets = this.buckets;
     for (let i = h & this.mask; ; i = (i + 1) & this.mask) {
       const entry = buckets[i]!;
@@ -42,7 +45,7 @@ export class KeyIndex {
       wider.set(this.hashes);
       this.hashes = wider;
     }
-    const h = hash32(key);
+    const h = hash32(key, this.seed);
     this.hashes[slot] = h;
     let i = h & this.mask;
     while (this.buckets[i] !== 0) i = (i + 1) & this.mask;
