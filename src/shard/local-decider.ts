@@ -12,7 +12,11 @@ export class LocalDecider implements Decider {
   constructor(readonly table: StateTable) {}
 
   decide(query: LimitQuery, now: number, done: (decision: Decision) => void): void {
-    done(this.decideNow(query, ringKeyOf(query.namespace, query.identifier), now));
+    done(this.decideSync(query, now));
+  }
+
+  decideSync(query: LimitQuery, now: number): Decision {
+    return this.decideNow(query, ringKeyOf(query.namespace, query.identifier), now);
   }
 
   /** Also the entry point for decisions forwarded by peers (they arrive with a ring key). */
