@@ -6,22 +6,19 @@ import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import { DecideCode, PeerClient, PeerServer, type DecideResult, type PeerTlsOptions } from "../peer/index.js";
 import { BlockedCache } from "./blocked-cache.js";
-import { CallMethod, MAX_BATCH_BYTES, decodeStates, encodeStates, mergeStates, recordBytes, type StateRecord } from "./handoff.js";
+import { CallMethod, decodeStates, mergeStates } from "./handoff.js";
+import { handOverStates, type HandOffReport } from "./handoff-sender.js";
 import { ClusterDecider, type ClusterView } from "./cluster-decider.js";
 import { ClusterMetrics } from "./cluster-metrics.js";
 import type { LocalDecider } from "./local-decider.js";
 import { DnsMembership, StaticMembership, type MembershipSource } from "./membership.js";
 import { HashRing } from "./ring.js";
 import { findSelf, splitHostPort } from "./self-address.js";
-import { parseStateKey, ringKeyOf, stateKeyOf } from "./state-key.js";
+import { ringKeyOf, stateKeyOf } from "./state-key.js";
 import type { StateTable } from "./state-table.js";
 
 /** After a join, a second reconcile pass catches states created by forwards still in flight on the old ring. */
 const RECONCILE_AGAIN_MS = 500;
-/** Keys scanned per event-loop turn while looking for states to hand over: keeps a 1 M-key scan from stalling answers. */
-const SCAN_SLICE = 20_000;
-/** Hand-off batches awaiting their acknowledgement, per receiving member. */
-const BATCHES_IN_FLIGHT = 4;
 /**
  * After adding a member, how long this node refuses forwarded decisions for keys that now
  * belong to it: long enough for every other node to add it too (reconnect backoff ≤ 2 s).
@@ -30,11 +27,6 @@ const JOIN_FENCE_MS = 5000;
 /** A starting node waits at most this long for every member's HANDOFF_DONE. */
 const JOIN_TIMEOUT_MS = 10_000;
 
-export interface HandOffReport {
-  sent: number;
-  failed: number;
-  ms: number;
-}
 
 /**
  * This node's place in the cluster: the peer listener that decides forwarded requests,
@@ -305,6 +297,12 @@ export class Cluster implements ClusterView {
     }
   }
 
+  private async handOver(ownerOf: (ringKey: string) => string | undefined, deadline: number): Promise<HandOffReport> {
+    const report = await handOverStates(this.table, { self: this.self, ownerOf, peer: (m) => this.clients.get(m), deadline, logger: this.logger });
+    this.keysSent += report.sent;
+    return report;
+  }
+
   private async onCall(method: number, payload: Buffer, from: string): Promise<Buffer> {
     if (method === CallMethod.LEAVE) {
       const member = payload.toString("utf8");
@@ -362,69 +360,6 @@ export class Cluster implements ClusterView {
       this.reconciling = undefined;
     });
     if (again) setTimeout(() => !this.stopped && !this.frozen && this.scheduleReconcile(false), RECONCILE_AGAIN_MS).unref();
-  }
-
-  /**
-   * Hand over the states whose owner (by `ownerOf`) is another member. A state is read
-   * and deleted in the same synchronous step as it is put in a batch, so nothing counted
-   * afterwards is lost with it; a batch that fails is merged back.
-   */
-  private async handOver(ownerOf: (ringKey: string) => string | undefined, deadline: number): Promise<HandOffReport> {
-    const started = Date.now();
-    // 1. Find the keys to move, a slice at a time.
-    const byOwner = new Map<string, string[]>();
-    const keys: string[] = [];
-    this.table.forEach((key) => keys.push(key));
-    for (let i = 0; i < keys.length; i += SCAN_SLICE) {
-      for (const key of keys.slice(i, i + SCAN_SLICE)) {
-        const parsed = parseStateKey(key);
-        const owner = parsed && ownerOf(parsed.ringKey);
-        if (owner === undefined || owner === this.self) continue;
-        let list = byOwner.get(owner);
-        if (list === undefined) byOwner.set(owner, (list = []));
-        list.push(key);
-      }
-      if (i + SCAN_SLICE < keys.length) await new Promise((r) => setImmediate(r));
-    }
-    // 2. Send them to every owner in parallel, a few batches in flight per owner so the
-    // receiver's merge overlaps the next batch's encoding (measured: 1 in flight ≈ 107 k keys/s).
-    let sent = 0;
-    let failed = 0;
-    await Promise.all(
-      [...byOwner].map(async ([owner, ownerKeys]) => {
-        const client = this.clients.get(owner);
-        let i = 0;
-        const nextBatch = (): StateRecord[] => {
-          const batch: StateRecord[] = [];
-          let bytes = 0;
-          for (; i < ownerKeys.length && bytes < MAX_BATCH_BYTES; i++) {
-            const key = ownerKeys[i]!;
-            const state = this.table.get(key);
-            if (state === undefined) continue;
-            this.table.delete(key);
-            batch.push({ key, state });
-            bytes += recordBytes(key);
-          }
-          return batch;
-        };
-        const sender = async () => {
-          for (let batch = nextBatch(); batch.length > 0; batch = nextBatch()) {
-            try {
-              if (client === undefined || client.state !== "up" || Date.now() >= deadline) throw new Error("owner unreachable");
-              await client.call(CallMethod.MERGE_STATES, encodeStates(batch), Math.max(50, deadline - Date.now()));
-              sent += batch.length;
-              this.keysSent += batch.length;
-            } catch (err) {
-              failed += batch.length;
-              mergeStates(this.table, batch, Date.now());
-              this.logger.warn({ owner, keys: batch.length, err: (err as Error).message }, "state hand-off batch failed; keeping the states");
-            }
-          }
-        };
-        await Promise.all(Array.from({ length: BATCHES_IN_FLIGHT }, sender));
-      }),
-    );
-    return { sent, failed, ms: Date.now() - started };
   }
 
   private serverTls(): PeerTlsOptions | undefined {
