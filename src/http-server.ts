@@ -1,9 +1,10 @@
-import { isUtf8 } from "node:buffer";
+// Imported rather than the global: in Node 20 globalThis.performance is a lazy getter that
+// optimised code cannot inline (LoadGlobalIC + a getter call on every request in `perf`).
 import { performance } from "node:perf_hooks";
 import { App, SSLApp, us_listen_socket_close, us_socket_local_port, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from "uWebSockets.js";
 import { failOpenDecision, newDecision, type Decider, type Decision, type DegradedReason } from "./decider.js";
 import type { ApiKeyVerifier } from "./auth.js";
-import { allowedBody, blockedBody, errorBody, policyHeader, rateLimitHeader, type DecisionFields } from "./envelope.js";
+import { allowedBody, blockedBody, decisionHeaders, errorBody, type DecisionFields } from "./envelope.js";
 import { Errors, type ErrorDef, type FieldProblem } from "./errors.js";
 import type { IdGenerator } from "./ids.js";
 import { toLimitQuery, type LimitQuery } from "./limit-request.js";
@@ -13,6 +14,15 @@ import type { Metrics } from "./metrics.js";
 /** DESIGN §2: bodies above 16 KiB are refused with 413. */
 export const MAX_BODY_BYTES = 16 * 1024;
 const JSON_TYPE = "application/json";
+
+/**
+ * JSON text is UTF-8 (RFC 8259). Decoding bad bytes to U+FFFD would make distinct
+ * identifiers share one limit ("x\xff" and "x\xfe" both become "x\ufffd"), so a fatal
+ * decoder refuses them. It reads uWS's ArrayBuffer directly: one call instead of
+ * Buffer.from + isUtf8 + toString (~90 ns instead of ~230 ns per body, microbenchmark).
+ * ignoreBOM keeps a leading BOM in the text, where JSON.parse refuses it as before.
+ */
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 export interface FrontEndOptions {
   host: string;
@@ -150,8 +160,8 @@ export class FrontEnd {
         x.received += chunk.byteLength;
         if (x.received > MAX_BODY_BYTES) return this.reject(x, Errors.payloadTooLarge, true);
         if (isLast && x.body === undefined) {
-          // The common case: the whole body in one chunk, parsed straight from uWS's buffer.
-          return this.onBody(x, Buffer.from(chunk));
+          // The common case: the whole body in one chunk, decoded straight from uWS's buffer.
+          return this.onBody(x, chunk);
         }
         // The chunk's memory is reused by uWS after this callback: copy it.
         x.body = x.body === undefined ? Buffer.from(Buffer.from(chunk)) : Buffer.concat([x.body, Buffer.from(chunk)]);
@@ -164,14 +174,17 @@ export class FrontEnd {
     });
   }
 
-  /** `bytes` may be a view of uWS's buffer: use it synchronously, do not keep it. */
-  private onBody(x: Exchange, bytes: Buffer): void {
-    // JSON text is UTF-8 (RFC 8259). Decoding bad bytes to U+FFFD would make distinct
-    // identifiers share one limit ("x\xff" and "x\xfe" both become "x\ufffd").
-    if (!isUtf8(bytes)) return this.reject(x, Errors.badRequest, false, [{ field: "body", message: "must be UTF-8 encoded JSON" }]);
+  /** `bytes` may be uWS's buffer: use it synchronously, do not keep it. */
+  private onBody(x: Exchange, bytes: ArrayBuffer | Buffer): void {
+    let text: string;
+    try {
+      text = utf8.decode(bytes);
+    } catch {
+      return this.reject(x, Errors.badRequest, false, [{ field: "body", message: "must be UTF-8 encoded JSON" }]);
+    }
     let parsed: unknown;
     try {
-      parsed = JSON.parse(bytes.toString("utf8"));
+      parsed = JSON.parse(text);
     } catch {
       return this.reject(x, Errors.badRequest, false, [{ field: "body", message: "must be valid JSON" }]);
     }
@@ -219,8 +232,6 @@ export class FrontEnd {
       algorithm: query.algorithm.name,
     };
     const secondsToReset = Math.max(0, d.resetTime - Math.floor(now / 1000));
-    const policy = policyHeader(query.algorithm.name, query.limit, query.duration);
-    const state = rateLimitHeader(query.algorithm.name, d.remaining, secondsToReset);
     const processingMs = performance.now() - x.startedAt;
     const res = x.res;
     x.done = true;
@@ -228,7 +239,7 @@ export class FrontEnd {
     // go out in one writeHeader (values joined by CRLF) and 200 is uWS's default status.
     // Measured under wrk: status + 3 headers + cork was ~19% of the service's CPU. The
     // joined values hold only algorithm names and integers, never caller input.
-    const headers = "application/json\r\nRateLimit-Policy: " + policy + "\r\nRateLimit: " + state;
+    const headers = decisionHeaders(query.algorithm.name, query.limit, query.duration, d.remaining, secondsToReset);
     if (d.allowed) {
       const body = allowedBody(this.deps.ids.ok(), now, fields, query.limit - d.remaining, d.degraded !== null, processingMs);
       if (x.inData) res.writeHeader("Content-Type", headers).end(body);
