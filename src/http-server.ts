@@ -14,6 +14,15 @@ import type { Metrics } from "./metrics.js";
 /** DESIGN §2: bodies above 16 KiB are refused with 413. */
 export const MAX_BODY_BYTES = 16 * 1024;
 const JSON_TYPE = "application/json";
+/**
+ * Header names of the hot path handed to uWS as bytes: a string argument goes through
+ * v8::String::Utf8Value (length pass, malloc, copy, free) on every call. Measured with wrk:
+ * 18.58 -> 17.97 us/request (6 rounds, medians).
+ */
+const AUTHORIZATION = Buffer.from("authorization");
+const CONTENT_TYPE_LC = Buffer.from("content-type");
+const CONTENT_LENGTH = Buffer.from("content-length");
+const CONTENT_TYPE = Buffer.from("Content-Type");
 
 /**
  * JSON text is UTF-8 (RFC 8259). Decoding bad bytes to U+FFFD would make distinct
@@ -148,9 +157,9 @@ export class FrontEnd {
       this.finish(x);
     });
 
-    if (!this.deps.verifier.verifyHeader(req.getHeader("authorization"))) return this.reject(x, Errors.unauthorized);
-    if (!isJsonContentType(req.getHeader("content-type"))) return this.reject(x, Errors.unsupportedMediaType);
-    const declaredLength = req.getHeader("content-length");
+    if (!this.deps.verifier.verifyHeader(req.getHeader(AUTHORIZATION))) return this.reject(x, Errors.unauthorized);
+    if (!isJsonContentType(req.getHeader(CONTENT_TYPE_LC))) return this.reject(x, Errors.unsupportedMediaType);
+    const declaredLength = req.getHeader(CONTENT_LENGTH);
     if (declaredLength !== "" && !(Number(declaredLength) <= MAX_BODY_BYTES)) return this.reject(x, Errors.payloadTooLarge, true);
 
     res.onData((chunk, isLast) => {
@@ -242,13 +251,13 @@ export class FrontEnd {
     const headers = decisionHeaders(query.algorithm.name, query.limit, query.duration, d.remaining, secondsToReset);
     if (d.allowed) {
       const body = allowedBody(this.deps.ids.ok(), now, fields, query.limit - d.remaining, d.degraded !== null, processingMs);
-      if (x.inData) res.writeHeader("Content-Type", headers).end(body);
-      else res.cork(() => res.writeHeader("Content-Type", headers).end(body));
+      if (x.inData) res.writeHeader(CONTENT_TYPE, headers).end(body);
+      else res.cork(() => res.writeHeader(CONTENT_TYPE, headers).end(body));
       this.deps.metrics.countRequest(200, query.algorithm.code);
     } else {
       const body = blockedBody(this.deps.ids.error(), now, fields, d.retryAfterMs, processingMs);
       const blockedHeaders = headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(d.retryAfterMs / 1000));
-      const write = () => res.writeStatus("429 Too Many Requests").writeHeader("Content-Type", blockedHeaders).end(body);
+      const write = () => res.writeStatus("429 Too Many Requests").writeHeader(CONTENT_TYPE, blockedHeaders).end(body);
       if (x.inData) write();
       else res.cork(write);
       this.deps.metrics.countRequest(429, query.algorithm.code);
