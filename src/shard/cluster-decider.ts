@@ -37,10 +37,29 @@ export class ClusterDecider implements Decider {
     private readonly metrics: ClusterMetrics,
   ) {}
 
-  decide(query: LimitQuery, now: number, done: (decision: Decision) => void): void {
+  /** What decideSync found for the query it declined, so decide() need not look again. */
+  private declined: { query: LimitQuery | undefined; ringKey: string; owner: string | undefined } = { query: undefined, ringKey: "", owner: undefined };
+
+  /** Keys this node owns are answered at once; undefined means "use decide()". */
+  decideSync(query: LimitQuery, now: number): Decision | undefined {
     const view = this.view;
     const ringKey = ringKeyOf(query.namespace, query.identifier);
     const owner = view.ring.owner(ringKey);
+    if ((owner === undefined || owner === view.self) && !view.frozen && !view.isJoining) return this.local.decideNow(query, ringKey, now);
+    const declined = this.declined;
+    declined.query = query;
+    declined.ringKey = ringKey;
+    declined.owner = owner;
+    return undefined;
+  }
+
+  decide(query: LimitQuery, now: number, done: (decision: Decision) => void): void {
+    const view = this.view;
+    const declined = this.declined;
+    const known = declined.query === query;
+    declined.query = undefined;
+    const ringKey = known ? declined.ringKey : ringKeyOf(query.namespace, query.identifier);
+    const owner = known ? declined.owner : view.ring.owner(ringKey);
     if (owner === undefined || owner === view.self) {
       if (view.frozen || (view.isJoining && !view.holds(query, ringKey))) return done(failOpenDecision(query, now, "handoff", newDecision()));
       return done(this.local.decideNow(query, ringKey, now));
