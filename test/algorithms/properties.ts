@@ -1,17 +1,9 @@
 import type { Test } from "tap";
+import { prng } from "../harness/prng.js";
+
+export { prng };
 import { newStep, type Algorithm, type LimitState, type Step } from "../../src/algorithms/index.js";
 
-/** A deterministic PRNG (mulberry32) so a failing sequence can be replayed from its seed. */
-export function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export function run(alg: Algorithm, state: LimitState | null, limit: number, D: number, now: number): Step {
   const out = newStep();

@@ -8,21 +8,11 @@ import t from "tap";
 import { closeAgents, request, TEST_KEY, type Reply } from "../harness/http-client.js";
 import { startTestNode, type TestNode } from "../harness/in-process-node.js";
 import { envelopeProblems, leakProblems, pool, show, uniqueId, validBody } from "../harness/contract.js";
+import { prng } from "../harness/prng.js";
 
 const SEED = process.env.MALFORMED_SEED !== undefined ? Number(process.env.MALFORMED_SEED) >>> 0 : (Math.random() * 2 ** 32) >>> 0;
 t.comment(`malformed-body seed: ${SEED} (rerun with MALFORMED_SEED=${SEED})`);
 
-/** mulberry32: small, fast, good enough to pick test cases. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 const rand = prng(SEED);
 const int = (n: number) => Math.floor(rand() * n);
 const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
