@@ -1,7 +1,7 @@
 import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { startNode, type RunningNode } from "../../src/node.js";
-import { TEST_KEY } from "./http-client.js";
+import { closeAgents, TEST_KEY } from "./http-client.js";
 
 export interface TestNode {
   url: string;
@@ -15,4 +15,20 @@ export async function startTestNode(env: Record<string, string> = {}): Promise<T
   const node = await startNode(config, createLogger("silent"));
   const scheme = config.tlsCertFile !== undefined ? "https" : "http";
   return { url: `${scheme}://127.0.0.1:${node.port}`, node, stop: () => node.stop() };
+}
+
+/**
+ * One real node shared by every test of a file: started before the first test, stopped
+ * (and the HTTP agents closed) after the last. The returned object is filled in at start.
+ */
+export function useTestNode(t: { before(fn: () => Promise<void>): void; teardown(fn: () => Promise<void>): void }, env: Record<string, string> = {}): TestNode {
+  const shared = {} as TestNode;
+  t.before(async () => {
+    Object.assign(shared, await startTestNode(env));
+  });
+  t.teardown(async () => {
+    await shared.stop?.();
+    closeAgents();
+  });
+  return shared;
 }

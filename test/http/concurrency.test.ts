@@ -5,18 +5,11 @@
  * happen during the test.
  */
 import t, { type Test } from "tap";
-import { closeAgents, request, TEST_KEY, type Reply } from "../harness/http-client.js";
-import { startTestNode, type TestNode } from "../harness/in-process-node.js";
+import { request, TEST_KEY, type Reply } from "../harness/http-client.js";
+import { useTestNode } from "../harness/in-process-node.js";
 import { ALGORITHM_NAMES, envelopeProblems, uniqueId } from "../harness/contract.js";
 
-let node: TestNode;
-t.before(async () => {
-  node = await startTestNode();
-});
-t.teardown(async () => {
-  await node.stop();
-  closeAgents();
-});
+const node = useTestNode(t);
 
 const YEAR = 31_536_000;
 const headers = { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" };

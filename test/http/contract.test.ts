@@ -5,18 +5,11 @@
  * fields, independent durations, a changed limit keeps the count).
  */
 import t from "tap";
-import { closeAgents, limit, type Reply } from "../harness/http-client.js";
-import { startTestNode, type TestNode } from "../harness/in-process-node.js";
+import { limit, type Reply } from "../harness/http-client.js";
+import { useTestNode } from "../harness/in-process-node.js";
 import { ALGORITHM_NAMES, API_VERSION, envelopeProblems, pool, show, uniqueId, validBody } from "../harness/contract.js";
 
-let node: TestNode;
-t.before(async () => {
-  node = await startTestNode();
-});
-t.teardown(async () => {
-  await node.stop();
-  closeAgents();
-});
+const node = useTestNode(t);
 
 async function timed(body: unknown, headers?: Record<string, string>): Promise<{ r: Reply; before: number; after: number }> {
   const before = Date.now();

@@ -5,8 +5,8 @@
  * nothing may hang, and the node must still serve a valid request afterwards.
  */
 import t from "tap";
-import { closeAgents, request, TEST_KEY, type Reply } from "../harness/http-client.js";
-import { startTestNode, type TestNode } from "../harness/in-process-node.js";
+import { request, TEST_KEY, type Reply } from "../harness/http-client.js";
+import { useTestNode } from "../harness/in-process-node.js";
 import { envelopeProblems, leakProblems, pool, show, uniqueId, validBody } from "../harness/contract.js";
 import { prng } from "../harness/prng.js";
 
@@ -202,14 +202,7 @@ for (let i = 0; i < 30; i++) {
   cases.push({ kind: "content-type", desc: `${JSON.stringify(ct)} with ${c.kind}`, body: c.body, expect: [415], contentType: ct });
 }
 
-let node: TestNode;
-t.before(async () => {
-  node = await startTestNode();
-});
-t.teardown(async () => {
-  await node.stop();
-  closeAgents();
-});
+const node = useTestNode(t);
 
 t.test(`${cases.length} malformed bodies, 50 at a time`, async (t) => {
   t.ok(cases.length >= 1000, `at least 1,000 cases (${cases.length})`);

@@ -5,18 +5,11 @@
  */
 import http from "node:http";
 import t, { type Test } from "tap";
-import { closeAgents, limit, request, TEST_KEY, type Reply } from "../harness/http-client.js";
-import { startTestNode, type TestNode } from "../harness/in-process-node.js";
+import { limit, request, TEST_KEY, type Reply } from "../harness/http-client.js";
+import { startTestNode, useTestNode } from "../harness/in-process-node.js";
 import { envelopeProblems, leakProblems, paddedBody, show, uniqueId, validBody } from "../harness/contract.js";
 
-let node: TestNode;
-t.before(async () => {
-  node = await startTestNode();
-});
-t.teardown(async () => {
-  await node.stop();
-  closeAgents();
-});
+const node = useTestNode(t);
 
 const AUTH = `Bearer ${TEST_KEY}`;
 const JSON_CT = "application/json";

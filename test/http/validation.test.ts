@@ -5,18 +5,11 @@
  * never echoes the value sent).
  */
 import t, { type Test as TapTest } from "tap";
-import { closeAgents, limit, request, TEST_KEY, type Reply } from "../harness/http-client.js";
-import { startTestNode, type TestNode } from "../harness/in-process-node.js";
+import { limit, request, TEST_KEY, type Reply } from "../harness/http-client.js";
+import { useTestNode } from "../harness/in-process-node.js";
 import { envelopeProblems, leakProblems, show, uniqueId, validBody } from "../harness/contract.js";
 
-let node: TestNode;
-t.before(async () => {
-  node = await startTestNode();
-});
-t.teardown(async () => {
-  await node.stop();
-  closeAgents();
-});
+const node = useTestNode(t);
 
 type Test = TapTest;
 
