@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { DecideResult, PeerError } from '../../src/peer/index.js';
-import { echoHandler, makeClient, startServer, waitEvent } from './helpers.js';
+import { connectedPair, echoHandler, makeClient } from './helpers.js';
 
 type Answer = { err: string | null; r: DecideResult | null };
 
@@ -14,14 +14,7 @@ function ask(client: ReturnType<typeof makeClient>, ns: string, id: string, alg:
 }
 
 async function pair(t: { teardown(fn: () => unknown): void }, handler = echoHandler()) {
-  const { server, port } = await startServer(handler);
-  const client = makeClient(port, { timeoutMs: 2_000 });
-  t.teardown(async () => {
-    client.close();
-    await server.close();
-  });
-  client.connect();
-  await waitEvent(client, 'up');
+  const { client, server } = await connectedPair(t, handler, { timeoutMs: 2_000 });
   return { server, client, handler };
 }
 

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { PeerError } from '../../src/peer/index.js';
-import { echoHandler, makeClient, startServer, startStuckServer, waitEvent } from './helpers.js';
+import { connectedPair, echoHandler, makeClient, startStuckServer, waitEvent } from './helpers.js';
 
 t.test('call(): a 200 KiB payload round trip, with the caller identified', async (t) => {
   const seen: Array<[number, string]> = [];
@@ -12,14 +12,7 @@ t.test('call(): a 200 KiB payload round trip, with the caller identified', async
       return Buffer.concat([Buffer.from('echo:'), payload]);
     },
   };
-  const { server, port } = await startServer(handler);
-  const client = makeClient(port);
-  t.teardown(async () => {
-    client.close();
-    await server.close();
-  });
-  client.connect();
-  await waitEvent(client, 'up');
+  const { client } = await connectedPair(t, handler);
   const payload = randomBytes(200 * 1024);
   const [a, b] = await Promise.all([client.call(7, payload, 5_000), client.call(8, Buffer.alloc(0), 5_000)]);
   t.ok(a.equals(Buffer.concat([Buffer.from('echo:'), payload])), 'payload intact');
@@ -42,14 +35,7 @@ t.test('call(): handler errors come back as remote errors', async (t) => {
       throw 'a string';
     },
   };
-  const { server, port } = await startServer(handler);
-  const client = makeClient(port);
-  t.teardown(async () => {
-    client.close();
-    await server.close();
-  });
-  client.connect();
-  await waitEvent(client, 'up');
+  const { client } = await connectedPair(t, handler);
   await t.rejects(client.call(1, Buffer.from('x'), 1_000), { code: 'remote', message: 'state store unavailable' });
   await t.rejects(client.call(2, Buffer.from('x'), 1_000), { code: 'remote', message: /must resolve to a Buffer/ });
   await t.rejects(client.call(3, Buffer.from('x'), 1_000), { code: 'remote', message: 'a string' });
@@ -59,14 +45,7 @@ t.test('call(): handler errors come back as remote errors', async (t) => {
 });
 
 t.test('call(): a server without a call handler answers an error', async (t) => {
-  const { server, port } = await startServer(echoHandler());
-  const client = makeClient(port);
-  t.teardown(async () => {
-    client.close();
-    await server.close();
-  });
-  client.connect();
-  await waitEvent(client, 'up');
+  const { client } = await connectedPair(t, echoHandler());
   await t.rejects(client.call(4, Buffer.alloc(1), 1_000), { code: 'remote', message: /no call handler/ });
 });
 

@@ -42,6 +42,26 @@ export function makeClient(port: number, opts: Partial<PeerClientOptions> = {}):
 }
 
 /** Resolve on `event`, reject after `ms`, so a broken test fails instead of hanging. */
+/**
+ * A real PeerServer with `handler` and a client connected to it ('up'), both closed when
+ * the test ends.
+ */
+export async function connectedPair(
+  t: { teardown(fn: () => Promise<void>): void },
+  handler: PeerServerHandler,
+  clientOpts: Partial<PeerClientOptions> = {},
+): Promise<{ server: PeerServer; port: number; client: PeerClient }> {
+  const { server, port } = await startServer(handler);
+  const client = makeClient(port, clientOpts);
+  t.teardown(async () => {
+    client.close();
+    await server.close();
+  });
+  client.connect();
+  await waitEvent(client, 'up');
+  return { server, port, client };
+}
+
 export function waitEvent<T = unknown>(em: EventEmitter, event: string, ms = 5_000): Promise<T> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
