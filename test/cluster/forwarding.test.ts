@@ -49,9 +49,13 @@ t.test("3 nodes: one counter per key whichever node is asked; exact under concur
   });
 
   await t.test("/ready and metrics reflect the ring", async (t) => {
-    for (const n of nodes) {
+    for (const [i, n] of nodes.entries()) {
       t.equal(await metric(n, "ringlimit_ring_members"), 3);
       t.equal(await metric(n, "ringlimit_configured_members"), 3);
+      for (const [j, peer] of cluster.members.entries()) {
+        if (j !== i) t.equal(await metric(n, "ringlimit_peer_up", `{peer="${peer}"}`), 1, `node ${i} sees ${peer} up`);
+      }
+      t.ok(((await metric(n, "ringlimit_peer_round_trip_seconds_count")) ?? 0) > 0, `node ${i} timed its forwarded round trips`);
     }
   });
 });
