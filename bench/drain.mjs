@@ -9,8 +9,8 @@
 import { spawn } from "node:child_process";
 import net from "node:net";
 import { PeerClient } from "../dist/src/peer/index.js";
-import { HashRing } from "../dist/src/shard/ring.js";
-import { ringKeyOf } from "../dist/src/shard/state-key.js";
+import { HashRing } from "../dist/src/shard/cluster/ring.js";
+import { ringKeyOf } from "../dist/src/shard/table/state-key.js";
 
 const args = process.argv.slice(2);
 const KEYS = Number(args[args.indexOf("--keys") + 1] || 1_000_000) || 1_000_000;

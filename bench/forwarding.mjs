@@ -12,8 +12,8 @@ import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { HashRing } from "../dist/src/shard/ring.js";
-import { ringKeyOf } from "../dist/src/shard/state-key.js";
+import { HashRing } from "../dist/src/shard/cluster/ring.js";
+import { ringKeyOf } from "../dist/src/shard/table/state-key.js";
 
 const arg = (name, d) => { const i = process.argv.indexOf(name); return i > 0 ? Number(process.argv[i + 1]) : d; };
 const SECONDS = arg("--seconds", 8);

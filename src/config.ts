@@ -1,5 +1,4 @@
 import { readFileSync } from "node:fs";
-import { ConfigError } from "./errors.js";
 
 /** Every setting and its default, in one place (DESIGN §5). Units are in the names. */
 export const DEFAULTS = Object.freeze({
@@ -171,3 +170,11 @@ function parseFlags(argv: readonly string[]): Map<string, string> {
 }
 
 export const ENVIRONMENT_VARIABLES = Object.freeze(Object.values(VARIABLES).map(([name]) => name));
+
+/** Thrown when start-up configuration is wrong; main prints `message` as one line. */
+export class ConfigError extends Error {
+  constructor(variable: string, problem: string) {
+    super(`${variable}: ${problem}`);
+    this.name = "ConfigError";
+  }
+}

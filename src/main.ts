@@ -1,7 +1,6 @@
 #!/usr/bin/env node
-import { generateApiKey } from "./auth.js";
-import { loadConfig } from "./config.js";
-import { ConfigError } from "./errors.js";
+import { generateApiKey } from "./http/auth.js";
+import { ConfigError, loadConfig } from "./config.js";
 import { startNode } from "./node.js";
 
 /**

@@ -1,13 +1,13 @@
-import { ApiKeyVerifier, generateApiKey } from "./auth.js";
+import { ApiKeyVerifier, generateApiKey } from "./http/auth.js";
 import type { Config } from "./config.js";
-import type { Decider } from "./decider.js";
-import { FrontEnd } from "./http-server.js";
-import { IdGenerator } from "./ids.js";
+import type { Decider } from "./decision.js";
+import { FrontEnd } from "./http/server.js";
+import { IdGenerator } from "./http/ids.js";
 import { createLogger, type Logger } from "./logger.js";
-import { Metrics } from "./metrics.js";
-import { Cluster } from "./shard/cluster.js";
-import { LocalDecider } from "./shard/local-decider.js";
-import { StateTable } from "./shard/state-table.js";
+import { Metrics } from "./metrics/metrics.js";
+import { Cluster } from "./shard/cluster/cluster.js";
+import { LocalDecider } from "./shard/table/local-decider.js";
+import { StateTable } from "./shard/table/state-table.js";
 
 const SWEEP_INTERVAL_MS = 1000;
 

@@ -5,7 +5,7 @@
 import { fileURLToPath } from "node:url";
 import t, { type Test } from "tap";
 import { DEFAULTS, ENVIRONMENT_VARIABLES, flagOf, loadConfig } from "../src/config.js";
-import { ConfigError } from "../src/errors.js";
+import { ConfigError } from "../src/config.js";
 
 const KEY_A = "svc_sk_" + "a".repeat(32);
 const KEY_B = "svc_sk_" + "B-_9".repeat(10);

@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { generateApiKey } from "../auth.js";
+import { generateApiKey } from "../http/auth.js";
 
 /**
  * `npm run cluster -- --nodes 3 [--port 8080]`: a local cluster on loopback for trying

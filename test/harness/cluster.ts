@@ -1,5 +1,5 @@
-import { HashRing } from "../../src/shard/ring.js";
-import { ringKeyOf } from "../../src/shard/state-key.js";
+import { HashRing } from "../../src/shard/cluster/ring.js";
+import { ringKeyOf } from "../../src/shard/table/state-key.js";
 import { request, limit } from "./http-client.js";
 import { freePort, spawnNode, type NodeProcess } from "./node-process.js";
 

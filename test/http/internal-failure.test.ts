@@ -4,12 +4,12 @@
  * interface: a decider that throws, behind a real uWS listener, real auth, real metrics.
  */
 import t from "tap";
-import { ApiKeyVerifier } from "../../src/auth.js";
-import type { Decider } from "../../src/decider.js";
-import { FrontEnd } from "../../src/http-server.js";
-import { IdGenerator } from "../../src/ids.js";
+import { ApiKeyVerifier } from "../../src/http/auth.js";
+import type { Decider } from "../../src/decision.js";
+import { FrontEnd } from "../../src/http/server.js";
+import { IdGenerator } from "../../src/http/ids.js";
 import { createLogger } from "../../src/logger.js";
-import { Metrics } from "../../src/metrics.js";
+import { Metrics } from "../../src/metrics/metrics.js";
 import { closeAgents, limit, request, TEST_KEY } from "../harness/http-client.js";
 
 t.teardown(closeAgents);

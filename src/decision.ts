@@ -1,0 +1,57 @@
+import type { Algorithm } from "./algorithms/index.js";
+
+/** A validated request, ready for a decision. */
+export interface LimitQuery {
+  /** effective namespace: `namespace.slug` when a product was sent */
+  namespace: string;
+  identifier: string;
+  limit: number;
+  /** seconds */
+  duration: number;
+  algorithm: Algorithm;
+}
+
+
+/** Why an answer was a fail-open one; also the `reason` label of the degraded metric. */
+export type DegradedReason = "internal" | "peer_timeout" | "peer_unavailable" | "peer_error" | "handoff";
+
+/** The answer to one query, whoever computed it. */
+export interface Decision {
+  allowed: boolean;
+  remaining: number;
+  /** unix seconds, rounded up */
+  resetTime: number;
+  /** blocked only: whole ms until one request is allowed */
+  retryAfterMs: number;
+  /** set when this is a fail-open answer rather than a real decision */
+  degraded: DegradedReason | null;
+}
+
+/**
+ * Where the front end gets decisions: the local state table, or the owning peer. `done`
+ * may be called synchronously (local) or later (forwarded); the Decision object it gets
+ * is only valid for the duration of the call.
+ */
+export interface Decider {
+  decide(query: LimitQuery, now: number, done: (decision: Decision) => void): void;
+  /**
+   * Optional fast path: the decision when it can be made synchronously (a key this node
+   * owns), or undefined to go through decide(). Same validity as decide()'s Decision: until
+   * the next call. It spares the front end a `done` closure per request.
+   */
+  decideSync?(query: LimitQuery, now: number): Decision | undefined;
+}
+
+/** The fail-open answer (DESIGN §2): allowed, one counted, full window ahead. */
+export function failOpenDecision(query: LimitQuery, now: number, reason: DegradedReason, out: Decision): Decision {
+  out.allowed = true;
+  out.remaining = query.limit - 1;
+  out.resetTime = Math.ceil((now + query.duration * 1000) / 1000);
+  out.retryAfterMs = 0;
+  out.degraded = reason;
+  return out;
+}
+
+export function newDecision(): Decision {
+  return { allowed: false, remaining: 0, resetTime: 0, retryAfterMs: 0, degraded: null };
+}

@@ -1,0 +1,65 @@
+import { Counter, Gauge, type Registry } from "prom-client";
+import { FastHistogram } from "./fast-histogram.js";
+
+const OUTCOMES = ["allowed", "blocked", "cached_block", "timeout", "unavailable", "error"] as const;
+export type ForwardOutcome = (typeof OUTCOMES)[number];
+
+/** Cluster metrics, registered into the node's registry when peers are configured. */
+export class ClusterMetrics {
+  private readonly outcomes = new Float64Array(OUTCOMES.length);
+  private readonly roundTrip: FastHistogram;
+
+  constructor(registry: Registry, sources: { members: () => number; configured: () => number; peerStates: () => Iterable<[string, boolean]> }) {
+    const outcomes = this.outcomes;
+    new Counter({
+      name: "ringlimit_forwarded_total",
+      help: "Decisions for keys owned by another node, by outcome (cached_block: answered 429 from the owner's earlier block)",
+      labelNames: ["outcome"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        OUTCOMES.forEach((outcome, i) => this.inc({ outcome }, outcomes[i]!));
+      },
+    });
+    this.roundTrip = new FastHistogram(
+      "ringlimit_peer_round_trip_seconds",
+      "Forwarded decision round trip, from send to answer, for answered forwards",
+      [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
+      registry,
+    );
+    new Gauge({
+      name: "ringlimit_ring_members",
+      help: "Members on this node's ring (itself included): the ones it believes alive",
+      registers: [registry],
+      collect() {
+        this.set(sources.members());
+      },
+    });
+    new Gauge({
+      name: "ringlimit_configured_members",
+      help: "Members from PEERS / PEERS_DNS (itself included)",
+      registers: [registry],
+      collect() {
+        this.set(sources.configured());
+      },
+    });
+    new Gauge({
+      name: "ringlimit_peer_up",
+      help: "1 when the authenticated connection to the peer is up and answering heartbeats",
+      labelNames: ["peer"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [peer, up] of sources.peerStates()) this.set({ peer }, up ? 1 : 0);
+      },
+    });
+  }
+
+  forwardOutcome(outcome: ForwardOutcome): void {
+    this.outcomes[OUTCOMES.indexOf(outcome)]!++;
+  }
+
+  observeForward(ms: number): void {
+    this.roundTrip.observe(ms / 1000);
+  }
+}

@@ -1,0 +1,98 @@
+import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
+import { ALGORITHMS } from "../algorithms/index.js";
+import type { DegradedReason } from "../decision.js";
+import { FastHistogram } from "./fast-histogram.js";
+
+const STATUSES = [200, 400, 401, 404, 405, 413, 415, 429, 500, 503] as const;
+const DEGRADED_REASONS: DegradedReason[] = ["internal", "peer_timeout", "peer_unavailable", "peer_error", "handoff"];
+
+/**
+ * Prometheus metrics. Hot-path counters are plain numbers in arrays, turned into
+ * prom-client values only when /metrics is scraped: a labelled prom-client inc() builds a
+ * label key string per call, which is too much for every request.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  /** [statusIndex * (ALGORITHMS.length + 1) + algorithmCode + 1]; algorithm slot 0 = none */
+  private readonly requestCounts = new Float64Array(STATUSES.length * (ALGORITHMS.length + 1));
+  private readonly degradedCounts = new Float64Array(DEGRADED_REASONS.length);
+  readonly decisionSeconds: FastHistogram;
+
+  constructor(sources: { storedKeys: () => number; evictions: () => number; expirations: () => number }) {
+    const registry = this.registry;
+    collectDefaultMetrics({ register: registry });
+    const requestCounts = this.requestCounts;
+    new Counter({
+      name: "ringlimit_requests_total",
+      help: "Answers to POST /limit by HTTP status and algorithm",
+      labelNames: ["status", "algorithm"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        STATUSES.forEach((status, s) => {
+          for (let a = -1; a < ALGORITHMS.length; a++) {
+            const n = requestCounts[s * (ALGORITHMS.length + 1) + a + 1]!;
+            if (n > 0) this.inc({ status: String(status), algorithm: a < 0 ? "none" : ALGORITHMS[a]!.name }, n);
+          }
+        });
+      },
+    });
+    const degradedCounts = this.degradedCounts;
+    new Counter({
+      name: "ringlimit_degraded_total",
+      help: "Fail-open answers (200, degraded: true) by reason",
+      labelNames: ["reason"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        DEGRADED_REASONS.forEach((reason, i) => this.inc({ reason }, degradedCounts[i]!));
+      },
+    });
+    this.decisionSeconds = new FastHistogram(
+      "ringlimit_decision_seconds",
+      "Time from request received to answer written, for decided requests",
+      [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+      registry,
+    );
+    new Gauge({
+      name: "ringlimit_stored_keys",
+      help: "Limit states stored on this node",
+      registers: [registry],
+      collect() {
+        this.set(sources.storedKeys());
+      },
+    });
+    new Counter({
+      name: "ringlimit_evictions_total",
+      help: "States evicted because the table reached MAX_KEYS",
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(sources.evictions());
+      },
+    });
+    new Counter({
+      name: "ringlimit_expirations_total",
+      help: "States dropped by the expiry sweep",
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(sources.expirations());
+      },
+    });
+  }
+
+  countRequest(status: number, algorithmCode: number): void {
+    let s = STATUSES.indexOf(status as (typeof STATUSES)[number]);
+    if (s < 0) s = STATUSES.indexOf(500);
+    this.requestCounts[s * (ALGORITHMS.length + 1) + algorithmCode + 1]!++;
+  }
+
+  countDegraded(reason: DegradedReason): void {
+    this.degradedCounts[DEGRADED_REASONS.indexOf(reason)]!++;
+  }
+
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}

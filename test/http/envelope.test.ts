@@ -1,0 +1,97 @@
+/**
+ * Response bodies built from fragments: jsonString's escaping (quotes, backslash, control
+ * characters, lone surrogates) gives valid JSON that round-trips; the allowed, blocked and
+ * error bodies parse with every spec field; the RateLimit header formats.
+ */
+import t from "tap";
+import { allowedBody, API_VERSION, blockedBody, errorBody, formatMs, jsonString, policyHeader, rateLimitHeader, type DecisionFields } from "../../src/http/envelope.js";
+import { Errors } from "../../src/http/errors.js";
+import { show } from "../harness/contract.js";
+
+/** True when `s` survives a UTF-8 round trip unchanged (no lone surrogates). */
+const wellFormed = (s: string) => Buffer.from(s, "utf8").toString("utf8") === s;
+
+t.test("jsonString round-trips every kind of string as valid, well-formed JSON", async (t) => {
+  const special = ['"', "\\", '\\"', '"\\', "/", "\u0000", "\b\f\n\r\t", "\u001f", "\u007f", "\u2028\u2029", "\ud800", "\udfff", "\udc00\ud800", "a\ud83d", "\ud83d\ude00", "é", "</script>", "${x}", "'", ""];
+  for (let c = 0; c < 0x20; c++) special.push(String.fromCharCode(c), `a${String.fromCharCode(c)}b`);
+  for (const s of special) {
+    const out = jsonString(s);
+    let back: unknown;
+    try {
+      back = JSON.parse(out);
+    } catch {
+      t.fail(`not valid JSON for ${show(s)}: ${show(out)}`);
+      continue;
+    }
+    t.equal(back, s, `round-trips ${show(s)}`);
+    t.ok(wellFormed(out), `output is well-formed UTF-16 for ${show(s)}`);
+  }
+  t.equal(jsonString("plain-id_123"), '"plain-id_123"', "the fast path adds only quotes");
+});
+
+t.test("jsonString on random code-unit strings", async (t) => {
+  let seed = 987654321;
+  const rnd = () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  let bad = 0;
+  for (let i = 0; i < 5000; i++) {
+    const units: number[] = [];
+    for (let n = Math.floor(rnd() * 24); n > 0; n--) {
+      const r = rnd();
+      units.push(r < 0.3 ? Math.floor(rnd() * 0x80) : r < 0.5 ? 0xd800 + Math.floor(rnd() * 0x800) : r < 0.6 ? Math.floor(rnd() * 0x20) : Math.floor(rnd() * 0x10000));
+    }
+    const s = String.fromCharCode(...units);
+    const out = jsonString(s);
+    try {
+      if (JSON.parse(out) !== s || !wellFormed(out)) bad++;
+    } catch {
+      bad++;
+    }
+  }
+  t.equal(bad, 0, "5000 random strings");
+});
+
+const fields = (over: Partial<DecisionFields> = {}): DecisionFields => ({ namespace: 'ns"x', identifier: "id\\\u0001\ud800", limit: 10, remaining: 7, resetTime: 1_800_000_000, algorithm: "token-bucket", ...over });
+
+t.test("allowedBody", async (t) => {
+  const j = JSON.parse(allowedBody("req_abc_1", 1_799_999_999_123, fields(), 3, false, 0.12345));
+  t.same(j, {
+    id: "req_abc_1",
+    timestamp: 1_799_999_999_123,
+    api_version: API_VERSION,
+    object: "rate_limit",
+    data: { allowed: true, namespace: 'ns"x', identifier: "id\\\u0001\ud800", limit: 10, remaining: 7, reset_time: 1_800_000_000, count: 3, algorithm: "token-bucket", _request: { success: true, processing_time_ms: 0.123 } },
+  });
+  const d = JSON.parse(allowedBody("req_abc_2", 1, fields(), 3, true, 0)).data;
+  t.equal(d.degraded, true, "degraded: true on a fail-open answer");
+  t.equal(API_VERSION, "v2026.8.23");
+});
+
+t.test("blockedBody", async (t) => {
+  const j = JSON.parse(blockedBody("err_abc_1", 1_799_999_999_123, fields({ remaining: 0 }), 1234567, 1.5));
+  t.equal(j.object, "error");
+  t.equal(j.id, "err_abc_1");
+  t.same(j.data, { error: "Rate limit exceeded", status: 429, namespace: 'ns"x', identifier: "id\\\u0001\ud800", limit: 10, remaining: 0, reset_time: 1_800_000_000, retry_after: 1234.567, _request: { success: false, processing_time_ms: 1.5 } });
+  t.equal(JSON.parse(blockedBody("e", 1, fields(), 1, 0)).data.retry_after, 0.001, "millisecond precision");
+});
+
+t.test("errorBody", async (t) => {
+  for (const e of Object.values(Errors)) {
+    const j = JSON.parse(errorBody("err_x", 5, e));
+    t.same(j, { id: "err_x", timestamp: 5, api_version: API_VERSION, object: "error", data: { error: e.message, status: e.status } }, e.code);
+  }
+  const withDetails = JSON.parse(errorBody("err_y", 5, Errors.badRequest, [{ field: "limit", message: 'must be "an" integer\\' }]));
+  t.same(withDetails.data.details, [{ field: "limit", message: 'must be "an" integer\\' }]);
+  t.equal(Errors.badRequest.message, "Bad Request");
+  t.equal(Errors.unauthorized.message, "Unauthorized");
+  t.equal(Errors.internal.message, "Internal server error");
+  t.equal(Errors.rateLimited.message, "Rate limit exceeded");
+});
+
+t.test("formatMs and headers", async (t) => {
+  t.equal(formatMs(0.0004), 0);
+  t.equal(formatMs(0.0005), 0.001);
+  t.equal(formatMs(1.23456), 1.235);
+  t.equal(formatMs(12), 12);
+  t.equal(policyHeader("fixed-window", 100, 60), '"fixed-window";q=100;w=60');
+  t.equal(rateLimitHeader("leaky-bucket", 0, 31536000), '"leaky-bucket";r=0;t=31536000');
+});

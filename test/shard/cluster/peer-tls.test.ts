@@ -1,0 +1,32 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import t from "tap";
+import { PeerClient } from "../../../src/peer/index.js";
+import { closeAgents } from "../../harness/http-client.js";
+import { CLUSTER_SECRET, hit, metric, startCluster } from "../../harness/cluster.js";
+
+t.teardown(closeAgents);
+
+t.test("PEER_TLS_*: the peer channel runs over TLS between real nodes", async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-peer-tls-"));
+  const cert = path.join(dir, "peer.pem");
+  const key = path.join(dir, "peer.key");
+  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-days", "1", "-keyout", key, "-out", cert], { stdio: "ignore" });
+  const cluster = await startCluster(2, { PEER_TLS_CERT_FILE: cert, PEER_TLS_KEY_FILE: key, PEER_TLS_CA_FILE: cert });
+  t.teardown(() => cluster.stop());
+  const [a, b] = cluster.nodes;
+  const id = cluster.identifierOwnedBy(1, "tls");
+  const counts = [];
+  for (let i = 0; i < 4; i++) counts.push((await hit([a!, b!][i % 2]!, id, 10)).json.data.count);
+  t.same(counts, [1, 2, 3, 4], "one counter across nodes over the TLS channel");
+  t.equal(await metric(a!, "ringlimit_forwarded_total", '{outcome="allowed"}'), 2, "node A forwarded its two requests");
+
+  // The port really speaks TLS: a client with the right secret but plain TCP never comes up.
+  const plain = new PeerClient({ host: "127.0.0.1", port: Number(cluster.env[1]!.PEER_PORT), secret: CLUSTER_SECRET, nodeId: "plain", handshakeTimeoutMs: 500, reconnectMinMs: 1000, reconnectMaxMs: 1000 });
+  t.teardown(() => plain.close());
+  plain.connect();
+  await new Promise((r) => setTimeout(r, 800));
+  t.not(plain.state, "up", "plain TCP to the TLS peer port is not accepted");
+});

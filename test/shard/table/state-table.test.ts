@@ -1,0 +1,142 @@
+import t from "tap";
+import { ALGORITHMS, newStep } from "../../../src/algorithms/index.js";
+import { fixedWindow } from "../../../src/algorithms/fixed-window.js";
+import { tokenBucket } from "../../../src/algorithms/token-bucket.js";
+import { LocalDecider } from "../../../src/shard/table/local-decider.js";
+import { parseStateKey, ringKeyOf, stateKeyOf } from "../../../src/shard/table/state-key.js";
+import { StateTable } from "../../../src/shard/table/state-table.js";
+
+const T0 = 1_800_000_000_000;
+
+function decideN(table: StateTable, key: string, n: number, limit: number, durationMs: number, now: number, alg = fixedWindow) {
+  const out = newStep();
+  for (let i = 0; i < n; i++) table.decide(key, alg, limit, durationMs, now, out);
+  return out;
+}
+
+t.test("keys: length-prefixed, so no namespace/identifier pair collides", async (t) => {
+  t.not(ringKeyOf("a", "b.c"), ringKeyOf("a.b", "c"));
+  t.not(ringKeyOf("1:a", "b"), ringKeyOf("1", ":ab"));
+  const key = stateKeyOf(3, 31536000, ringKeyOf("ns.prod", "user:1"));
+  t.same(parseStateKey(key), { algorithmCode: 3, duration: 31536000, ringKey: ringKeyOf("ns.prod", "user:1") });
+  t.equal(parseStateKey("garbage"), undefined);
+});
+
+t.test("limits with different durations or algorithms on one identifier never share state", async (t) => {
+  const table = new StateTable(1000, T0);
+  const decider = new LocalDecider(table);
+  const q = (duration: number, alg = 0) => ({ namespace: "ns", identifier: "u", limit: 2, duration, algorithm: ALGORITHMS[alg]! });
+  t.equal(decider.decideNow(q(60), ringKeyOf("ns", "u"), T0).remaining, 1);
+  t.equal(decider.decideNow(q(60), ringKeyOf("ns", "u"), T0).remaining, 0);
+  t.equal(decider.decideNow(q(60), ringKeyOf("ns", "u"), T0).allowed, false);
+  t.equal(decider.decideNow(q(3600), ringKeyOf("ns", "u"), T0).remaining, 1, "per hour: its own state");
+  t.equal(decider.decideNow(q(60, 1), ringKeyOf("ns", "u"), T0).remaining, 1, "another algorithm: its own state");
+  t.equal(table.size, 3);
+});
+
+t.test("a blocked request stores nothing new", async (t) => {
+  const table = new StateTable(10, T0);
+  decideN(table, "k", 2, 2, 60_000, T0);
+  const before = table.get("k");
+  decideN(table, "k", 5, 2, 60_000, T0);
+  t.same(table.get("k"), before);
+});
+
+t.test("expiry: a state is dropped once it is equivalent to a fresh one, not before", async (t) => {
+  const table = new StateTable(100, T0);
+  decideN(table, "a", 1, 5, 10_000, T0); // window ends T0 + 10 s
+  decideN(table, "b", 1, 5, 60_000, T0); // window ends T0 + 60 s
+  t.equal(table.sweep(T0 + 9_999), 0);
+  t.equal(table.size, 2);
+  t.equal(table.sweep(T0 + 10_000), 1, "a's window is over");
+  t.equal(table.get("a"), undefined);
+  t.ok(table.get("b"));
+  t.equal(table.sweep(T0 + 60_000), 1);
+  t.equal(table.size, 0);
+  t.equal(table.expirations, 2);
+});
+
+t.test("expiry: a key whose expiry moved later is re-listed, not dropped", async (t) => {
+  const table = new StateTable(100, T0);
+  const out = newStep();
+  table.decide("tb", tokenBucket, 2, 10_000, T0, out); // full again at T0 + 5 s
+  t.equal(out.resetMs, T0 + 5000);
+  table.decide("tb", tokenBucket, 2, 10_000, T0 + 4000, out); // now full again at T0 + 9.x s
+  t.equal(table.sweep(T0 + 5000), 0, "moved on: kept");
+  t.ok(table.get("tb"));
+  t.equal(table.sweep(T0 + 9_999), 0);
+  t.equal(table.sweep(T0 + 10_000), 1);
+});
+
+t.test("expiry: a long gap between sweeps walks the lists, not the seconds", async (t) => {
+  const table = new StateTable(100, T0);
+  for (let i = 0; i < 50; i++) decideN(table, "k" + i, 1, 5, (i + 1) * 1000, T0);
+  const started = performance.now();
+  t.equal(table.sweep(T0 + 400 * 24 * 3600 * 1000), 50, "a 400-day jump drops everything");
+  t.ok(performance.now() - started < 1000, "without iterating 34 M seconds");
+});
+
+t.test("MAX_KEYS bounds the table; evictions are counted", async (t) => {
+  const table = new StateTable(1000, T0);
+  for (let i = 0; i < 5000; i++) decideN(table, "key" + i, 1, 10, 60_000 + (i % 7) * 1000, T0);
+  t.equal(table.size, 1000);
+  t.equal(table.evictions, 4000);
+  let seen = 0;
+  table.forEach((key, state) => {
+    seen++;
+    if (!key.startsWith("key") || !(state.b >= 1)) t.fail("bad entry " + key);
+  });
+  t.equal(seen, 1000);
+});
+
+t.test("eviction prefers the sampled state closest to expiry", async (t) => {
+  const table = new StateTable(100, T0);
+  // 99 long-lived keys and one about to expire: over many evictions the short one is hit far more often than 1/100.
+  let shortEvicted = 0;
+  // With 5 samples of 100 the short key is in the sample ~4.9% of evictions: ~49 of 1000,
+  // against ~10 for a uniform choice. 25 is > 3 standard deviations from both.
+  for (let round = 0; round < 1000; round++) {
+    if (table.get("short") === undefined) decideN(table, "short", 1, 5, 1000, T0);
+    for (let i = 0; table.size < 100; i++) decideN(table, `long${round}_${i}`, 1, 5, 3_600_000, T0);
+    decideN(table, "new" + round, 1, 5, 3_600_000, T0);
+    if (table.get("short") === undefined) shortEvicted++;
+  }
+  t.ok(shortEvicted > 25, `short-lived key evicted ${shortEvicted}/1000 times (uniform would be ~10)`);
+});
+
+t.test("set/get/delete round trip; deleting moves the last slot correctly", async (t) => {
+  const table = new StateTable(10_000, T0);
+  for (let i = 0; i < 3000; i++) table.set("k" + i, { a: i, b: i * 2, c: i * 3, expiresAt: 2_000_000_000 + i });
+  for (let i = 0; i < 3000; i += 3) t.equal(table.delete("k" + i), true);
+  t.equal(table.delete("k0"), false);
+  t.equal(table.size, 2000);
+  let ok = 0;
+  for (let i = 0; i < 3000; i++) {
+    const s = table.get("k" + i);
+    if (i % 3 === 0) {
+      if (s === undefined) ok++;
+    } else if (s !== undefined && s.a === i && s.b === i * 2 && s.c === i * 3 && s.expiresAt === 2_000_000_000 + i) ok++;
+  }
+  t.equal(ok, 3000);
+});
+
+t.test("random operations keep the structure consistent (lists, index, slots)", async (t) => {
+  let seed = 12345;
+  const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+  // Small enough that the table fills up between sweeps: evictions and expiries both happen.
+  const table = new StateTable(60, T0);
+  const out = newStep();
+  let now = T0;
+  for (let i = 0; i < 20_000; i++) {
+    const r = rnd();
+    const key = "k" + Math.floor(rnd() * 3000);
+    if (r < 0.6) table.decide(key, ALGORITHMS[Math.floor(rnd() * 4)]!, 1 + Math.floor(rnd() * 5), (1 + Math.floor(rnd() * 20)) * 1000, now, out);
+    else if (r < 0.7) table.delete(key);
+    else if (r < 0.75) table.set(key, { a: now, b: 1, c: 0, expiresAt: Math.ceil(now / 1000) + Math.floor(rnd() * 30) });
+    else if (r < 0.8) now += Math.floor(rnd() * 1500);
+    else table.sweep(now);
+    const problem = table.checkInvariants();
+    if (problem !== undefined) return void t.fail(`step ${i}: ${problem}`);
+  }
+  t.ok(table.evictions > 0 && table.expirations > 0, `consistent through ${table.evictions} evictions and ${table.expirations} expirations`);
+});
