@@ -6,74 +6,124 @@
 // Two real nodes on loopback. Node A is filled through its own peer channel (a forwarded
 // decision is always decided locally, so this puts N distinct keys on A in seconds);
 // then A gets SIGTERM and its log says how many keys it handed over and how long it took.
-import { spawn } from "node:child_process";
-import net from "node:net";
-import { PeerClient } from "../dist/src/peer/index.js";
-import { HashRing } from "../dist/src/shard/cluster/ring.js";
-import { ringKeyOf } from "../dist/src/shard/table/state-key.js";
+import { spawn } from 'node:child_process'
+import net from 'node:net'
+import { PeerClient } from '../dist/src/peer/index.js'
+import { HashRing } from '../dist/src/shard/cluster/ring.js'
+import { ringKeyOf } from '../dist/src/shard/table/state-key.js'
 
-const args = process.argv.slice(2);
-const KEYS = Number(args[args.indexOf("--keys") + 1] || 1_000_000) || 1_000_000;
-const SECRET = "bench-drain-secret-0123456789";
-const API_KEY = "svc_sk_" + "b".repeat(40);
+const args = process.argv.slice(2)
+const KEYS = Number(args[args.indexOf('--keys') + 1] || 1_000_000) || 1_000_000
+const SECRET = 'bench-drain-secret-0123456789'
+const API_KEY = 'svc_sk_' + 'b'.repeat(40)
 
-const freePort = () => new Promise((resolve) => { const s = net.createServer(); s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => resolve(p)); }); });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const freePort = () =>
+  new Promise((resolve) => {
+    const s = net.createServer()
+    s.listen(0, '127.0.0.1', () => {
+      const p = s.address().port
+      s.close(() => resolve(p))
+    })
+  })
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
-const ports = [await freePort(), await freePort(), await freePort(), await freePort()];
-const peers = `127.0.0.1:${ports[2]},127.0.0.1:${ports[3]}`;
+const ports = [await freePort(), await freePort(), await freePort(), await freePort()]
+const peers = `127.0.0.1:${ports[2]},127.0.0.1:${ports[3]}`
 const nodes = [0, 1].map((i) => {
-  const child = spawn(process.execPath, ["dist/src/main.js"], {
-    env: { PATH: process.env.PATH, HOST: "127.0.0.1", PORT: String(ports[i]), PEER_HOST: "127.0.0.1", PEER_PORT: String(ports[2 + i]), PEERS: peers, CLUSTER_SECRET: SECRET, API_KEYS: API_KEY, MAX_KEYS: String(KEYS * 2), DRAIN_TIMEOUT_MS: "300000", LOG_LEVEL: "info" },
-    stdio: ["ignore", "pipe", "inherit"], detached: true,
-  });
-  let log = "";
-  child.stdout.on("data", (d) => (log += d));
-  return { child, log: () => log };
-});
-const killAll = () => nodes.forEach((n) => { try { process.kill(-n.child.pid, "SIGKILL"); } catch {} });
-process.on("SIGINT", () => { killAll(); process.exit(130); });
-process.on("exit", killAll);
+  const child = spawn(process.execPath, ['dist/src/main.js'], {
+    env: {
+      PATH: process.env.PATH,
+      HOST: '127.0.0.1',
+      PORT: String(ports[i]),
+      PEER_HOST: '127.0.0.1',
+      PEER_PORT: String(ports[2 + i]),
+      PEERS: peers,
+      CLUSTER_SECRET: SECRET,
+      API_KEYS: API_KEY,
+      MAX_KEYS: String(KEYS * 2),
+      DRAIN_TIMEOUT_MS: '300000',
+      LOG_LEVEL: 'info',
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+    detached: true,
+  })
+  let log = ''
+  child.stdout.on('data', (d) => (log += d))
+  return { child, log: () => log }
+})
+const killAll = () =>
+  nodes.forEach((n) => {
+    try {
+      process.kill(-n.child.pid, 'SIGKILL')
+    } catch {}
+  })
+process.on('SIGINT', () => {
+  killAll()
+  process.exit(130)
+})
+process.on('exit', killAll)
 
 const metric = async (port, name) => {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return Number(text.split("\n").find((l) => l.startsWith(name + " "))?.split(" ")[1]);
-};
-for (;;) { try { if ((await metric(ports[0], "ringlimit_ring_members")) === 2 && (await metric(ports[1], "ringlimit_ring_members")) === 2) break; } catch {} await sleep(100); }
-
-process.stdout.write(`filling node A with ${KEYS.toLocaleString()} keys through its peer channel… `);
-// Only identifiers that A owns, so that none of them is a stray state A would pass on.
-const ring = new HashRing(peers.split(","));
-const owned = [];
-for (let i = 0; owned.length < KEYS; i++) if (ring.owner(ringKeyOf("bench", `user-${i}`)) === `127.0.0.1:${ports[2]}`) owned.push(`user-${i}`);
-const client = new PeerClient({ host: "127.0.0.1", port: ports[2], secret: SECRET, nodeId: "bench-loader", timeoutMs: 30_000 });
-client.connect();
-await new Promise((r) => client.once("up", r));
-const errors = new Map();
-const fillStart = Date.now();
-for (let sent = 0; sent < KEYS; ) {
-  const batch = Math.min(20_000, KEYS - sent);
-  await new Promise((resolve) => {
-    let left = batch;
-    for (let i = 0; i < batch; i++) client.decide("bench", owned[sent + i], (sent + i) % 4, 100, 3600, (err, r) => { if (err || r.code !== 0) errors.set(err?.code ?? "code" + r.code, (errors.get(err?.code ?? "code" + r.code) ?? 0) + 1); if (--left === 0) resolve(); });
-  });
-  sent += batch;
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
+  return Number(
+    text
+      .split('\n')
+      .find((l) => l.startsWith(name + ' '))
+      ?.split(' ')[1],
+  )
 }
-client.close();
-if (errors.size > 0) console.log("fill errors:", Object.fromEntries(errors));
-const held = await metric(ports[0], "ringlimit_stored_keys");
-console.log(`done in ${((Date.now() - fillStart) / 1000).toFixed(1)} s; A holds ${held.toLocaleString()} keys, RSS ${(await metric(ports[0], "process_resident_memory_bytes") / 2 ** 20).toFixed(0)} MiB`);
+for (;;) {
+  try {
+    if ((await metric(ports[0], 'ringlimit_ring_members')) === 2 && (await metric(ports[1], 'ringlimit_ring_members')) === 2) break
+  } catch {}
+  await sleep(100)
+}
 
-const before = await metric(ports[1], "ringlimit_stored_keys");
-const t0 = Date.now();
-process.kill(nodes[0].child.pid, "SIGTERM");
-await new Promise((r) => nodes[0].child.on("exit", r));
-const wall = Date.now() - t0;
-const line = nodes[0].log().split("\n").find((l) => l.includes("handedOver")) ?? "{}";
-const report = JSON.parse(line);
-const after = await metric(ports[1], "ringlimit_stored_keys");
-console.log(`SIGTERM → exit: ${wall} ms; hand-off ${report.ms} ms; handed over ${report.handedOver?.toLocaleString()} keys, not handed over ${report.notHandedOver}`);
-console.log(`keys handed over per second: ${Math.round(report.handedOver / (report.ms / 1000)).toLocaleString()}`);
-console.log(`node B stored keys: ${before.toLocaleString()} → ${after.toLocaleString()} (+${(after - before).toLocaleString()})`);
-killAll();
-process.exit(0);
+process.stdout.write(`filling node A with ${KEYS.toLocaleString()} keys through its peer channel… `)
+// Only identifiers that A owns, so that none of them is a stray state A would pass on.
+const ring = new HashRing(peers.split(','))
+const owned = []
+for (let i = 0; owned.length < KEYS; i++) if (ring.owner(ringKeyOf('bench', `user-${i}`)) === `127.0.0.1:${ports[2]}`) owned.push(`user-${i}`)
+const client = new PeerClient({ host: '127.0.0.1', port: ports[2], secret: SECRET, nodeId: 'bench-loader', timeoutMs: 30_000 })
+client.connect()
+await new Promise((r) => client.once('up', r))
+const errors = new Map()
+const fillStart = Date.now()
+for (let sent = 0; sent < KEYS;) {
+  const batch = Math.min(20_000, KEYS - sent)
+  await new Promise((resolve) => {
+    let left = batch
+    for (let i = 0; i < batch; i++)
+      client.decide('bench', owned[sent + i], (sent + i) % 4, 100, 3600, (err, r) => {
+        if (err || r.code !== 0) errors.set(err?.code ?? 'code' + r.code, (errors.get(err?.code ?? 'code' + r.code) ?? 0) + 1)
+        if (--left === 0) resolve()
+      })
+  })
+  sent += batch
+}
+client.close()
+if (errors.size > 0) console.log('fill errors:', Object.fromEntries(errors))
+const held = await metric(ports[0], 'ringlimit_stored_keys')
+console.log(
+  `done in ${((Date.now() - fillStart) / 1000).toFixed(1)} s; A holds ${held.toLocaleString()} keys, RSS ${((await metric(ports[0], 'process_resident_memory_bytes')) / 2 ** 20).toFixed(0)} MiB`,
+)
+
+const before = await metric(ports[1], 'ringlimit_stored_keys')
+const t0 = Date.now()
+process.kill(nodes[0].child.pid, 'SIGTERM')
+await new Promise((r) => nodes[0].child.on('exit', r))
+const wall = Date.now() - t0
+const line =
+  nodes[0]
+    .log()
+    .split('\n')
+    .find((l) => l.includes('handedOver')) ?? '{}'
+const report = JSON.parse(line)
+const after = await metric(ports[1], 'ringlimit_stored_keys')
+console.log(
+  `SIGTERM → exit: ${wall} ms; hand-off ${report.ms} ms; handed over ${report.handedOver?.toLocaleString()} keys, not handed over ${report.notHandedOver}`,
+)
+console.log(`keys handed over per second: ${Math.round(report.handedOver / (report.ms / 1000)).toLocaleString()}`)
+console.log(`node B stored keys: ${before.toLocaleString()} → ${after.toLocaleString()} (+${(after - before).toLocaleString()})`)
+killAll()
+process.exit(0)

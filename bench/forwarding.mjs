@@ -6,24 +6,29 @@
 //
 // Needs wrk (apt-get install wrk). Servers: one standalone node, and a 2-node cluster
 // driven on both nodes at once, so each node forwards the keys the other owns (~50%).
-import { execFileSync, spawn } from "node:child_process";
-import { readFileSync, writeFileSync, mkdtempSync } from "node:fs";
-import http from "node:http";
-import net from "node:net";
-import os from "node:os";
-import path from "node:path";
-import { HashRing } from "../dist/src/shard/cluster/ring.js";
-import { ringKeyOf } from "../dist/src/shard/table/state-key.js";
+import { execFileSync, spawn } from 'node:child_process'
+import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs'
+import http from 'node:http'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { HashRing } from '../dist/src/shard/cluster/ring.js'
+import { ringKeyOf } from '../dist/src/shard/table/state-key.js'
 
-const arg = (name, d) => { const i = process.argv.indexOf(name); return i > 0 ? Number(process.argv[i + 1]) : d; };
-const SECONDS = arg("--seconds", 8);
-const ROUNDS = arg("--rounds", 3);
-const KEY = "svc_sk_" + "f".repeat(40);
-const SECRET = "bench-forwarding-secret-0123";
-const TICK = Number(execFileSync("getconf", ["CLK_TCK"]).toString()) || 100;
-const dir = mkdtempSync(path.join(os.tmpdir(), "ringlimit-fwd-"));
-const lua = path.join(dir, "post.lua");
-writeFileSync(lua, `wrk.method = "POST"
+const arg = (name, d) => {
+  const i = process.argv.indexOf(name)
+  return i > 0 ? Number(process.argv[i + 1]) : d
+}
+const SECONDS = arg('--seconds', 8)
+const ROUNDS = arg('--rounds', 3)
+const KEY = 'svc_sk_' + 'f'.repeat(40)
+const SECRET = 'bench-forwarding-secret-0123'
+const TICK = Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100
+const dir = mkdtempSync(path.join(os.tmpdir(), 'ringlimit-fwd-'))
+const lua = path.join(dir, 'post.lua')
+writeFileSync(
+  lua,
+  `wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer ${KEY}"
 local n = math.random(1, 100000)
@@ -31,92 +36,155 @@ request = function()
   n = n + 1
   return wrk.format(nil, "/limit", nil, '{"namespace":"bench","identifier":"user-' .. (n % 10000) .. '","limit":1000000,"duration":60}')
 end
-`);
+`,
+)
 
-const freePort = () => new Promise((r) => { const s = net.createServer(); s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => r(p)); }); });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const children = [];
-const kill = () => children.forEach((c) => { try { process.kill(-c.pid, "SIGKILL"); } catch {} });
-process.on("exit", kill);
-process.on("SIGINT", () => process.exit(130));
+const freePort = () =>
+  new Promise((r) => {
+    const s = net.createServer()
+    s.listen(0, '127.0.0.1', () => {
+      const p = s.address().port
+      s.close(() => r(p))
+    })
+  })
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const children = []
+const kill = () =>
+  children.forEach((c) => {
+    try {
+      process.kill(-c.pid, 'SIGKILL')
+    } catch {}
+  })
+process.on('exit', kill)
+process.on('SIGINT', () => process.exit(130))
 
 function start(env) {
-  const c = spawn(process.execPath, ["dist/src/main.js"], { env: { PATH: process.env.PATH, HOST: "127.0.0.1", API_KEYS: KEY, LOG_LEVEL: "warn", ...env }, stdio: "ignore", detached: true });
-  children.push(c);
-  return c;
+  const c = spawn(process.execPath, ['dist/src/main.js'], {
+    env: { PATH: process.env.PATH, HOST: '127.0.0.1', API_KEYS: KEY, LOG_LEVEL: 'warn', ...env },
+    stdio: 'ignore',
+    detached: true,
+  })
+  children.push(c)
+  return c
 }
-const cpuTicks = (pid) => { const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" "); return Number(f[11]) + Number(f[12]); };
-const get = (port, p) => new Promise((resolve, reject) => http.get({ host: "127.0.0.1", port, path: p }, (res) => { let b = ""; res.on("data", (d) => (b += d)); res.on("end", () => resolve({ status: res.statusCode, body: b })); }).on("error", reject));
+const cpuTicks = (pid) => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+  return Number(f[11]) + Number(f[12])
+}
+const get = (port, p) =>
+  new Promise((resolve, reject) =>
+    http
+      .get({ host: '127.0.0.1', port, path: p }, (res) => {
+        let b = ''
+        res.on('data', (d) => (b += d))
+        res.on('end', () => resolve({ status: res.statusCode, body: b }))
+      })
+      .on('error', reject),
+  )
 async function ready(port, members) {
   for (;;) {
     try {
-      const m = await get(port, "/metrics");
-      if (members === undefined || m.body.includes(`ringlimit_ring_members ${members}`)) return;
+      const m = await get(port, '/metrics')
+      if (members === undefined || m.body.includes(`ringlimit_ring_members ${members}`)) return
     } catch {}
-    await sleep(100);
+    await sleep(100)
   }
 }
 
-const [sp, ap, bp, apeer, bpeer] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
-const peers = `127.0.0.1:${apeer},127.0.0.1:${bpeer}`;
-const single = start({ PORT: String(sp), PEER_PORT: String(await freePort()) });
-const a = start({ PORT: String(ap), PEER_HOST: "127.0.0.1", PEER_PORT: String(apeer), PEERS: peers, CLUSTER_SECRET: SECRET });
-const b = start({ PORT: String(bp), PEER_HOST: "127.0.0.1", PEER_PORT: String(bpeer), PEERS: peers, CLUSTER_SECRET: SECRET });
-await ready(sp);
-await ready(ap, 2);
-await ready(bp, 2);
+const [sp, ap, bp, apeer, bpeer] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()]
+const peers = `127.0.0.1:${apeer},127.0.0.1:${bpeer}`
+const single = start({ PORT: String(sp), PEER_PORT: String(await freePort()) })
+const a = start({ PORT: String(ap), PEER_HOST: '127.0.0.1', PEER_PORT: String(apeer), PEERS: peers, CLUSTER_SECRET: SECRET })
+const b = start({ PORT: String(bp), PEER_HOST: '127.0.0.1', PEER_PORT: String(bpeer), PEERS: peers, CLUSTER_SECRET: SECRET })
+await ready(sp)
+await ready(ap, 2)
+await ready(bp, 2)
 
 // 1. Latency: sequential requests on one keep-alive connection, keys owned by A vs by B, sent to A.
-const ring = new HashRing(peers.split(","));
-const ownedBy = (member, n) => { const out = []; for (let i = 0; out.length < n; i++) if (ring.owner(ringKeyOf("lat", "k" + i)) === member) out.push("k" + i); return out; };
-const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-const post = (port, identifier) => new Promise((resolve, reject) => {
-  const started = process.hrtime.bigint();
-  const req = http.request({ host: "127.0.0.1", port, path: "/limit", method: "POST", agent, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" } }, (res) => {
-    let body = ""; res.on("data", (d) => (body += d)); res.on("end", () => resolve({ ms: Number(process.hrtime.bigint() - started) / 1e6, server: JSON.parse(body).data._request.processing_time_ms }));
-  });
-  req.on("error", reject);
-  req.end(JSON.stringify({ namespace: "lat", identifier, limit: 1000000, duration: 60 }));
-});
-const pct = (xs, p) => { const s = [...xs].sort((x, y) => x - y); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
-const latency = {};
-for (const [label, member] of [["local", `127.0.0.1:${apeer}`], ["forwarded", `127.0.0.1:${bpeer}`]]) {
-  const ids = ownedBy(member, 500);
-  for (let i = 0; i < 500; i++) await post(ap, ids[i % 500]); // warm-up
-  const client = [], server = [];
-  for (let i = 0; i < 3000; i++) { const r = await post(ap, ids[i % 500]); client.push(r.ms); server.push(r.server); }
-  latency[label] = { clientP50: pct(client, 0.5), clientP99: pct(client, 0.99), serverP50: pct(server, 0.5), serverP99: pct(server, 0.99) };
+const ring = new HashRing(peers.split(','))
+const ownedBy = (member, n) => {
+  const out = []
+  for (let i = 0; out.length < n; i++) if (ring.owner(ringKeyOf('lat', 'k' + i)) === member) out.push('k' + i)
+  return out
 }
-agent.destroy();
-const f = (x) => x.toFixed(3);
-console.log("latency, sequential requests to node A (ms)         p50     p99   (service-side processing_time_ms p50 / p99)");
-for (const [k, v] of Object.entries(latency)) console.log(`  ${k.padEnd(10)}                                      ${f(v.clientP50)}  ${f(v.clientP99)}   (${f(v.serverP50)} / ${f(v.serverP99)})`);
-console.log(`  added by forwarding: p50 +${f(latency.forwarded.clientP50 - latency.local.clientP50)} ms, p99 +${f(latency.forwarded.clientP99 - latency.local.clientP99)} ms`);
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+const post = (port, identifier) =>
+  new Promise((resolve, reject) => {
+    const started = process.hrtime.bigint()
+    const req = http.request(
+      { host: '127.0.0.1', port, path: '/limit', method: 'POST', agent, headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' } },
+      (res) => {
+        let body = ''
+        res.on('data', (d) => (body += d))
+        res.on('end', () => resolve({ ms: Number(process.hrtime.bigint() - started) / 1e6, server: JSON.parse(body).data._request.processing_time_ms }))
+      },
+    )
+    req.on('error', reject)
+    req.end(JSON.stringify({ namespace: 'lat', identifier, limit: 1000000, duration: 60 }))
+  })
+const pct = (xs, p) => {
+  const s = [...xs].sort((x, y) => x - y)
+  return s[Math.min(s.length - 1, Math.floor(p * s.length))]
+}
+const latency = {}
+for (const [label, member] of [
+  ['local', `127.0.0.1:${apeer}`],
+  ['forwarded', `127.0.0.1:${bpeer}`],
+]) {
+  const ids = ownedBy(member, 500)
+  for (let i = 0; i < 500; i++) await post(ap, ids[i % 500]) // warm-up
+  const client = [],
+    server = []
+  for (let i = 0; i < 3000; i++) {
+    const r = await post(ap, ids[i % 500])
+    client.push(r.ms)
+    server.push(r.server)
+  }
+  latency[label] = { clientP50: pct(client, 0.5), clientP99: pct(client, 0.99), serverP50: pct(server, 0.5), serverP99: pct(server, 0.99) }
+}
+agent.destroy()
+const f = (x) => x.toFixed(3)
+console.log('latency, sequential requests to node A (ms)         p50     p99   (service-side processing_time_ms p50 / p99)')
+for (const [k, v] of Object.entries(latency))
+  console.log(`  ${k.padEnd(10)}                                      ${f(v.clientP50)}  ${f(v.clientP99)}   (${f(v.serverP50)} / ${f(v.serverP99)})`)
+console.log(
+  `  added by forwarding: p50 +${f(latency.forwarded.clientP50 - latency.local.clientP50)} ms, p99 +${f(latency.forwarded.clientP99 - latency.local.clientP99)} ms`,
+)
 
 // 2. CPU per decision: standalone node vs the 2-node cluster driven on both nodes.
 function wrk(port, conns) {
   return new Promise((resolve) => {
-    const w = spawn("wrk", ["-t1", `-c${conns}`, `-d${SECONDS}s`, "-s", lua, `http://127.0.0.1:${port}`]);
-    let out = ""; w.stdout.on("data", (d) => (out += d)); w.on("exit", () => resolve(Number(/(\d+) requests in/.exec(out)?.[1] ?? 0)));
-  });
+    const w = spawn('wrk', ['-t1', `-c${conns}`, `-d${SECONDS}s`, '-s', lua, `http://127.0.0.1:${port}`])
+    let out = ''
+    w.stdout.on('data', (d) => (out += d))
+    w.on('exit', () => resolve(Number(/(\d+) requests in/.exec(out)?.[1] ?? 0)))
+  })
 }
 async function measure(pids, ports) {
-  await Promise.all(ports.map((p) => wrk(p, Math.round(50 / ports.length))));  // warm-up is the first round's discard
-  const before = pids.map(cpuTicks);
-  const reqs = (await Promise.all(ports.map((p) => wrk(p, Math.round(50 / ports.length))))).reduce((x, y) => x + y, 0);
-  const ticks = pids.map(cpuTicks).reduce((s, t, i) => s + t - before[i], 0);
-  return { reqs, usPerReq: (ticks / TICK) * 1e6 / reqs };
+  await Promise.all(ports.map((p) => wrk(p, Math.round(50 / ports.length)))) // warm-up is the first round's discard
+  const before = pids.map(cpuTicks)
+  const reqs = (await Promise.all(ports.map((p) => wrk(p, Math.round(50 / ports.length))))).reduce((x, y) => x + y, 0)
+  const ticks = pids.map(cpuTicks).reduce((s, t, i) => s + t - before[i], 0)
+  return { reqs, usPerReq: ((ticks / TICK) * 1e6) / reqs }
 }
-const rows = [];
+const rows = []
 for (let r = 0; r < ROUNDS; r++) {
-  const local = await measure([single.pid], [sp]);
-  const cluster = await measure([a.pid, b.pid], [ap, bp]);
-  rows.push({ local, cluster, ratio: cluster.usPerReq / local.usPerReq });
-  console.log(`round ${r + 1}: all local ${local.usPerReq.toFixed(1)} µs/decision (${Math.round(local.reqs / SECONDS)} req/s) | half forwarded, both nodes ${cluster.usPerReq.toFixed(1)} µs/decision (${Math.round(cluster.reqs / SECONDS)} req/s) | ratio ${(cluster.usPerReq / local.usPerReq).toFixed(2)}`);
+  const local = await measure([single.pid], [sp])
+  const cluster = await measure([a.pid, b.pid], [ap, bp])
+  rows.push({ local, cluster, ratio: cluster.usPerReq / local.usPerReq })
+  console.log(
+    `round ${r + 1}: all local ${local.usPerReq.toFixed(1)} µs/decision (${Math.round(local.reqs / SECONDS)} req/s) | half forwarded, both nodes ${cluster.usPerReq.toFixed(1)} µs/decision (${Math.round(cluster.reqs / SECONDS)} req/s) | ratio ${(cluster.usPerReq / local.usPerReq).toFixed(2)}`,
+  )
 }
-const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
-const fwd = await get(ap, "/metrics");
-const line = (n) => fwd.body.split("\n").find((l) => l.startsWith(n))?.split(" ")[1];
-console.log(`median CPU ratio, half forwarded / all local: ${median(rows.map((x) => x.ratio)).toFixed(2)} (node A forwarded ${line('ringlimit_forwarded_total{outcome="allowed"}')} decisions, decided ${line('ringlimit_requests_total{status="200",algorithm="fixed-window"}')} requests)`);
-kill();
-process.exit(0);
+const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]
+const fwd = await get(ap, '/metrics')
+const line = (n) =>
+  fwd.body
+    .split('\n')
+    .find((l) => l.startsWith(n))
+    ?.split(' ')[1]
+console.log(
+  `median CPU ratio, half forwarded / all local: ${median(rows.map((x) => x.ratio)).toFixed(2)} (node A forwarded ${line('ringlimit_forwarded_total{outcome="allowed"}')} decisions, decided ${line('ringlimit_requests_total{status="200",algorithm="fixed-window"}')} requests)`,
+)
+kill()
+process.exit(0)

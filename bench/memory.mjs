@@ -21,7 +21,7 @@ const TARGET_BYTES_PER_KEY = 150
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
-async function loadLibs () {
+async function loadLibs() {
   const children = await import('./lib/children.mjs')
   const procfs = await import('./lib/procfs.mjs')
   const load = await import('./lib/load.mjs')
@@ -31,7 +31,7 @@ async function loadLibs () {
 }
 
 /** GET /metrics → { metric name: value summed over labels }. */
-async function scrape (L, url) {
+async function scrape(L, url) {
   const r = await L.get(url + '/metrics', 5000)
   const out = {}
   for (const line of r.body.split('\n')) {
@@ -40,12 +40,14 @@ async function scrape (L, url) {
   }
   return out
 }
-async function gauge (L, url, name) { return (await scrape(L, url))[name] ?? null }
+async function gauge(L, url, name) {
+  return (await scrape(L, url))[name] ?? null
+}
 // prom-client's default metrics, when ringlimit exports them: V8 heap in use / reserved.
 const heapOf = (m) => ({
   heapUsedMb: m.nodejs_heap_size_used_bytes != null ? m.nodejs_heap_size_used_bytes / 2 ** 20 : null,
   heapTotalMb: m.nodejs_heap_size_total_bytes != null ? m.nodejs_heap_size_total_bytes / 2 ** 20 : null,
-  externalMb: m.nodejs_external_memory_bytes != null ? m.nodejs_external_memory_bytes / 2 ** 20 : null
+  externalMb: m.nodejs_external_memory_bytes != null ? m.nodejs_external_memory_bytes / 2 ** 20 : null,
 })
 
 const mb = (kb) => kb / 1024
@@ -54,7 +56,7 @@ const mb = (kb) => kb / 1024
  * Runs both memory scenarios; returns { bytesPerKey, flood, lines } (lines: printable report).
  * opts: { quick, apiKey, tmpDir, log, loader, keys, floodSec }
  */
-export async function runMemory (opts) {
+export async function runMemory(opts) {
   const L = await loadLibs()
   const log = opts.log ?? ((m) => process.stderr.write(m + '\n'))
   const loader = opts.loader ?? (L.wrkVersion() ? 'wrk' : 'autocannon')
@@ -73,17 +75,30 @@ export async function runMemory (opts) {
       const url = server.urls[0]
       const watch = new L.GroupWatch(server.pgids)
       // Warm up on a few keys (JIT, buffers, connection pools), then settle.
-      await L.runLoad({ loader, urls: server.urls, connections: 50, durationSec: 3, headers, bodySpec: { namespace: 'mem', limit: 1000000, duration: 3600, idSpace: 1000, idPrefix: 'warm-' }, tmpDir: opts.tmpDir })
+      await L.runLoad({
+        loader,
+        urls: server.urls,
+        connections: 50,
+        durationSec: 3,
+        headers,
+        bodySpec: { namespace: 'mem', limit: 1000000, duration: 3600, idSpace: 1000, idPrefix: 'warm-' },
+        tmpDir: opts.tmpDir,
+      })
       await sleep(2000)
       const rss0 = watch.rssKb()
       const m0 = await scrape(L, url)
       const keys0 = m0.ringlimit_stored_keys ?? null
       const t0 = performance.now()
       const r = await L.runLoad({
-        loader, urls: server.urls, connections: 50, amount: keys, headers, timeoutSec: 30,
+        loader,
+        urls: server.urls,
+        connections: 50,
+        amount: keys,
+        headers,
+        timeoutSec: 30,
         // limit and duration large enough that no state expires during the test
         bodySpec: { namespace: 'mem', limit: 10, duration: 3600, idSpace: keys, idPrefix: 'k-' },
-        tmpDir: opts.tmpDir
+        tmpDir: opts.tmpDir,
       })
       const fillSec = (performance.now() - t0) / 1000
       const rssFilled = watch.rssKb()
@@ -99,18 +114,31 @@ export async function runMemory (opts) {
       const perKey = dKeys > 0 ? ((rss1 - rss0) * 1024) / dKeys : null
       const perKeyFilled = dKeys > 0 ? ((rssFilled - rss0) * 1024) / dKeys : null
       out.bytesPerKey = {
-        keysDriven: keys, requests: r.completed, status: r.status, errors: r.errors, fillSec,
-        storedKeysBefore: keys0, storedKeysAfter: keys1,
-        rssBeforeMb: mb(rss0), rssFilledMb: mb(rssFilled), rssSettledMb: mb(rss1), hwmMb: mb(hwm),
-        bytesPerKey: perKey, bytesPerKeyRightAfterFill: perKeyFilled, targetBytesPerKey: TARGET_BYTES_PER_KEY,
-        heapBefore: h0, heapAfter: h1,
+        keysDriven: keys,
+        requests: r.completed,
+        status: r.status,
+        errors: r.errors,
+        fillSec,
+        storedKeysBefore: keys0,
+        storedKeysAfter: keys1,
+        rssBeforeMb: mb(rss0),
+        rssFilledMb: mb(rssFilled),
+        rssSettledMb: mb(rss1),
+        hwmMb: mb(hwm),
+        bytesPerKey: perKey,
+        bytesPerKeyRightAfterFill: perKeyFilled,
+        targetBytesPerKey: TARGET_BYTES_PER_KEY,
+        heapBefore: h0,
+        heapAfter: h1,
         // V8 heap in use after ÷ keys: includes garbage not yet collected, so also an upper bound.
-        heapUsedBytesPerKey: h0.heapUsedMb != null && dKeys > 0 ? ((h1.heapUsedMb - h0.heapUsedMb) * 2 ** 20) / dKeys : null
+        heapUsedBytesPerKey: h0.heapUsedMb != null && dKeys > 0 ? ((h1.heapUsedMb - h0.heapUsedMb) * 2 ** 20) / dKeys : null,
       }
-      lines.push(`bytes per stored key: ${perKey == null ? '–' : perKey.toFixed(0)} B ` +
-        `(RSS ${mb(rss0).toFixed(0)} → ${mb(rss1).toFixed(0)} MB for +${dKeys.toLocaleString('en-US')} stored keys, 5 s after the fill; ` +
-        `${perKeyFilled?.toFixed(0)} B right after it; V8 heap in use +${out.bytesPerKey.heapUsedBytesPerKey?.toFixed(0) ?? '–'} B per key; target ≤ ${TARGET_BYTES_PER_KEY} B) — ` +
-        `${r.completed.toLocaleString('en-US')} requests in ${fillSec.toFixed(1)} s, statuses ${JSON.stringify(r.status)}, errors ${r.errors}`)
+      lines.push(
+        `bytes per stored key: ${perKey == null ? '–' : perKey.toFixed(0)} B ` +
+          `(RSS ${mb(rss0).toFixed(0)} → ${mb(rss1).toFixed(0)} MB for +${dKeys.toLocaleString('en-US')} stored keys, 5 s after the fill; ` +
+          `${perKeyFilled?.toFixed(0)} B right after it; V8 heap in use +${out.bytesPerKey.heapUsedBytesPerKey?.toFixed(0) ?? '–'} B per key; target ≤ ${TARGET_BYTES_PER_KEY} B) — ` +
+          `${r.completed.toLocaleString('en-US')} requests in ${fillSec.toFixed(1)} s, statuses ${JSON.stringify(r.status)}, errors ${r.errors}`,
+      )
       log(`memory: ${lines.at(-1)}`)
     } finally {
       await server.stop()
@@ -132,15 +160,23 @@ export async function runMemory (opts) {
         while (!stop) {
           const t = (performance.now() - t0) / 1000
           let m = {}
-          try { m = await scrape(L, url) } catch { /* busy */ }
+          try {
+            m = await scrape(L, url)
+          } catch {
+            /* busy */
+          }
           samples.push({ t: Math.round(t * 10) / 10, rssMb: mb(watch.rssKb()), storedKeys: m.ringlimit_stored_keys ?? null, ...heapOf(m) })
-          await sleep(Math.max(0, (samples.length * 1000) - (performance.now() - t0)))
+          await sleep(Math.max(0, samples.length * 1000 - (performance.now() - t0)))
         }
       })()
       const r = await L.runLoad({
-        loader, urls: server.urls, connections: 50, durationSec: floodSec, headers,
+        loader,
+        urls: server.urls,
+        connections: 50,
+        durationSec: floodSec,
+        headers,
         bodySpec: { namespace: 'flood', limit: 10, duration: 3600, idSpace: 1e15, idPrefix: 'f-' },
-        tmpDir: opts.tmpDir
+        tmpDir: opts.tmpDir,
       })
       stop = true
       await sampler
@@ -153,23 +189,39 @@ export async function runMemory (opts) {
       const afterFull = fullAt == null ? first : samples.filter((s) => s.t >= fullAt && s.t < fullAt + 10)
       const growthFirst = mean(last) / mean(first) - 1
       const growthAfterFull = mean(last) / mean(afterFull) - 1
-      const flat = growthAfterFull <= 0.10
+      const flat = growthAfterFull <= 0.1
       out.flood = {
-        seconds: floodSec, maxKeys, requests: r.completed, rps: r.rps, status: r.status, errors: r.errors,
-        evictions, storedKeysEnd: storedEnd, tableFullAtSec: fullAt,
-        rssFirst10sMb: mean(first), rssAfterFull10sMb: mean(afterFull), rssLast10sMb: mean(last),
+        seconds: floodSec,
+        maxKeys,
+        requests: r.completed,
+        rps: r.rps,
+        status: r.status,
+        errors: r.errors,
+        evictions,
+        storedKeysEnd: storedEnd,
+        tableFullAtSec: fullAt,
+        rssFirst10sMb: mean(first),
+        rssAfterFull10sMb: mean(afterFull),
+        rssLast10sMb: mean(last),
         rssPeakMb: Math.max(...samples.map((s) => s.rssMb)),
-        heapUsedAfterFull10sMb: mean(afterFull, 'heapUsedMb'), heapUsedLast10sMb: mean(last, 'heapUsedMb'),
-        heapTotalAfterFull10sMb: mean(afterFull, 'heapTotalMb'), heapTotalLast10sMb: mean(last, 'heapTotalMb'),
+        heapUsedAfterFull10sMb: mean(afterFull, 'heapUsedMb'),
+        heapUsedLast10sMb: mean(last, 'heapUsedMb'),
+        heapTotalAfterFull10sMb: mean(afterFull, 'heapTotalMb'),
+        heapTotalLast10sMb: mean(last, 'heapTotalMb'),
         nodeArgs: opts.nodeArgs ?? [],
-        growthFirstToLast: growthFirst, growthAfterFullToLast: growthAfterFull, flat, samples
+        growthFirstToLast: growthFirst,
+        growthAfterFullToLast: growthAfterFull,
+        flat,
+        samples,
       }
-      lines.push(`flood ${floodSec} s, MAX_KEYS=${maxKeys}: ${r.completed.toLocaleString('en-US')} new identifiers (${Math.round(r.rps).toLocaleString('en-US')}/s), ` +
-        `stored keys at end ${storedEnd?.toLocaleString('en-US')}, evictions ${evictions?.toLocaleString('en-US')}; ` +
-        `RSS first 10 s ${mean(first).toFixed(0)} MB, 10 s after the table filled (t=${fullAt ?? '–'} s) ${mean(afterFull).toFixed(0)} MB, ` +
-        `last 10 s ${mean(last).toFixed(0)} MB, peak ${out.flood.rssPeakMb.toFixed(0)} MB → ${flat ? 'flat' : 'GROWING'} ` +
-        `(V8 heap used ${mean(afterFull, 'heapUsedMb').toFixed(0)} → ${mean(last, 'heapUsedMb').toFixed(0)} MB, reserved ${mean(afterFull, 'heapTotalMb').toFixed(0)} → ${mean(last, 'heapTotalMb').toFixed(0)} MB) ` +
-        `(${(growthAfterFull * 100).toFixed(1)}% after fill, ${(growthFirst * 100).toFixed(1)}% first→last)`)
+      lines.push(
+        `flood ${floodSec} s, MAX_KEYS=${maxKeys}: ${r.completed.toLocaleString('en-US')} new identifiers (${Math.round(r.rps).toLocaleString('en-US')}/s), ` +
+          `stored keys at end ${storedEnd?.toLocaleString('en-US')}, evictions ${evictions?.toLocaleString('en-US')}; ` +
+          `RSS first 10 s ${mean(first).toFixed(0)} MB, 10 s after the table filled (t=${fullAt ?? '–'} s) ${mean(afterFull).toFixed(0)} MB, ` +
+          `last 10 s ${mean(last).toFixed(0)} MB, peak ${out.flood.rssPeakMb.toFixed(0)} MB → ${flat ? 'flat' : 'GROWING'} ` +
+          `(V8 heap used ${mean(afterFull, 'heapUsedMb').toFixed(0)} → ${mean(last, 'heapUsedMb').toFixed(0)} MB, reserved ${mean(afterFull, 'heapTotalMb').toFixed(0)} → ${mean(last, 'heapTotalMb').toFixed(0)} MB) ` +
+          `(${(growthAfterFull * 100).toFixed(1)}% after fill, ${(growthFirst * 100).toFixed(1)}% first→last)`,
+      )
       log(`memory: ${lines.at(-1)}`)
     } finally {
       await server.stop()
@@ -186,8 +238,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       keys: { type: 'string' },
       flood: { type: 'string' },
       loader: { type: 'string' },
-      'node-args': { type: 'string' }
-    }
+      'node-args': { type: 'string' },
+    },
   })
   if (!existsSync(join(benchDir, 'node_modules/autocannon/package.json'))) {
     execFileSync('npm', ['ci', '--prefix', benchDir, '--no-audit', '--no-fund'], { stdio: 'inherit' })
@@ -206,7 +258,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     floodSec: args.flood ? Number(args.flood) : undefined,
     loader: args.loader,
     nodeArgs: args['node-args'] ? args['node-args'].split(' ').filter(Boolean) : undefined,
-    tmpDir: tmp
+    tmpDir: tmp,
   })
   process.stdout.write(res.lines.join('\n') + '\n')
   mkdirSync(join(benchDir, 'results'), { recursive: true })

@@ -42,8 +42,8 @@ const { values: args } = parseArgs({
     memory: { type: 'boolean', default: false },
     list: { type: 'boolean', default: false },
     markdown: { type: 'boolean', default: false },
-    help: { type: 'boolean', short: 'h', default: false }
-  }
+    help: { type: 'boolean', short: 'h', default: false },
+  },
 })
 
 if (args.help) {
@@ -80,22 +80,39 @@ let loaders
 const wanted = args.loader ?? (quick || !haveWrk ? 'autocannon' : 'both')
 if (wanted === 'both') loaders = ['autocannon', 'wrk']
 else if (wanted === 'autocannon' || wanted === 'wrk') loaders = [wanted]
-else { process.stderr.write(`bench: --loader must be autocannon, wrk or both, not ${wanted}\n`); process.exit(2) }
+else {
+  process.stderr.write(`bench: --loader must be autocannon, wrk or both, not ${wanted}\n`)
+  process.exit(2)
+}
 if (loaders.includes('wrk') && !haveWrk) {
   notes.push('wrk is not installed (apt-get install wrk): wrk rows skipped')
   loaders = loaders.filter((l) => l !== 'wrk')
   if (loaders.length === 0) loaders = ['autocannon']
 }
-for (const [name, v] of [['runs', runs], ['duration', durationSec], ['warmup', warmupSec], ['connections', connections]]) {
-  if (!Number.isFinite(v) || v < (name === 'warmup' ? 0 : 1)) { process.stderr.write(`bench: bad --${name}\n`); process.exit(2) }
+for (const [name, v] of [
+  ['runs', runs],
+  ['duration', durationSec],
+  ['warmup', warmupSec],
+  ['connections', connections],
+]) {
+  if (!Number.isFinite(v) || v < (name === 'warmup' ? 0 : 1)) {
+    process.stderr.write(`bench: bad --${name}\n`)
+    process.exit(2)
+  }
 }
 
 let selected = SCENARIOS.filter((s) => !quick || s.quick)
 if (args.only) {
-  const pats = args.only.split(',').map((s) => s.trim()).filter(Boolean)
+  const pats = args.only
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
   const match = (name) => pats.some((p) => (p.endsWith('*') ? name.startsWith(p.slice(0, -1)) : name === p))
   const unknown = pats.filter((p) => !SCENARIOS.some((s) => (p.endsWith('*') ? s.name.startsWith(p.slice(0, -1)) : s.name === p)))
-  if (unknown.length) { process.stderr.write(`bench: unknown scenario(s): ${unknown.join(', ')} (see --list)\n`); process.exit(2) }
+  if (unknown.length) {
+    process.stderr.write(`bench: unknown scenario(s): ${unknown.join(', ')} (see --list)\n`)
+    process.exit(2)
+  }
   selected = SCENARIOS.filter((s) => match(s.name))
 }
 
@@ -106,7 +123,11 @@ const authHeaders = { authorization: `Bearer ${apiKey}` }
 let tlsFiles = null
 const needsTls = selected.some((s) => s.server.tls)
 if (needsTls) {
-  try { tlsFiles = srv.makeCert(join(tmp, 'tls')) } catch (e) { notes.push(`openssl failed (${e.message}): HTTPS rows skipped`) }
+  try {
+    tlsFiles = srv.makeCert(join(tmp, 'tls'))
+  } catch (e) {
+    notes.push(`openssl failed (${e.message}): HTTPS rows skipped`)
+  }
 }
 
 // Rows that cannot run here are skipped with a reason, never silently dropped.
@@ -114,20 +135,25 @@ const skipped = new Map()
 const ringlimitBuilt = srv.ringlimitAvailable()
 for (const s of selected) {
   if (s.server.kind === 'ringlimit' && !ringlimitBuilt) skipped.set(s.name, 'dist/src/main.js missing (run `npm run build` at the repo root)')
-  else if (s.server.kind === 'fastify' && s.server.store === 'redis' && !redisVersion) skipped.set(s.name, 'redis-server not on PATH (apt-get install redis-server)')
+  else if (s.server.kind === 'fastify' && s.server.store === 'redis' && !redisVersion)
+    skipped.set(s.name, 'redis-server not on PATH (apt-get install redis-server)')
   else if (s.server.tls && !tlsFiles) skipped.set(s.name, 'no TLS certificate (openssl failed)')
 }
 
-function log (msg) { process.stderr.write(msg + '\n') }
-function gitInfo () {
+function log(msg) {
+  process.stderr.write(msg + '\n')
+}
+function gitInfo() {
   try {
     const commit = execFileSync('git', ['-C', repoRoot, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim()
     const dirty = execFileSync('git', ['-C', repoRoot, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== ''
     return { commit, dirty }
-  } catch { return null }
+  } catch {
+    return null
+  }
 }
 
-async function startServer (s) {
+async function startServer(s) {
   const k = s.server
   const tls = k.tls ? tlsFiles : undefined
   if (k.kind === 'floor') return srv.startFloor({ tls })
@@ -140,7 +166,7 @@ async function startServer (s) {
 // measurement: fail-open answers (ringlimit_degraded_total), decisions forwarded to
 // another node (ringlimit_forwarded_total), stored keys and evictions.
 const METRICS = ['ringlimit_degraded_total', 'ringlimit_forwarded_total', 'ringlimit_stored_keys', 'ringlimit_evictions_total']
-async function scrapeMetrics (server) {
+async function scrapeMetrics(server) {
   const sums = {}
   for (const u of server.urls) {
     let text
@@ -148,7 +174,9 @@ async function scrapeMetrics (server) {
       const r = await get(u + '/metrics', 3000)
       if (r.status !== 200) continue
       text = r.body
-    } catch { continue }
+    } catch {
+      continue
+    }
     for (const line of text.split('\n')) {
       const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$/.exec(line)
       if (m && METRICS.includes(m[1])) sums[m[1]] = (sums[m[1]] ?? 0) + Number(m[3])
@@ -159,23 +187,30 @@ async function scrapeMetrics (server) {
 const delta = (a, b, k) => (a && b && b[k] != null ? b[k] - (a[k] ?? 0) : null)
 
 let seq = 0
-function idPrefix (s, tag) { return `${tag}${(++seq).toString(36)}-` }
+function idPrefix(s, tag) {
+  return `${tag}${(++seq).toString(36)}-`
+}
 
-async function measure (s, server, loader, run) {
+async function measure(s, server, loader, run) {
   const watch = new GroupWatch(server.pgids)
   const before = s.server.kind === 'ringlimit' ? await scrapeMetrics(server) : null
   watch.refresh()
   let cpu0 = 0
   const t0 = performance.now()
-  const res = await runLoad({
-    loader,
-    urls: server.urls,
-    connections,
-    durationSec,
-    headers: authHeaders,
-    bodySpec: { ...s.body, idPrefix: idPrefix(s, `r${run}`) },
-    tmpDir: tmp
-  }, () => { cpu0 = watch.cpuTicks() })
+  const res = await runLoad(
+    {
+      loader,
+      urls: server.urls,
+      connections,
+      durationSec,
+      headers: authHeaders,
+      bodySpec: { ...s.body, idPrefix: idPrefix(s, `r${run}`) },
+      tmpDir: tmp,
+    },
+    () => {
+      cpu0 = watch.cpuTicks()
+    },
+  )
   const cpu1 = watch.cpuTicks()
   const wall = (performance.now() - t0) / 1000
   const after = s.server.kind === 'ringlimit' ? await scrapeMetrics(server) : null
@@ -191,9 +226,10 @@ async function measure (s, server, loader, run) {
     otherStatus: res.completed - n200 - n429,
     degraded: delta(before, after, 'ringlimit_degraded_total'),
     forwarded: delta(before, after, 'ringlimit_forwarded_total'),
-    forwardedShare: delta(before, after, 'ringlimit_forwarded_total') != null && res.completed ? delta(before, after, 'ringlimit_forwarded_total') / res.completed : null,
+    forwardedShare:
+      delta(before, after, 'ringlimit_forwarded_total') != null && res.completed ? delta(before, after, 'ringlimit_forwarded_total') / res.completed : null,
     metrics: after ?? undefined,
-    loaderWallSec: wall
+    loaderWallSec: wall,
   }
 }
 
@@ -202,8 +238,10 @@ const active = selected.filter((s) => !skipped.has(s.name))
 const totalSteps = active.length * runs
 const started = Date.now()
 const load0 = loadavg()
-log(`bench: ${active.length} scenario(s) × ${runs} run(s), loaders ${loaders.join('+')}, ${connections} connections, ` +
-  `${warmupSec}s warm-up + ${durationSec}s per loader; ${cpus().length} cpus, node ${process.version}`)
+log(
+  `bench: ${active.length} scenario(s) × ${runs} run(s), loaders ${loaders.join('+')}, ${connections} connections, ` +
+    `${warmupSec}s warm-up + ${durationSec}s per loader; ${cpus().length} cpus, node ${process.version}`,
+)
 for (const [name, why] of skipped) log(`bench: skip ${name}: ${why}`)
 
 let step = 0
@@ -221,25 +259,44 @@ for (let run = 1; run <= runs; run++) {
       server = await startServer(s)
       const watch = new GroupWatch(server.pgids)
       // One real request first: a row whose server rejects our requests is reported, not measured.
-      const probeBody = { namespace: s.body.namespace, identifier: `probe-${run}`, limit: s.body.limit, duration: s.body.duration, ...(s.body.algorithm ? { algorithm: s.body.algorithm } : {}) }
+      const probeBody = {
+        namespace: s.body.namespace,
+        identifier: `probe-${run}`,
+        limit: s.body.limit,
+        duration: s.body.duration,
+        ...(s.body.algorithm ? { algorithm: s.body.algorithm } : {}),
+      }
       const probe = await postJson(server.urls[0] + '/limit', probeBody, authHeaders)
       if (run === 1) entry.probe = { status: probe.status, headers: probe.headers, body: probe.body.slice(0, 800) }
       if (probe.status !== 200) throw new Error(`probe request answered ${probe.status}: ${probe.body.slice(0, 200)}`)
       if (warmupSec > 0) {
-        await runLoad({ loader: loaders[0], urls: server.urls, connections, durationSec: warmupSec, headers: authHeaders, bodySpec: { ...s.body, idPrefix: idPrefix(s, `w${run}`) }, tmpDir: tmp })
+        await runLoad({
+          loader: loaders[0],
+          urls: server.urls,
+          connections,
+          durationSec: warmupSec,
+          headers: authHeaders,
+          bodySpec: { ...s.body, idPrefix: idPrefix(s, `w${run}`) },
+          tmpDir: tmp,
+        })
       }
       for (const loader of loaders) {
         const r = await measure(s, server, loader, run)
         entry.runs[loader].push(r)
         const bad = r.errors + r.otherStatus + (r.degraded ?? 0)
-        log(`${tag} ${loader.padEnd(10)} ${Math.round(r.rps).toLocaleString('en-US').padStart(7)} req/s  ` +
-          `CPU ${r.cpuUsPerReq?.toFixed(1).padStart(6)} µs/req  p99 ${(r.latencyUs.p99 / 1000).toFixed(2)} ms` +
-          (r.forwardedShare ? `  forwarded ${(r.forwardedShare * 100).toFixed(0)}%` : '') +
-          (bad ? `  (errors ${r.errors}, other statuses ${r.otherStatus}, degraded ${r.degraded ?? 0})` : ''))
+        log(
+          `${tag} ${loader.padEnd(10)} ${Math.round(r.rps).toLocaleString('en-US').padStart(7)} req/s  ` +
+            `CPU ${r.cpuUsPerReq?.toFixed(1).padStart(6)} µs/req  p99 ${(r.latencyUs.p99 / 1000).toFixed(2)} ms` +
+            (r.forwardedShare ? `  forwarded ${(r.forwardedShare * 100).toFixed(0)}%` : '') +
+            (bad ? `  (errors ${r.errors}, other statuses ${r.otherStatus}, degraded ${r.degraded ?? 0})` : ''),
+        )
       }
       watch.refresh()
       entry.hwmMb = Math.max(entry.hwmMb ?? 0, watch.hwmKb() / 1024)
-      for (const l of loaders) { const last = entry.runs[l].at(-1); if (last && last.run === run) last.peakRssMb = watch.hwmKb() / 1024 }
+      for (const l of loaders) {
+        const last = entry.runs[l].at(-1)
+        if (last && last.run === run) last.peakRssMb = watch.hwmKb() / 1024
+      }
     } catch (e) {
       log(`${tag}: FAILED ${e.message}`)
       entry.failures.push({ run, error: e.message })
@@ -283,8 +340,12 @@ if (args.memory) {
 
 const out = process.stdout
 out.write(`\nringlimit bench — ${new Date().toISOString()} — ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}\n`)
-out.write(`${connections} connections, ${durationSec}s measured per run, median of ${runs} run(s); load average ${load0.map((x) => x.toFixed(1)).join(' ')} → ${load1.map((x) => x.toFixed(1)).join(' ')}\n`)
-out.write('CPU µs/req = server processes\' utime+stime (/proc) ÷ responses; ×floor and ×rl-local divide it by the floor\'s and by ringlimit-allowed\'s, same loader.\n')
+out.write(
+  `${connections} connections, ${durationSec}s measured per run, median of ${runs} run(s); load average ${load0.map((x) => x.toFixed(1)).join(' ')} → ${load1.map((x) => x.toFixed(1)).join(' ')}\n`,
+)
+out.write(
+  "CPU µs/req = server processes' utime+stime (/proc) ÷ responses; ×floor and ×rl-local divide it by the floor's and by ringlimit-allowed's, same loader.\n",
+)
 for (const loader of loaders) {
   if (!tables[loader].length) continue
   out.write(`\n${loader}\n${table(tables[loader])}\n`)
@@ -312,7 +373,7 @@ const json = {
     loadavgStart: load0,
     loadavgEnd: load1,
     wrk: haveWrk,
-    redis: redisVersion
+    redis: redisVersion,
   },
   git: gitInfo(),
   options: { quick, runs, durationSec, warmupSec, connections, loaders, only: args.only ?? null },
@@ -326,9 +387,9 @@ const json = {
     skipped: skipped.get(e.scenario.name) ?? null,
     failures: e.failures,
     probe: e.probe,
-    runs: e.runs
+    runs: e.runs,
   })),
-  memory
+  memory,
 }
 mkdirSync(join(benchDir, 'results'), { recursive: true })
 writeFileSync(join(benchDir, 'results/latest.json'), JSON.stringify(json, null, 2) + '\n')

@@ -35,12 +35,14 @@ export type Config = {
 
 type Parser = (raw: string, name: string) => unknown;
 
-const int = (min: number, max: number): Parser => (raw, name) => {
-  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(name, `expected an integer from ${min} to ${max}, got "${raw}"`);
-  const n = Number(raw);
-  if (n < min || n > max) throw new ConfigError(name, `expected an integer from ${min} to ${max}, got ${n}`);
-  return n;
-};
+const int =
+  (min: number, max: number): Parser =>
+  (raw, name) => {
+    if (!/^\d+$/.test(raw.trim())) throw new ConfigError(name, `expected an integer from ${min} to ${max}, got "${raw}"`);
+    const n = Number(raw);
+    if (n < min || n > max) throw new ConfigError(name, `expected an integer from ${min} to ${max}, got ${n}`);
+    return n;
+  };
 const str: Parser = (raw, name) => {
   if (raw.trim() === "") throw new ConfigError(name, "must not be empty");
   return raw.trim();
@@ -56,10 +58,12 @@ const bool: Parser = (raw, name) => {
   if (["false", "0", "no", "off"].includes(v)) return false;
   throw new ConfigError(name, `expected true or false, got "${raw}"`);
 };
-const oneOf = (values: string[]): Parser => (raw, name) => {
-  if (!values.includes(raw.trim())) throw new ConfigError(name, `expected one of ${values.join(", ")}, got "${raw}"`);
-  return raw.trim();
-};
+const oneOf =
+  (values: string[]): Parser =>
+  (raw, name) => {
+    if (!values.includes(raw.trim())) throw new ConfigError(name, `expected one of ${values.join(", ")}, got "${raw}"`);
+    return raw.trim();
+  };
 
 const VARIABLES: Record<keyof Config, [env: string, parse: Parser]> = {
   host: ["HOST", str],
@@ -122,7 +126,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined)) {
     throw new ConfigError(config.tlsCertFile === undefined ? "TLS_CERT_FILE" : "TLS_KEY_FILE", "TLS_CERT_FILE and TLS_KEY_FILE must be set together");
   }
-  for (const [name, file] of [["TLS_CERT_FILE", config.tlsCertFile], ["TLS_KEY_FILE", config.tlsKeyFile], ["PEER_TLS_CERT_FILE", config.peerTlsCertFile], ["PEER_TLS_KEY_FILE", config.peerTlsKeyFile], ["PEER_TLS_CA_FILE", config.peerTlsCaFile]] as const) {
+  for (const [name, file] of [
+    ["TLS_CERT_FILE", config.tlsCertFile],
+    ["TLS_KEY_FILE", config.tlsKeyFile],
+    ["PEER_TLS_CERT_FILE", config.peerTlsCertFile],
+    ["PEER_TLS_KEY_FILE", config.peerTlsKeyFile],
+    ["PEER_TLS_CA_FILE", config.peerTlsCaFile],
+  ] as const) {
     if (file === undefined) continue;
     try {
       readFileSync(file);

@@ -11,7 +11,6 @@ export interface LimitQuery {
   algorithm: Algorithm;
 }
 
-
 /** Why an answer was a fail-open one; also the `reason` label of the degraded metric. */
 export type DegradedReason = "internal" | "peer_timeout" | "peer_unavailable" | "peer_error" | "handoff";
 

@@ -12,7 +12,18 @@ export function createLogger(level: string, nodeId?: string): Logger {
     level,
     base: nodeId === undefined ? { pid: process.pid } : { pid: process.pid, node: nodeId },
     redact: {
-      paths: ["authorization", "*.authorization", "headers.authorization", "*.headers.authorization", "apiKey", "*.apiKey", "clusterSecret", "*.clusterSecret", "config.apiKeys", "config.clusterSecret"],
+      paths: [
+        "authorization",
+        "*.authorization",
+        "headers.authorization",
+        "*.headers.authorization",
+        "apiKey",
+        "*.apiKey",
+        "clusterSecret",
+        "*.clusterSecret",
+        "config.apiKeys",
+        "config.clusterSecret",
+      ],
       censor: "[redacted]",
     },
   });

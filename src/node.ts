@@ -55,7 +55,10 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
     { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true },
   );
   const { port, metricsPort } = await frontEnd.listen();
-  logger.info({ port, metricsPort, peerPort, self: cluster?.self, https: config.tlsCertFile !== undefined, maxKeys: config.maxKeys }, "ringlimit node listening");
+  logger.info(
+    { port, metricsPort, peerPort, self: cluster?.self, https: config.tlsCertFile !== undefined, maxKeys: config.maxKeys },
+    "ringlimit node listening",
+  );
 
   let stopping: Promise<void> | undefined;
   return {
@@ -73,7 +76,10 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
         if (cluster !== undefined) {
           const report = await cluster.leave(deadline);
           const log = report.failed > 0 ? logger.warn.bind(logger) : logger.info.bind(logger);
-          log({ handedOver: report.sent, notHandedOver: report.failed, ms: report.ms }, report.failed > 0 ? "left the ring; some keys could not be handed over" : "left the ring; every key handed over");
+          log(
+            { handedOver: report.sent, notHandedOver: report.failed, ms: report.ms },
+            report.failed > 0 ? "left the ring; some keys could not be handed over" : "left the ring; every key handed over",
+          );
         }
         while (frontEnd.inFlight > 0 && Date.now() < deadline) await sleep(5);
         if (frontEnd.inFlight > 0) logger.warn({ inFlight: frontEnd.inFlight }, "drain timeout: closing with requests in flight");

@@ -37,9 +37,14 @@ t.test("src/ has TypeScript modules to check", async (t) => {
 
 t.test("src/algorithms imports nothing outside itself", async (t) => {
   const algorithms = path.join(SRC, "algorithms") + path.sep;
-  const outside = [...graph].filter(([f]) => f.startsWith(algorithms)).flatMap(([f, deps]) => deps.filter((d) => !d.startsWith(algorithms)).map((d) => `${path.relative(SRC, f)} → ${path.relative(SRC, d)}`));
+  const outside = [...graph]
+    .filter(([f]) => f.startsWith(algorithms))
+    .flatMap(([f, deps]) => deps.filter((d) => !d.startsWith(algorithms)).map((d) => `${path.relative(SRC, f)} → ${path.relative(SRC, d)}`));
   t.same(outside, []);
-  const text = files.filter((f) => f.startsWith(algorithms)).map((f) => readFileSync(f, "utf8")).join("\n");
+  const text = files
+    .filter((f) => f.startsWith(algorithms))
+    .map((f) => readFileSync(f, "utf8"))
+    .join("\n");
   t.notMatch(text, /Date\.now|performance\.now|setTimeout|setInterval|from "node:/, "no clock reads, timers or I/O in the algorithms");
 });
 

@@ -88,7 +88,8 @@ t.test("environment", async (t) => {
 t.test("FAIL_OPEN: the accepted spellings", async (t) => {
   for (const v of ["true", "TRUE", "True", "1", "yes", "on", " true "]) t.equal(loadConfig({ FAIL_OPEN: v }, []).failOpen, true, v);
   for (const v of ["false", "FALSE", "0", "no", "off", "Off"]) t.equal(loadConfig({ FAIL_OPEN: v }, []).failOpen, false, v);
-  for (const v of ["", "maybe", "2", "truee", "y", "n", "enabled"]) fails(t, () => loadConfig({ FAIL_OPEN: v }, []), "FAIL_OPEN", `FAIL_OPEN=${JSON.stringify(v)}`);
+  for (const v of ["", "maybe", "2", "truee", "y", "n", "enabled"])
+    fails(t, () => loadConfig({ FAIL_OPEN: v }, []), "FAIL_OPEN", `FAIL_OPEN=${JSON.stringify(v)}`);
   t.equal(loadConfig({ FAIL_OPEN: "true" }, ["--fail-open=false"]).failOpen, false, "flag overrides env");
   t.equal(loadConfig({ FAIL_OPEN: "false" }, ["--fail-open", "on"]).failOpen, true);
 });
@@ -135,7 +136,11 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   NODE_ID: [[""]],
   PEER_HOST: [[""]],
   PEER_PORT: [["x"], ["70000"]],
-  PEERS: [["nohost", { CLUSTER_SECRET: "s".repeat(16) }], ["a:b", { CLUSTER_SECRET: "s".repeat(16) }], ["a:1:2", { CLUSTER_SECRET: "s".repeat(16) }]],
+  PEERS: [
+    ["nohost", { CLUSTER_SECRET: "s".repeat(16) }],
+    ["a:b", { CLUSTER_SECRET: "s".repeat(16) }],
+    ["a:1:2", { CLUSTER_SECRET: "s".repeat(16) }],
+  ],
   PEERS_DNS: [[""], ["name-without-port", { CLUSTER_SECRET: "s".repeat(16) }]],
   CLUSTER_SECRET: [[""], ["short", { PEERS: "a:1" }], ["s".repeat(15)]],
   PEER_TIMEOUT_MS: [["0"], ["fast"], ["60001"]],

@@ -13,47 +13,73 @@ const nextBody = bodyFactory(bodySpec)
 const hist = new Histogram()
 const allHeaders = { 'content-type': 'application/json', ...headers }
 
-function requestsFor (url) {
+function requestsFor(url) {
   if (fastPathAvailable) {
     // The static body only serves autocannon's initial build, which is never sent:
     // every request sent comes from fastRequest().
     return [{ method: 'POST', body: '{}', fastRequest: rawRequestFactory({ url, headers: allHeaders, nextBody }) }]
   }
-  return [{ method: 'POST', setupRequest: (req) => { req.body = nextBody(); return req } }]
+  return [
+    {
+      method: 'POST',
+      setupRequest: (req) => {
+        req.body = nextBody()
+        return req
+      },
+    },
+  ]
 }
 
 let started = 0
 let tStart = performance.now()
-const runs = targets.map((t) => new Promise((resolve, reject) => {
-  const inst = autocannon({
-    url: t.url,
-    method: 'POST',
-    connections: t.connections,
-    pipelining: 1,
-    timeout: timeoutSec,
-    ...(amount ? { amount: t.amount } : { duration: durationSec }),
-    headers: allHeaders,
-    requests: requestsFor(t.url)
-  }, (err, res) => (err ? reject(err) : resolve(res)))
-  inst.on('start', () => {
-    if (++started === targets.length) { tStart = performance.now(); parentPort.postMessage({ type: 'started' }) }
-  })
-  inst.on('response', (client, statusCode, resBytes, responseTimeMs) => { hist.record(responseTimeMs * 1000) })
-}))
+const runs = targets.map(
+  (t) =>
+    new Promise((resolve, reject) => {
+      const inst = autocannon(
+        {
+          url: t.url,
+          method: 'POST',
+          connections: t.connections,
+          pipelining: 1,
+          timeout: timeoutSec,
+          ...(amount ? { amount: t.amount } : { duration: durationSec }),
+          headers: allHeaders,
+          requests: requestsFor(t.url),
+        },
+        (err, res) => (err ? reject(err) : resolve(res)),
+      )
+      inst.on('start', () => {
+        if (++started === targets.length) {
+          tStart = performance.now()
+          parentPort.postMessage({ type: 'started' })
+        }
+      })
+      inst.on('response', (client, statusCode, resBytes, responseTimeMs) => {
+        hist.record(responseTimeMs * 1000)
+      })
+    }),
+)
 
 try {
   const results = await Promise.all(runs)
   const wallSec = (performance.now() - tStart) / 1000
   const status = {}
-  let errors = 0; let timeouts = 0; let resets = 0; let completed = 0; let sent = 0
+  let errors = 0
+  let timeouts = 0
+  let resets = 0
+  let completed = 0
+  let sent = 0
   for (const r of results) {
     for (const [code, { count }] of Object.entries(r.statusCodeStats)) status[code] = (status[code] ?? 0) + count
-    errors += r.errors; timeouts += r.timeouts; resets += r.resets
-    completed += r.totalCompletedRequests; sent += r.totalRequests
+    errors += r.errors
+    timeouts += r.timeouts
+    resets += r.resets
+    completed += r.totalCompletedRequests
+    sent += r.totalRequests
   }
   parentPort.postMessage({
     type: 'result',
-    result: { completed, sent, wallSec, status, errors, timeouts, resets, fastPath: fastPathAvailable, hist: hist.toSparse() }
+    result: { completed, sent, wallSec, status, errors, timeouts, resets, fastPath: fastPathAvailable, hist: hist.toSparse() },
   })
 } catch (e) {
   parentPort.postMessage({ type: 'error', error: String((e && e.stack) || e) })

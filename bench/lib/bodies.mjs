@@ -6,7 +6,7 @@
 // spec: { namespace, limit, duration, algorithm?, idPrefix, idSpace }
 
 /** [head, tail] so that body = head + identifier + tail. */
-export function bodyParts (spec) {
+export function bodyParts(spec) {
   const head = `{"namespace":${JSON.stringify(spec.namespace)},"identifier":"`
   let tail = `","limit":${spec.limit},"duration":${spec.duration}`
   if (spec.algorithm) tail += `,"algorithm":${JSON.stringify(spec.algorithm)}`
@@ -15,7 +15,7 @@ export function bodyParts (spec) {
 }
 
 /** A function returning the next body (counter-based identifier). */
-export function bodyFactory (spec, start = 0) {
+export function bodyFactory(spec, start = 0) {
   const [head, tail] = bodyParts(spec)
   const space = spec.idSpace
   const prefix = spec.idPrefix

@@ -10,45 +10,65 @@ const TAIL = 4096
  * Start a command in a new process group. Keeps the last few KiB of its output
  * (to explain a failed start) and resolves `exited` when it ends.
  */
-export function spawnTracked (name, cmd, args, { env, cwd, stdout = 'tail' } = {}) {
+export function spawnTracked(name, cmd, args, { env, cwd, stdout = 'tail' } = {}) {
   const child = spawn(cmd, args, {
     cwd,
     env: { ...process.env, ...env },
     detached: true,
-    stdio: ['ignore', 'pipe', 'pipe']
+    stdio: ['ignore', 'pipe', 'pipe'],
   })
   const rec = { name, child, pid: child.pid, out: '', err: '', exitCode: undefined }
   if (child.pid === undefined) {
-    rec.exited = new Promise((resolve) => child.once('error', (e) => { rec.err = String(e); rec.exitCode = -1; resolve(-1) }))
+    rec.exited = new Promise((resolve) =>
+      child.once('error', (e) => {
+        rec.err = String(e)
+        rec.exitCode = -1
+        resolve(-1)
+      }),
+    )
     return rec
   }
   live.set(child.pid, rec)
   child.stdout.on('data', (d) => {
     rec.out = (rec.out + d).slice(stdout === 'all' ? 0 : -TAIL)
   })
-  child.stderr.on('data', (d) => { rec.err = (rec.err + d).slice(-TAIL) })
+  child.stderr.on('data', (d) => {
+    rec.err = (rec.err + d).slice(-TAIL)
+  })
   rec.exited = new Promise((resolve) => {
     child.once('exit', (code, signal) => {
       rec.exitCode = code ?? signal
       live.delete(child.pid)
       resolve(rec.exitCode)
     })
-    child.once('error', (e) => { rec.err += String(e); rec.exitCode = -1; live.delete(child.pid); resolve(-1) })
+    child.once('error', (e) => {
+      rec.err += String(e)
+      rec.exitCode = -1
+      live.delete(child.pid)
+      resolve(-1)
+    })
   })
   return rec
 }
 
-function signalGroup (pid, signal) {
-  try { process.kill(-pid, signal) } catch { /* already gone */ }
+function signalGroup(pid, signal) {
+  try {
+    process.kill(-pid, signal)
+  } catch {
+    /* already gone */
+  }
 }
 
 /** SIGTERM the group, then SIGKILL it if it has not exited within graceMs. */
-export async function stopTracked (rec, graceMs = 1500) {
+export async function stopTracked(rec, graceMs = 1500) {
   if (rec.pid === undefined || rec.exitCode !== undefined) return
   signalGroup(rec.pid, 'SIGTERM')
   let timer
   const killed = new Promise((resolve) => {
-    timer = setTimeout(() => { signalGroup(rec.pid, 'SIGKILL'); resolve() }, graceMs)
+    timer = setTimeout(() => {
+      signalGroup(rec.pid, 'SIGKILL')
+      resolve()
+    }, graceMs)
   })
   await Promise.race([rec.exited, killed])
   clearTimeout(timer)
@@ -58,14 +78,14 @@ export async function stopTracked (rec, graceMs = 1500) {
 }
 
 /** Synchronous: usable from an 'exit' handler. */
-export function killAllSync () {
+export function killAllSync() {
   for (const pid of live.keys()) signalGroup(pid, 'SIGKILL')
   live.clear()
 }
 
 let installed = false
 /** Kill every tracked group on exit, SIGINT, SIGTERM, or an uncaught error. */
-export function installCleanup (onSignal = () => {}) {
+export function installCleanup(onSignal = () => {}) {
   if (installed) return
   installed = true
   process.on('exit', killAllSync)
@@ -73,10 +93,16 @@ export function installCleanup (onSignal = () => {}) {
     process.on(sig, () => {
       process.stderr.write(`\nbench: ${sig}, stopping ${live.size} child process group(s)\n`)
       killAllSync()
-      try { onSignal() } catch { /* best effort */ }
+      try {
+        onSignal()
+      } catch {
+        /* best effort */
+      }
       process.exit(130)
     })
   }
 }
 
-export function liveCount () { return live.size }
+export function liveCount() {
+  return live.size
+}

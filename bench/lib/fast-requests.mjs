@@ -18,11 +18,12 @@ let Client = null
 try {
   RequestIterator = require('autocannon/lib/requestIterator.js')
   Client = require('autocannon/lib/httpClient.js')
-} catch { /* layout changed */ }
+} catch {
+  /* layout changed */
+}
 
-export const fastPathAvailable = version === '9.0.0' &&
-  typeof RequestIterator?.prototype?.nextRequest === 'function' &&
-  typeof Client?.prototype?.getRequestBuffer === 'function'
+export const fastPathAvailable =
+  version === '9.0.0' && typeof RequestIterator?.prototype?.nextRequest === 'function' && typeof Client?.prototype?.getRequestBuffer === 'function'
 
 if (fastPathAvailable) {
   const nextRequest = RequestIterator.prototype.nextRequest
@@ -43,7 +44,7 @@ if (fastPathAvailable) {
 }
 
 /** () => Buffer of a full POST request with the next body. */
-export function rawRequestFactory ({ url, headers, nextBody }) {
+export function rawRequestFactory({ url, headers, nextBody }) {
   const u = new URL(url)
   let head = `POST ${u.pathname} HTTP/1.1\r\nHost: ${u.host}\r\nConnection: keep-alive\r\n`
   for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`

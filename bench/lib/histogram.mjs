@@ -6,38 +6,41 @@ const EXACT = 1024
 const SIZE = EXACT + 32 * SUB
 
 export class Histogram {
-  constructor () {
+  constructor() {
     this.counts = new Float64Array(SIZE)
     this.total = 0
     this.max = 0
   }
 
-  record (us) {
+  record(us) {
     let v = Math.round(us)
     if (v < 0) v = 0
     if (v > this.max) this.max = v
     this.total++
-    if (v < EXACT) { this.counts[v]++; return }
+    if (v < EXACT) {
+      this.counts[v]++
+      return
+    }
     const s = 31 - Math.clz32(v) - 9 // v >>> s lies in [512, 1024)
     const i = EXACT + (s - 1) * SUB + ((v >>> s) - SUB)
     this.counts[i < SIZE ? i : SIZE - 1]++
   }
 
-  add (other) {
+  add(other) {
     for (let i = 0; i < SIZE; i++) this.counts[i] += other.counts[i]
     this.total += other.total
     if (other.max > this.max) this.max = other.max
   }
 
-  static valueAt (i) {
+  static valueAt(i) {
     if (i < EXACT) return i
     const s = Math.floor((i - EXACT) / SUB) + 1
     const m = ((i - EXACT) % SUB) + SUB
-    return ((m << s) + ((1 << s) - 1) / 2) // bucket middle
+    return (m << s) + ((1 << s) - 1) / 2 // bucket middle
   }
 
   /** p in [0, 100] → microseconds. */
-  percentile (p) {
+  percentile(p) {
     if (this.total === 0) return null
     const rank = Math.ceil((p / 100) * this.total)
     let seen = 0
@@ -49,16 +52,22 @@ export class Histogram {
   }
 
   /** Sparse, for postMessage / JSON. */
-  toSparse () {
-    const idx = []; const cnt = []
-    for (let i = 0; i < SIZE; i++) if (this.counts[i] !== 0) { idx.push(i); cnt.push(this.counts[i]) }
+  toSparse() {
+    const idx = []
+    const cnt = []
+    for (let i = 0; i < SIZE; i++)
+      if (this.counts[i] !== 0) {
+        idx.push(i)
+        cnt.push(this.counts[i])
+      }
     return { idx, cnt, total: this.total, max: this.max }
   }
 
-  static fromSparse ({ idx, cnt, total, max }) {
+  static fromSparse({ idx, cnt, total, max }) {
     const h = new Histogram()
     for (let k = 0; k < idx.length; k++) h.counts[idx[k]] = cnt[k]
-    h.total = total; h.max = max
+    h.total = total
+    h.max = max
     return h
   }
 }

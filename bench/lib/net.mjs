@@ -6,7 +6,7 @@ import https from 'node:https'
 const handed = new Set()
 
 /** A port that was free a moment ago on 127.0.0.1 (never the same one twice per run). */
-export async function freePort () {
+export async function freePort() {
   for (;;) {
     const port = await new Promise((resolve, reject) => {
       const srv = createServer()
@@ -16,18 +16,23 @@ export async function freePort () {
         srv.close(() => resolve(port))
       })
     })
-    if (!handed.has(port)) { handed.add(port); return port }
+    if (!handed.has(port)) {
+      handed.add(port)
+      return port
+    }
   }
 }
 
 /** GET url → { status, body } (self-signed certificates accepted). */
-export function get (url, timeoutMs = 2000) {
+export function get(url, timeoutMs = 2000) {
   const mod = url.startsWith('https:') ? https : http
   return new Promise((resolve, reject) => {
     const req = mod.get(url, { rejectUnauthorized: false, timeout: timeoutMs, agent: false }, (res) => {
       let body = ''
       res.setEncoding('utf8')
-      res.on('data', (d) => { body += d })
+      res.on('data', (d) => {
+        body += d
+      })
       res.on('end', () => resolve({ status: res.statusCode, body }))
     })
     req.on('timeout', () => req.destroy(new Error('timeout')))
@@ -36,22 +41,28 @@ export function get (url, timeoutMs = 2000) {
 }
 
 /** POST a JSON body → { status, headers, body }. */
-export function postJson (url, body, headers = {}, timeoutMs = 2000) {
+export function postJson(url, body, headers = {}, timeoutMs = 2000) {
   const mod = url.startsWith('https:') ? https : http
   const data = typeof body === 'string' ? body : JSON.stringify(body)
   return new Promise((resolve, reject) => {
-    const req = mod.request(url, {
-      method: 'POST',
-      rejectUnauthorized: false,
-      timeout: timeoutMs,
-      agent: false,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data), ...headers }
-    }, (res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (d) => { text += d })
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: text }))
-    })
+    const req = mod.request(
+      url,
+      {
+        method: 'POST',
+        rejectUnauthorized: false,
+        timeout: timeoutMs,
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data), ...headers },
+      },
+      (res) => {
+        let text = ''
+        res.setEncoding('utf8')
+        res.on('data', (d) => {
+          text += d
+        })
+        res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: text }))
+      },
+    )
     req.on('timeout', () => req.destroy(new Error('timeout')))
     req.on('error', reject)
     req.end(data)
@@ -62,7 +73,7 @@ export function postJson (url, body, headers = {}, timeoutMs = 2000) {
  * Poll url until it answers 200. Fails early when the process `rec` has exited,
  * with the tail of its stderr.
  */
-export async function waitReady (url, rec, timeoutMs = 20000) {
+export async function waitReady(url, rec, timeoutMs = 20000) {
   const deadline = Date.now() + timeoutMs
   let last = 'no answer'
   while (Date.now() < deadline) {
@@ -73,7 +84,9 @@ export async function waitReady (url, rec, timeoutMs = 20000) {
       const r = await get(url, 1000)
       if (r.status === 200) return
       last = `status ${r.status}`
-    } catch (e) { last = e.code || e.message }
+    } catch (e) {
+      last = e.code || e.message
+    }
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
   throw new Error(`${rec ? rec.name : url} not ready after ${timeoutMs} ms (${last})`)

@@ -5,14 +5,18 @@ import { readFileSync, readdirSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
 
 let ticks
-export function clockTicks () {
+export function clockTicks() {
   if (ticks === undefined) {
-    try { ticks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100 } catch { ticks = 100 }
+    try {
+      ticks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
+    } catch {
+      ticks = 100
+    }
   }
   return ticks
 }
 
-function parseStat (text) {
+function parseStat(text) {
   // Field 2 (comm) is in parentheses and may contain spaces: split after the last ')'.
   const rest = text.slice(text.lastIndexOf(')') + 2).split(' ')
   // rest[0] is field 3 (state); field n is rest[n - 3].
@@ -20,7 +24,7 @@ function parseStat (text) {
 }
 
 /** pids whose process group is one of pgids. */
-export function groupMembers (pgids) {
+export function groupMembers(pgids) {
   const want = new Set(pgids)
   const out = []
   for (const name of readdirSync('/proc')) {
@@ -28,27 +32,33 @@ export function groupMembers (pgids) {
     try {
       const st = parseStat(readFileSync(`/proc/${name}/stat`, 'utf8'))
       if (want.has(st.pgrp)) out.push(Number(name))
-    } catch { /* exited meanwhile */ }
+    } catch {
+      /* exited meanwhile */
+    }
   }
   return out
 }
 
 /** CPU ticks used so far by one pid (0 if gone). */
-export function cpuTicks (pid) {
+export function cpuTicks(pid) {
   try {
     const st = parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))
     return st.utime + st.stime
-  } catch { return 0 }
+  } catch {
+    return 0
+  }
 }
 
 /** { rssKb, hwmKb } of one pid (zeros if gone). */
-export function memKb (pid) {
+export function memKb(pid) {
   try {
     const text = readFileSync(`/proc/${pid}/status`, 'utf8')
     const rss = /VmRSS:\s+(\d+)/.exec(text)
     const hwm = /VmHWM:\s+(\d+)/.exec(text)
     return { rssKb: rss ? Number(rss[1]) : 0, hwmKb: hwm ? Number(hwm[1]) : 0 }
-  } catch { return { rssKb: 0, hwmKb: 0 } }
+  } catch {
+    return { rssKb: 0, hwmKb: 0 }
+  }
 }
 
 /**
@@ -57,7 +67,7 @@ export function memKb (pid) {
  * Samples RSS (sum over members) while running, for the peak.
  */
 export class GroupWatch {
-  constructor (pgids) {
+  constructor(pgids) {
     this.pgids = pgids
     this.pids = groupMembers(pgids)
     this.lastTicks = new Map()
@@ -65,9 +75,11 @@ export class GroupWatch {
     this.timer = null
   }
 
-  refresh () { this.pids = groupMembers(this.pgids) }
+  refresh() {
+    this.pids = groupMembers(this.pgids)
+  }
 
-  cpuTicks () {
+  cpuTicks() {
     for (const pid of this.pids) {
       const t = cpuTicks(pid)
       if (t > 0 || !this.lastTicks.has(pid)) this.lastTicks.set(pid, t)
@@ -77,30 +89,34 @@ export class GroupWatch {
     return sum
   }
 
-  rssKb () {
+  rssKb() {
     let sum = 0
     for (const pid of this.pids) sum += memKb(pid).rssKb
     return sum
   }
 
   /** Sum over members of each one's own peak (VmHWM). */
-  hwmKb () {
+  hwmKb() {
     let sum = 0
     for (const pid of this.pids) sum += memKb(pid).hwmKb
     return sum
   }
 
-  startSampling (everyMs = 500) {
-    const tick = () => { const r = this.rssKb(); if (r > this.peakRssKb) this.peakRssKb = r }
+  startSampling(everyMs = 500) {
+    const tick = () => {
+      const r = this.rssKb()
+      if (r > this.peakRssKb) this.peakRssKb = r
+    }
     tick()
     this.timer = setInterval(tick, everyMs)
     this.timer.unref()
   }
 
-  stopSampling () {
+  stopSampling() {
     if (this.timer) clearInterval(this.timer)
     this.timer = null
-    const r = this.rssKb(); if (r > this.peakRssKb) this.peakRssKb = r
+    const r = this.rssKb()
+    if (r > this.peakRssKb) this.peakRssKb = r
     return this.peakRssKb
   }
 }

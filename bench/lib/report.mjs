@@ -1,6 +1,6 @@
 // Medians, ratios and the printed table.
 
-export function median (xs) {
+export function median(xs) {
   const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b)
   if (v.length === 0) return null
   const m = v.length >> 1
@@ -8,7 +8,7 @@ export function median (xs) {
 }
 
 /** Summary of N runs of one (scenario, loader): medians of each figure, sums of failures. */
-export function summarise (runs) {
+export function summarise(runs) {
   const pick = (f) => median(runs.map(f))
   const sum = (f) => runs.reduce((s, r) => s + (f(r) || 0), 0)
   const total = sum((r) => r.completed)
@@ -29,7 +29,7 @@ export function summarise (runs) {
     otherStatus: sum((r) => r.otherStatus),
     forwardedShare: pick((r) => r.forwardedShare),
     degraded: runs.some((r) => r.degraded != null) ? sum((r) => r.degraded) : null,
-    peakRssMb: Math.max(...runs.map((r) => r.peakRssMb ?? 0))
+    peakRssMb: Math.max(...runs.map((r) => r.peakRssMb ?? 0)),
   }
 }
 
@@ -37,7 +37,7 @@ const fmt = {
   int: (x) => (x == null ? '–' : Math.round(x).toLocaleString('en-US')),
   num: (d) => (x) => (x == null ? '–' : x.toFixed(d)),
   pct: (x) => (x == null ? '–' : (x * 100).toFixed(x > 0 && x < 0.01 ? 2 : 0) + '%'),
-  ratio: (x) => (x == null ? '–' : x.toFixed(2) + '×')
+  ratio: (x) => (x == null ? '–' : x.toFixed(2) + '×'),
 }
 
 const COLUMNS = [
@@ -57,11 +57,11 @@ const COLUMNS = [
   ['×floor', (r) => fmt.ratio(r.vsFloor)],
   ['×rl-local', (r) => fmt.ratio(r.vsLocal)],
   ['srv cores', (r) => fmt.num(2)(r.s.serverCores)],
-  ['peak RSS MB', (r) => fmt.int(r.s.peakRssMb)]
+  ['peak RSS MB', (r) => fmt.int(r.s.peakRssMb)],
 ]
 
 /** rows: [{ name, s: summary, vsFloor, vsLocal }] → aligned text table. */
-export function table (rows) {
+export function table(rows) {
   const cells = rows.map((r) => COLUMNS.map(([, f]) => String(f(r))))
   const heads = COLUMNS.map(([h]) => h)
   const widths = heads.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)))
@@ -70,7 +70,7 @@ export function table (rows) {
 }
 
 /** Markdown version of the same table (for README). */
-export function markdown (rows) {
+export function markdown(rows) {
   const heads = COLUMNS.map(([h]) => h)
   const out = ['| ' + heads.join(' | ') + ' |', '|' + COLUMNS.map(([, , a]) => (a === 'l' ? ':--' : '--:')).join('|') + '|']
   for (const r of rows) out.push('| ' + COLUMNS.map(([, f]) => String(f(r))).join(' | ') + ' |')

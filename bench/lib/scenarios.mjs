@@ -13,75 +13,75 @@ export const SCENARIOS = [
     desc: 'uWS server: read body, JSON.parse, constant 200 (the baseline of every ratio)',
     server: { kind: 'floor' },
     body: ALLOWED,
-    quick: true
+    quick: true,
   },
   {
     name: 'floor-https',
     desc: 'the floor over HTTPS (the fair baseline for ringlimit-https)',
     server: { kind: 'floor', tls: true },
-    body: ALLOWED
+    body: ALLOWED,
   },
   {
     name: 'ringlimit-allowed',
     desc: 'one node, 10 k identifiers, limit never reached: all 200 (the local path)',
     server: { kind: 'ringlimit' },
     body: ALLOWED,
-    quick: true
+    quick: true,
   },
   {
     name: 'ringlimit-blocked',
     desc: 'one node, 10 identifiers with limit 1 per hour: all but the first 429',
     server: { kind: 'ringlimit' },
     body: { namespace: 'bench', limit: 1, duration: 3600, idSpace: 10 },
-    quick: true
+    quick: true,
   },
   ...ALGORITHMS.map((algorithm) => ({
     name: `ringlimit-${algorithm}`,
     desc: `one node, allowed path, algorithm ${algorithm} sent explicitly`,
     server: { kind: 'ringlimit' },
-    body: { ...ALLOWED, algorithm }
+    body: { ...ALLOWED, algorithm },
   })),
   {
     name: 'ringlimit-hot-key',
     desc: 'one node, a single identifier, limit 1 M per second: all 200 on one key',
     server: { kind: 'ringlimit' },
-    body: { namespace: 'bench', limit: 1000000, duration: 1, idSpace: 1 }
+    body: { namespace: 'bench', limit: 1000000, duration: 1, idSpace: 1 },
   },
   {
     name: 'ringlimit-1m-keys',
     desc: 'one node, 1 M identifier space, counter-based: (nearly) every request creates a key',
     server: { kind: 'ringlimit' },
     body: { namespace: 'bench', limit: 10, duration: 60, idSpace: 1000000 },
-    quick: true
+    quick: true,
   },
   {
     name: 'ringlimit-https',
     desc: 'one node over HTTPS (self-signed certificate), allowed path',
     server: { kind: 'ringlimit', tls: true },
     body: ALLOWED,
-    quick: true
+    quick: true,
   },
   {
     name: 'ringlimit-cluster3',
     desc: '3 nodes, load spread evenly over all of them: ~2/3 of decisions forwarded to the owner',
     server: { kind: 'ringlimit', nodes: 3 },
     body: ALLOWED,
-    quick: true
+    quick: true,
   },
   {
     name: 'fastify-memory',
     desc: 'Fastify 5 + rate-limiter-flexible RateLimiterMemory, same contract, allowed path',
     server: { kind: 'fastify', store: 'memory' },
     body: ALLOWED,
-    quick: true
+    quick: true,
   },
   {
     name: 'fastify-redis',
     desc: 'Fastify 5 + rate-limiter-flexible RateLimiterRedis + redis-server (CPU of both counted)',
     server: { kind: 'fastify', store: 'redis' },
     body: ALLOWED,
-    quick: true
-  }
+    quick: true,
+  },
 ]
 
 export const BASELINE = 'floor'

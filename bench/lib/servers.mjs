@@ -15,83 +15,133 @@ export const ringlimitMain = join(repoRoot, 'dist/src/main.js')
 
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
 /** `svc_sk_` + 40 random alphanumerics (the key format of the spec). */
-export function makeApiKey () {
+export function makeApiKey() {
   const bytes = randomBytes(40)
   let s = 'svc_sk_'
   for (const b of bytes) s += ALNUM[b % ALNUM.length]
   return s
 }
 
-function server (recs, urls) {
+function server(recs, urls) {
   return {
     urls,
     recs,
     pgids: recs.map((r) => r.pid).filter((p) => p !== undefined),
-    stop: () => Promise.all(recs.map((r) => stopTracked(r)))
+    stop: () => Promise.all(recs.map((r) => stopTracked(r))),
   }
 }
 
 /** Start, and stop everything already started if readiness fails. */
-async function guarded (recs, fn) {
-  try { return await fn() } catch (e) {
+async function guarded(recs, fn) {
+  try {
+    return await fn()
+  } catch (e) {
     await Promise.all(recs.map((r) => stopTracked(r, 200)))
     throw e
   }
 }
 
-export function ringlimitAvailable () { return existsSync(ringlimitMain) }
+export function ringlimitAvailable() {
+  return existsSync(ringlimitMain)
+}
 
-export function redisAvailable () {
-  try { return execFileSync('redis-server', ['--version'], { encoding: 'utf8' }).trim() } catch { return null }
+export function redisAvailable() {
+  try {
+    return execFileSync('redis-server', ['--version'], { encoding: 'utf8' }).trim()
+  } catch {
+    return null
+  }
 }
 
 /** Self-signed certificate for 127.0.0.1 via the openssl CLI. */
-export function makeCert (dir) {
+export function makeCert(dir) {
   mkdirSync(dir, { recursive: true })
   const cert = join(dir, 'cert.pem')
   const key = join(dir, 'key.pem')
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-    '-keyout', key, '-out', cert, '-days', '2', '-subj', '/CN=127.0.0.1',
-    '-addext', 'subjectAltName=IP:127.0.0.1'
-  ], { stdio: 'ignore' })
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '2',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  )
   return { cert, key }
 }
 
-export async function startFloor ({ tls } = {}) {
+export async function startFloor({ tls } = {}) {
   const port = await freePort()
   const env = { PORT: String(port), HOST: '127.0.0.1', ...(tls ? { TLS_CERT_FILE: tls.cert, TLS_KEY_FILE: tls.key } : {}) }
   const rec = spawnTracked('floor', process.execPath, [join(benchDir, 'servers/floor.mjs')], { env, cwd: benchDir })
   const url = `${tls ? 'https' : 'http'}://127.0.0.1:${port}`
-  return guarded([rec], async () => { await waitReady(url + '/ready', rec); return server([rec], [url]) })
+  return guarded([rec], async () => {
+    await waitReady(url + '/ready', rec)
+    return server([rec], [url])
+  })
 }
 
-function pingRedis (port) {
+function pingRedis(port) {
   return new Promise((resolve) => {
     const s = connect(port, '127.0.0.1')
     let buf = ''
-    s.setTimeout(500, () => { s.destroy(); resolve(false) })
+    s.setTimeout(500, () => {
+      s.destroy()
+      resolve(false)
+    })
     s.on('connect', () => s.write('PING\r\n'))
-    s.on('data', (d) => { buf += d; if (buf.includes('\r\n')) { s.destroy(); resolve(buf.startsWith('+PONG')) } })
+    s.on('data', (d) => {
+      buf += d
+      if (buf.includes('\r\n')) {
+        s.destroy()
+        resolve(buf.startsWith('+PONG'))
+      }
+    })
     s.on('error', () => resolve(false))
   })
 }
 
-async function startRedis () {
+async function startRedis() {
   const port = await freePort()
   const rec = spawnTracked('redis-server', 'redis-server', [
-    '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--loglevel', 'warning'
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--loglevel',
+    'warning',
   ])
   const deadline = Date.now() + 10000
   while (!(await pingRedis(port))) {
     if (rec.exitCode !== undefined) throw new Error(`redis-server exited: ${rec.err || rec.out}`)
-    if (Date.now() > deadline) { await stopTracked(rec, 200); throw new Error('redis-server not ready after 10 s') }
+    if (Date.now() > deadline) {
+      await stopTracked(rec, 200)
+      throw new Error('redis-server not ready after 10 s')
+    }
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
   return { rec, port }
 }
 
-export async function startFastify ({ store, apiKey }) {
+export async function startFastify({ store, apiKey }) {
   const recs = []
   const env = { HOST: '127.0.0.1', API_KEY: apiKey, STORE: store }
   return guarded(recs, async () => {
@@ -114,7 +164,7 @@ export async function startFastify ({ store, apiKey }) {
  * ringlimit from the repo's build: `node dist/src/main.js`, configured by environment.
  * nodes > 1: a static-peer cluster on loopback sharing a random CLUSTER_SECRET.
  */
-export async function startRinglimit ({ apiKey, nodes = 1, tls, maxKeys = 5000000, extraEnv = {}, nodeArgs = [] }) {
+export async function startRinglimit({ apiKey, nodes = 1, tls, maxKeys = 5000000, extraEnv = {}, nodeArgs = [] }) {
   const ports = []
   for (let i = 0; i < nodes; i++) ports.push({ http: await freePort(), peer: await freePort() })
   const common = {
@@ -124,16 +174,18 @@ export async function startRinglimit ({ apiKey, nodes = 1, tls, maxKeys = 500000
     MAX_KEYS: String(maxKeys),
     PEER_HOST: '127.0.0.1',
     ...(tls ? { TLS_CERT_FILE: tls.cert, TLS_KEY_FILE: tls.key } : {}),
-    ...extraEnv
+    ...extraEnv,
   }
   if (nodes > 1) {
     common.PEERS = ports.map((p) => `127.0.0.1:${p.peer}`).join(',')
     common.CLUSTER_SECRET = randomBytes(24).toString('hex')
   }
-  const recs = ports.map((p, i) => spawnTracked(`ringlimit${nodes > 1 ? ' n' + (i + 1) : ''}`, process.execPath, [...nodeArgs, ringlimitMain], {
-    cwd: repoRoot,
-    env: { ...common, PORT: String(p.http), PEER_PORT: String(p.peer), ...(nodes > 1 ? { NODE_ID: `n${i + 1}` } : {}) }
-  }))
+  const recs = ports.map((p, i) =>
+    spawnTracked(`ringlimit${nodes > 1 ? ' n' + (i + 1) : ''}`, process.execPath, [...nodeArgs, ringlimitMain], {
+      cwd: repoRoot,
+      env: { ...common, PORT: String(p.http), PEER_PORT: String(p.peer), ...(nodes > 1 ? { NODE_ID: `n${i + 1}` } : {}) },
+    }),
+  )
   const scheme = tls ? 'https' : 'http'
   const urls = ports.map((p) => `${scheme}://127.0.0.1:${p.http}`)
   return guarded(recs, async () => {

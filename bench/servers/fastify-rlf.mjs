@@ -23,19 +23,26 @@ const HOST = process.env.HOST || '127.0.0.1'
 const API_KEY = process.env.API_KEY
 const STORE = process.env.STORE || 'memory'
 const API_VERSION = 'v2026.8.23'
-if (!API_KEY) { console.error('fastify-rlf: API_KEY is required'); process.exit(1) }
+if (!API_KEY) {
+  console.error('fastify-rlf: API_KEY is required')
+  process.exit(1)
+}
 
 let redis = null
 if (STORE === 'redis') {
   const { Redis } = await import('ioredis')
   redis = new Redis({ host: '127.0.0.1', port: Number(process.env.REDIS_PORT), enableAutoPipelining: true })
-  await new Promise((resolve, reject) => { redis.once('ready', resolve); redis.once('error', reject) })
+  await new Promise((resolve, reject) => {
+    redis.once('ready', resolve)
+    redis.once('error', reject)
+  })
 } else if (STORE !== 'memory') {
-  console.error(`fastify-rlf: STORE must be memory or redis, got ${STORE}`); process.exit(1)
+  console.error(`fastify-rlf: STORE must be memory or redis, got ${STORE}`)
+  process.exit(1)
 }
 
 const limiters = new Map()
-function limiterFor (limit, duration) {
+function limiterFor(limit, duration) {
   const name = `${limit}:${duration}`
   let l = limiters.get(name)
   if (l === undefined) {
@@ -46,16 +53,25 @@ function limiterFor (limit, duration) {
   return l
 }
 
-function slug (s) {
-  return s.normalize('NFKD').replace(/\p{M}/gu, '').toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '')
+function slug(s) {
+  return s
+    .normalize('NFKD')
+    .replace(/\p{M}/gu, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
 }
 
 const processing = { type: 'object', properties: { success: { type: 'boolean' }, processing_time_ms: { type: 'number' } } }
 const envelope = (data) => ({
   type: 'object',
   properties: {
-    id: { type: 'string' }, timestamp: { type: 'number' }, api_version: { type: 'string' }, object: { type: 'string' }, data
-  }
+    id: { type: 'string' },
+    timestamp: { type: 'number' },
+    api_version: { type: 'string' },
+    object: { type: 'string' },
+    data,
+  },
 })
 const bodySchema = {
   type: 'object',
@@ -66,8 +82,8 @@ const bodySchema = {
     identifier: { type: 'string', minLength: 1, maxLength: 512 },
     limit: { type: 'integer', minimum: 1, maximum: 1000000 },
     duration: { type: 'integer', minimum: 1, maximum: 31536000 },
-    algorithm: { type: 'string', enum: ['fixed-window', 'sliding-window', 'token-bucket', 'leaky-bucket'] }
-  }
+    algorithm: { type: 'string', enum: ['fixed-window', 'sliding-window', 'token-bucket', 'leaky-bucket'] },
+  },
 }
 const schema = {
   body: bodySchema,
@@ -75,30 +91,43 @@ const schema = {
     200: envelope({
       type: 'object',
       properties: {
-        allowed: { type: 'boolean' }, namespace: { type: 'string' }, identifier: { type: 'string' },
-        limit: { type: 'number' }, remaining: { type: 'number' }, reset_time: { type: 'number' },
-        count: { type: 'number' }, algorithm: { type: 'string' }, degraded: { type: 'boolean' }, _request: processing
-      }
+        allowed: { type: 'boolean' },
+        namespace: { type: 'string' },
+        identifier: { type: 'string' },
+        limit: { type: 'number' },
+        remaining: { type: 'number' },
+        reset_time: { type: 'number' },
+        count: { type: 'number' },
+        algorithm: { type: 'string' },
+        degraded: { type: 'boolean' },
+        _request: processing,
+      },
     }),
     429: envelope({
       type: 'object',
       properties: {
-        error: { type: 'string' }, status: { type: 'number' }, namespace: { type: 'string' },
-        identifier: { type: 'string' }, limit: { type: 'number' }, remaining: { type: 'number' },
-        reset_time: { type: 'number' }, retry_after: { type: 'number' }, _request: processing
-      }
-    })
-  }
+        error: { type: 'string' },
+        status: { type: 'number' },
+        namespace: { type: 'string' },
+        identifier: { type: 'string' },
+        limit: { type: 'number' },
+        remaining: { type: 'number' },
+        reset_time: { type: 'number' },
+        retry_after: { type: 'number' },
+        _request: processing,
+      },
+    }),
+  },
 }
 
 const app = Fastify({
   logger: false,
   // ajv coerces types by default in Fastify; the contract says "10" is a 400.
   ajv: { customOptions: { coerceTypes: false } },
-  bodyLimit: 16 * 1024
+  bodyLimit: 16 * 1024,
 })
 
-function errorEnvelope (status, error) {
+function errorEnvelope(status, error) {
   return { id: 'err_' + randomUUID(), timestamp: Date.now(), api_version: API_VERSION, object: 'error', data: { error, status } }
 }
 
@@ -136,36 +165,74 @@ app.post('/limit', { schema }, async (req, reply) => {
     const r = await limiterFor(limit, duration).consume(ns + ':' + identifier)
     const resetMs = now + r.msBeforeNext
     headers.RateLimit = `"${algorithm}";r=${r.remainingPoints};t=${Math.ceil(r.msBeforeNext / 1000)}`
-    return reply.code(200).headers(headers).send({
-      id: 'req_' + randomUUID(), timestamp: now, api_version: API_VERSION, object: 'rate_limit',
-      data: {
-        allowed: true, namespace: ns, identifier, limit, remaining: r.remainingPoints,
-        reset_time: Math.ceil(resetMs / 1000), count: r.consumedPoints, algorithm,
-        _request: { success: true, processing_time_ms: performance.now() - t0 }
-      }
-    })
+    return reply
+      .code(200)
+      .headers(headers)
+      .send({
+        id: 'req_' + randomUUID(),
+        timestamp: now,
+        api_version: API_VERSION,
+        object: 'rate_limit',
+        data: {
+          allowed: true,
+          namespace: ns,
+          identifier,
+          limit,
+          remaining: r.remainingPoints,
+          reset_time: Math.ceil(resetMs / 1000),
+          count: r.consumedPoints,
+          algorithm,
+          _request: { success: true, processing_time_ms: performance.now() - t0 },
+        },
+      })
   } catch (r) {
     if (!(r instanceof RateLimiterRes)) {
       // Store failure (Redis down): fail open like ringlimit does.
-      return reply.code(200).headers(headers).send({
-        id: 'req_' + randomUUID(), timestamp: now, api_version: API_VERSION, object: 'rate_limit',
-        data: {
-          allowed: true, namespace: ns, identifier, limit, remaining: limit - 1, reset_time: Math.ceil(now / 1000) + duration,
-          count: 1, algorithm, degraded: true, _request: { success: true, processing_time_ms: performance.now() - t0 }
-        }
-      })
+      return reply
+        .code(200)
+        .headers(headers)
+        .send({
+          id: 'req_' + randomUUID(),
+          timestamp: now,
+          api_version: API_VERSION,
+          object: 'rate_limit',
+          data: {
+            allowed: true,
+            namespace: ns,
+            identifier,
+            limit,
+            remaining: limit - 1,
+            reset_time: Math.ceil(now / 1000) + duration,
+            count: 1,
+            algorithm,
+            degraded: true,
+            _request: { success: true, processing_time_ms: performance.now() - t0 },
+          },
+        })
     }
     const retryAfter = Math.ceil(r.msBeforeNext) / 1000
     headers.RateLimit = `"${algorithm}";r=0;t=${Math.ceil(r.msBeforeNext / 1000)}`
     headers['Retry-After'] = String(Math.max(1, Math.ceil(retryAfter)))
-    return reply.code(429).headers(headers).send({
-      id: 'err_' + randomUUID(), timestamp: now, api_version: API_VERSION, object: 'error',
-      data: {
-        error: 'Rate limit exceeded', status: 429, namespace: ns, identifier, limit, remaining: 0,
-        reset_time: Math.ceil((now + r.msBeforeNext) / 1000), retry_after: retryAfter,
-        _request: { success: false, processing_time_ms: performance.now() - t0 }
-      }
-    })
+    return reply
+      .code(429)
+      .headers(headers)
+      .send({
+        id: 'err_' + randomUUID(),
+        timestamp: now,
+        api_version: API_VERSION,
+        object: 'error',
+        data: {
+          error: 'Rate limit exceeded',
+          status: 429,
+          namespace: ns,
+          identifier,
+          limit,
+          remaining: 0,
+          reset_time: Math.ceil((now + r.msBeforeNext) / 1000),
+          retry_after: retryAfter,
+          _request: { success: false, processing_time_ms: performance.now() - t0 },
+        },
+      })
   }
 })
 

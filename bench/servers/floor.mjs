@@ -24,24 +24,24 @@ const CONSTANT = JSON.stringify({
     reset_time: 0,
     count: 1,
     algorithm: 'fixed-window',
-    _request: { success: true, processing_time_ms: 0.01 }
-  }
+    _request: { success: true, processing_time_ms: 0.01 },
+  },
 })
 
-const app = tls
-  ? SSLApp({ cert_file_name: process.env.TLS_CERT_FILE, key_file_name: process.env.TLS_KEY_FILE })
-  : App()
+const app = tls ? SSLApp({ cert_file_name: process.env.TLS_CERT_FILE, key_file_name: process.env.TLS_KEY_FILE }) : App()
 
 app.post('/limit', (res) => {
   let aborted = false
-  res.onAborted(() => { aborted = true })
+  res.onAborted(() => {
+    aborted = true
+  })
   let chunks = null
   res.onData((ab, isLast) => {
     // A view on uWS's buffer, valid only during this callback: parse it now,
     // or copy it (Buffer.from(Buffer) copies) when more chunks are to come.
     const chunk = Buffer.from(ab)
     if (!isLast) {
-      (chunks ??= []).push(Buffer.from(chunk))
+      ;(chunks ??= []).push(Buffer.from(chunk))
       return
     }
     const body = chunks === null ? chunk : Buffer.concat([...chunks, chunk])
@@ -58,8 +58,12 @@ app.post('/limit', (res) => {
   })
 })
 
-app.get('/ready', (res) => { res.end('ok') })
-app.any('/*', (res) => { res.writeStatus('404 Not Found').end() })
+app.get('/ready', (res) => {
+  res.end('ok')
+})
+app.any('/*', (res) => {
+  res.writeStatus('404 Not Found').end()
+})
 
 app.listen(HOST, PORT, (sock) => {
   if (!sock) {

@@ -44,4 +44,3 @@ export const fixedWindow: Algorithm = {
     return state.a + durationMs;
   },
 };
-

@@ -53,34 +53,66 @@ export interface DecisionFields {
 
 export function allowedBody(id: string, timestamp: number, d: DecisionFields, count: number, degraded: boolean, processingMs: number): string {
   return (
-    '{"id":"' + id + '","timestamp":' + timestampText(timestamp) + ENVELOPE_MIDDLE_OK + jsonString(d.namespace) +
-    ',"identifier":' + jsonString(d.identifier) +
-    ',"limit":' + d.limit +
-    ',"remaining":' + d.remaining +
-    ',"reset_time":' + d.resetTime +
-    ',"count":' + count +
-    ',"algorithm":"' + d.algorithm + '"' +
+    '{"id":"' +
+    id +
+    '","timestamp":' +
+    timestampText(timestamp) +
+    ENVELOPE_MIDDLE_OK +
+    jsonString(d.namespace) +
+    ',"identifier":' +
+    jsonString(d.identifier) +
+    ',"limit":' +
+    d.limit +
+    ',"remaining":' +
+    d.remaining +
+    ',"reset_time":' +
+    d.resetTime +
+    ',"count":' +
+    count +
+    ',"algorithm":"' +
+    d.algorithm +
+    '"' +
     (degraded ? ',"degraded":true' : "") +
-    ',"_request":{"success":true,"processing_time_ms":' + formatMs(processingMs) + "}}}"
+    ',"_request":{"success":true,"processing_time_ms":' +
+    formatMs(processingMs) +
+    "}}}"
   );
 }
 
 export function blockedBody(id: string, timestamp: number, d: DecisionFields, retryAfterMs: number, processingMs: number): string {
   return (
-    '{"id":"' + id + '","timestamp":' + timestampText(timestamp) + ENVELOPE_MIDDLE_ERR +
-    '"error":"Rate limit exceeded","status":429,"namespace":' + jsonString(d.namespace) +
-    ',"identifier":' + jsonString(d.identifier) +
-    ',"limit":' + d.limit +
-    ',"remaining":0,"reset_time":' + d.resetTime +
-    ',"retry_after":' + retryAfterMs / 1000 +
-    ',"_request":{"success":false,"processing_time_ms":' + formatMs(processingMs) + "}}}"
+    '{"id":"' +
+    id +
+    '","timestamp":' +
+    timestampText(timestamp) +
+    ENVELOPE_MIDDLE_ERR +
+    '"error":"Rate limit exceeded","status":429,"namespace":' +
+    jsonString(d.namespace) +
+    ',"identifier":' +
+    jsonString(d.identifier) +
+    ',"limit":' +
+    d.limit +
+    ',"remaining":0,"reset_time":' +
+    d.resetTime +
+    ',"retry_after":' +
+    retryAfterMs / 1000 +
+    ',"_request":{"success":false,"processing_time_ms":' +
+    formatMs(processingMs) +
+    "}}}"
   );
 }
 
 export function errorBody(id: string, timestamp: number, error: ErrorDef, details?: readonly FieldProblem[]): string {
   return (
-    '{"id":"' + id + '","timestamp":' + timestampText(timestamp) + ENVELOPE_MIDDLE_ERR +
-    '"error":"' + error.message + '","status":' + error.status +
+    '{"id":"' +
+    id +
+    '","timestamp":' +
+    timestampText(timestamp) +
+    ENVELOPE_MIDDLE_ERR +
+    '"error":"' +
+    error.message +
+    '","status":' +
+    error.status +
     (details !== undefined ? ',"details":' + JSON.stringify(details) : "") +
     "}}"
   );

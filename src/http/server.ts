@@ -1,7 +1,16 @@
 // Imported rather than the global: in Node 20 globalThis.performance is a lazy getter that
 // optimised code cannot inline (LoadGlobalIC + a getter call on every request in `perf`).
 import { performance } from "node:perf_hooks";
-import { App, SSLApp, us_listen_socket_close, us_socket_local_port, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from "uWebSockets.js";
+import {
+  App,
+  SSLApp,
+  us_listen_socket_close,
+  us_socket_local_port,
+  type HttpRequest,
+  type HttpResponse,
+  type TemplatedApp,
+  type us_listen_socket,
+} from "uWebSockets.js";
 import { failOpenDecision, newDecision, type Decider, type Decision, type DegradedReason } from "../decision.js";
 import type { ApiKeyVerifier } from "./auth.js";
 import { allowedBody, blockedBody, decisionHeaders, errorBody, type DecisionFields } from "./envelope.js";
@@ -94,7 +103,10 @@ export class FrontEnd {
   private readonly clock: () => number;
   private readonly failOpenScratch: Decision = newDecision();
 
-  constructor(private readonly options: FrontEndOptions, private readonly deps: FrontEndDeps) {
+  constructor(
+    private readonly options: FrontEndOptions,
+    private readonly deps: FrontEndDeps,
+  ) {
     this.clock = deps.clock ?? Date.now;
     this.app = options.tls !== undefined ? SSLApp({ cert_file_name: options.tls.certFile, key_file_name: options.tls.keyFile }) : App();
     const app = this.app;
@@ -108,12 +120,18 @@ export class FrontEnd {
     });
     app.get("/ready", (res) => {
       if (!this.draining && this.deps.isReady()) res.writeStatus("200 OK").writeHeader("Content-Type", JSON_TYPE).end('{"status":"ready"}');
-      else res.writeStatus("503 Service Unavailable").writeHeader("Content-Type", JSON_TYPE).end(this.draining ? '{"status":"draining"}' : '{"status":"not ready"}');
+      else
+        res
+          .writeStatus("503 Service Unavailable")
+          .writeHeader("Content-Type", JSON_TYPE)
+          .end(this.draining ? '{"status":"draining"}' : '{"status":"not ready"}');
     });
     if (options.metricsPort === undefined) {
       app.get("/metrics", (res) => this.onMetrics(res));
     } else {
-      this.adminApp = App().get("/metrics", (res) => this.onMetrics(res)).any("/*", (res) => this.endError(res.writeStatus(Errors.notFound.statusLine), Errors.notFound));
+      this.adminApp = App()
+        .get("/metrics", (res) => this.onMetrics(res))
+        .any("/*", (res) => this.endError(res.writeStatus(Errors.notFound.statusLine), Errors.notFound));
     }
     app.any("/*", (res) => {
       res.writeStatus(Errors.notFound.statusLine);

@@ -19,7 +19,6 @@ export interface LimitRequestBody {
 const isBody = typia.createIs<LimitRequestBody>();
 const validateBody = typia.createValidate<LimitRequestBody>();
 
-
 const FIELD_RULES: Record<string, string> = {
   namespace: "must be a string of 1 to 256 characters",
   product: "must be a string of 1 to 128 characters",

@@ -41,11 +41,11 @@ export const MAX_NODE_ID_BYTES = 1024;
  * proof can never be reflected back as a client's (same length on purpose:
  * label ‖ nonce ‖ nonce then has one parse).
  */
-export const SERVER_PROOF_LABEL = 'ringlimit/server';
-export const CLIENT_PROOF_LABEL = 'ringlimit/client';
+export const SERVER_PROOF_LABEL = "ringlimit/server";
+export const CLIENT_PROOF_LABEL = "ringlimit/client";
 
 /** Algorithm codes on the wire (`u8 algorithm`), index = code. */
-export const ALGORITHMS = ['fixed-window', 'sliding-window', 'token-bucket', 'leaky-bucket'] as const;
+export const ALGORITHMS = ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"] as const;
 export type AlgorithmName = (typeof ALGORITHMS)[number];
 export const MAX_ALGORITHM = ALGORITHMS.length - 1;
 

@@ -2,8 +2,8 @@
 // then `u8 type`, then the payload. The decoder turns arbitrary TCP chunks
 // back into whole frames.
 
-import { FRAME_HEADER_BYTES, MAX_FRAME_BYTES, MAX_FRAME_TYPE } from './constants.js';
-import { FrameError } from './errors.js';
+import { FRAME_HEADER_BYTES, MAX_FRAME_BYTES, MAX_FRAME_TYPE } from "./constants.js";
+import { FrameError } from "./errors.js";
 
 /**
  * Called once per complete frame. `body` (the payload, without length and

@@ -12,34 +12,26 @@
 // attacker on the path could still inject into an established connection,
 // which is what the `tls` option is for.
 
-import { createHmac, createSecretKey, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
-import { CLIENT_PROOF_LABEL, FrameType, MAC_BYTES, NONCE_BYTES, SERVER_PROOF_LABEL } from './constants.js';
-import { encodeFrame } from './frame.js';
-import {
-  decodeChallenge,
-  decodeHello,
-  decodeProof,
-  encodeChallenge,
-  encodeHello,
-  encodeProof,
-  expectEmpty,
-} from './messages.js';
+import { createHmac, createSecretKey, randomBytes, timingSafeEqual, type KeyObject } from "node:crypto";
+import { CLIENT_PROOF_LABEL, FrameType, MAC_BYTES, NONCE_BYTES, SERVER_PROOF_LABEL } from "./constants.js";
+import { encodeFrame } from "./frame.js";
+import { decodeChallenge, decodeHello, decodeProof, encodeChallenge, encodeHello, encodeProof, expectEmpty } from "./messages.js";
 
-const SERVER_LABEL = Buffer.from(SERVER_PROOF_LABEL, 'utf8');
-const CLIENT_LABEL = Buffer.from(CLIENT_PROOF_LABEL, 'utf8');
+const SERVER_LABEL = Buffer.from(SERVER_PROOF_LABEL, "utf8");
+const CLIENT_LABEL = Buffer.from(CLIENT_PROOF_LABEL, "utf8");
 
 /** The cluster secret as a key object, made once per server or client. */
 export function secretKey(secret: string): KeyObject {
-  if (typeof secret !== 'string' || secret.length === 0) throw new TypeError('peer channel needs a non-empty secret');
-  return createSecretKey(Buffer.from(secret, 'utf8'));
+  if (typeof secret !== "string" || secret.length === 0) throw new TypeError("peer channel needs a non-empty secret");
+  return createSecretKey(Buffer.from(secret, "utf8"));
 }
 
 export function serverProof(key: KeyObject, nonceC: Buffer, nonceS: Buffer): Buffer {
-  return createHmac('sha256', key).update(SERVER_LABEL).update(nonceC).update(nonceS).digest();
+  return createHmac("sha256", key).update(SERVER_LABEL).update(nonceC).update(nonceS).digest();
 }
 
 export function clientProof(key: KeyObject, nonceC: Buffer, nonceS: Buffer): Buffer {
-  return createHmac('sha256', key).update(CLIENT_LABEL).update(nonceS).update(nonceC).digest();
+  return createHmac("sha256", key).update(CLIENT_LABEL).update(nonceS).update(nonceC).digest();
 }
 
 /** Constant-time comparison of a received proof with the expected one. */
@@ -51,13 +43,13 @@ export function proofMatches(expected: Buffer, received: Buffer): boolean {
 export class HandshakeError extends Error {
   constructor(message: string) {
     super(message);
-    this.name = 'HandshakeError';
+    this.name = "HandshakeError";
   }
 }
 
 /** Server side: feed it the frames received before READY. */
 export class ServerHandshake {
-  remoteNodeId = '';
+  remoteNodeId = "";
   private nonceC: Buffer | null = null;
   private nonceS: Buffer | null = null;
 
@@ -83,7 +75,7 @@ export class ServerHandshake {
     if (type !== FrameType.PROOF) throw new HandshakeError(`expected PROOF, got frame type ${type}`);
     const proof = decodeProof(body);
     if (!proofMatches(clientProof(this.key, this.nonceC, this.nonceS!), proof)) {
-      throw new HandshakeError('client proof does not match the cluster secret');
+      throw new HandshakeError("client proof does not match the cluster secret");
     }
     send(encodeFrame(FrameType.READY));
     return true;
@@ -92,7 +84,7 @@ export class ServerHandshake {
 
 /** Client side: start() gives the HELLO, then feed it the frames received before READY. */
 export class ClientHandshake {
-  remoteNodeId = '';
+  remoteNodeId = "";
   private readonly nonceC = randomBytes(NONCE_BYTES);
   private proved = false;
 
@@ -111,7 +103,7 @@ export class ClientHandshake {
       if (type !== FrameType.CHALLENGE) throw new HandshakeError(`expected CHALLENGE, got frame type ${type}`);
       const ch = decodeChallenge(body);
       if (!proofMatches(serverProof(this.key, this.nonceC, ch.nonce), ch.mac)) {
-        throw new HandshakeError('server proof does not match the cluster secret');
+        throw new HandshakeError("server proof does not match the cluster secret");
       }
       this.remoteNodeId = ch.nodeId;
       this.proved = true;
@@ -119,7 +111,7 @@ export class ClientHandshake {
       return false;
     }
     if (type !== FrameType.READY) throw new HandshakeError(`expected READY, got frame type ${type}`);
-    expectEmpty(body, 'READY');
+    expectEmpty(body, "READY");
     return true;
   }
 }

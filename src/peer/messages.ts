@@ -5,7 +5,7 @@
 // The DECIDE path writes straight into reused, doubling buffers and decodes
 // into reused typed arrays: no JSON and no object per item.
 
-import { isUtf8 } from 'node:buffer';
+import { isUtf8 } from "node:buffer";
 import {
   BATCH_COUNT_BYTES,
   CALL_HEADER_BYTES,
@@ -20,9 +20,9 @@ import {
   MAX_NODE_ID_BYTES,
   MAX_STRING_BYTES,
   NONCE_BYTES,
-} from './constants.js';
-import { FrameError } from './errors.js';
-import { encodeFrame, writeFrameHeader } from './frame.js';
+} from "./constants.js";
+import { FrameError } from "./errors.js";
+import { encodeFrame, writeFrameHeader } from "./frame.js";
 
 // ---------------------------------------------------------------- handshake
 
@@ -37,7 +37,7 @@ export interface Challenge {
 }
 
 function nodeIdBytes(nodeId: string): Buffer {
-  const b = Buffer.from(nodeId, 'utf8');
+  const b = Buffer.from(nodeId, "utf8");
   if (b.length === 0 || b.length > MAX_NODE_ID_BYTES) {
     throw new FrameError(`node id must be 1..${MAX_NODE_ID_BYTES} UTF-8 bytes`);
   }
@@ -45,12 +45,12 @@ function nodeIdBytes(nodeId: string): Buffer {
 }
 
 function readNodeId(body: Buffer, at: number): string {
-  if (body.length < at + 2) throw new FrameError('node id length missing');
+  if (body.length < at + 2) throw new FrameError("node id length missing");
   const n = body.readUInt16BE(at);
-  if (n === 0 || n > MAX_NODE_ID_BYTES || body.length !== at + 2 + n) throw new FrameError('bad node id length');
+  if (n === 0 || n > MAX_NODE_ID_BYTES || body.length !== at + 2 + n) throw new FrameError("bad node id length");
   const raw = body.subarray(at + 2);
-  if (!isUtf8(raw)) throw new FrameError('node id is not UTF-8');
-  return raw.toString('utf8');
+  if (!isUtf8(raw)) throw new FrameError("node id is not UTF-8");
+  return raw.toString("utf8");
 }
 
 /** HELLO body: nonceC[32], u16 idLen, clientNodeId. */
@@ -64,7 +64,7 @@ export function encodeHello(nonce: Buffer, nodeId: string): Buffer {
 }
 
 export function decodeHello(body: Buffer): Hello {
-  if (body.length < NONCE_BYTES) throw new FrameError('HELLO too short');
+  if (body.length < NONCE_BYTES) throw new FrameError("HELLO too short");
   return { nonce: Buffer.from(body.subarray(0, NONCE_BYTES)), nodeId: readNodeId(body, NONCE_BYTES) };
 }
 
@@ -80,7 +80,7 @@ export function encodeChallenge(nonce: Buffer, mac: Buffer, nodeId: string): Buf
 }
 
 export function decodeChallenge(body: Buffer): Challenge {
-  if (body.length < NONCE_BYTES + MAC_BYTES) throw new FrameError('CHALLENGE too short');
+  if (body.length < NONCE_BYTES + MAC_BYTES) throw new FrameError("CHALLENGE too short");
   return {
     nonce: Buffer.from(body.subarray(0, NONCE_BYTES)),
     mac: Buffer.from(body.subarray(NONCE_BYTES, NONCE_BYTES + MAC_BYTES)),
@@ -94,7 +94,7 @@ export function encodeProof(mac: Buffer): Buffer {
 }
 
 export function decodeProof(body: Buffer): Buffer {
-  if (body.length !== MAC_BYTES) throw new FrameError('PROOF must be 32 bytes');
+  if (body.length !== MAC_BYTES) throw new FrameError("PROOF must be 32 bytes");
   return Buffer.from(body);
 }
 
@@ -114,7 +114,7 @@ export function encodePing(type: number, timestampMs: number): Buffer {
 }
 
 export function decodePing(body: Buffer): number {
-  if (body.length !== 8) throw new FrameError('PING/PONG body must be 8 bytes');
+  if (body.length !== 8) throw new FrameError("PING/PONG body must be 8 bytes");
   return body.readDoubleBE(0);
 }
 
@@ -239,10 +239,10 @@ function putU32(buf: Buffer, at: number, v: number): void {
  */
 function writeUtf8(buf: Buffer, s: string, at: number): number {
   const n = s.length;
-  if (n > 64) return buf.write(s, at, 'utf8');
+  if (n > 64) return buf.write(s, at, "utf8");
   for (let i = 0; i < n; i++) {
     const c = s.charCodeAt(i);
-    if (c >= 0x80) return buf.write(s, at, 'utf8');
+    if (c >= 0x80) return buf.write(s, at, "utf8");
     buf[at + i] = c;
   }
   return n;
@@ -269,7 +269,7 @@ export class DecideBatchReader {
   decode(body: Buffer): void {
     this.count = 0;
     const end = body.length;
-    if (end < BATCH_COUNT_BYTES) throw new FrameError('DECIDE without item count');
+    if (end < BATCH_COUNT_BYTES) throw new FrameError("DECIDE without item count");
     const n = body.readUInt32BE(0);
     // Each item takes at least its fixed part; reject impossible counts
     // before sizing anything by them.
@@ -281,7 +281,7 @@ export class DecideBatchReader {
     let pos = BATCH_COUNT_BYTES;
     let prevNsStart = -1;
     let prevNsLen = -1;
-    let prevNs = '';
+    let prevNs = "";
     for (let i = 0; i < n; i++) {
       if (end - pos < DECIDE_ITEM_FIXED_BYTES) throw new FrameError(`DECIDE item ${i} truncated`);
       const algorithm = body[pos + 4]!;
@@ -341,9 +341,9 @@ function sameBytes(buf: Buffer, a: number, b: number, len: number): boolean {
  * surrogates as EF BF BD, which is valid) are checked byte by byte.
  */
 function decodeUtf8(buf: Buffer, start: number, end: number): string {
-  const s = buf.toString('utf8', start, end);
-  if (s.indexOf('\ufffd') !== -1 && !isUtf8(buf.subarray(start, end))) {
-    throw new FrameError('string is not valid UTF-8');
+  const s = buf.toString("utf8", start, end);
+  if (s.indexOf("\ufffd") !== -1 && !isUtf8(buf.subarray(start, end))) {
+    throw new FrameError("string is not valid UTF-8");
   }
   return s;
 }
@@ -426,17 +426,11 @@ function clampU32(n: number): number {
 }
 
 /** Receives one DECIDE_REPLY item; called with plain numbers so nothing is allocated. */
-export type DecideReplySink = (
-  reqId: number,
-  code: number,
-  remaining: number,
-  resetTime: number,
-  retryAfterMs: number,
-) => void;
+export type DecideReplySink = (reqId: number, code: number, remaining: number, resetTime: number, retryAfterMs: number) => void;
 
 /** Validate a DECIDE_REPLY body (count matches size, codes known), then hand each item to `sink`. */
 export function readDecideReply(body: Buffer, sink: DecideReplySink): number {
-  if (body.length < BATCH_COUNT_BYTES) throw new FrameError('DECIDE_REPLY without item count');
+  if (body.length < BATCH_COUNT_BYTES) throw new FrameError("DECIDE_REPLY without item count");
   const n = body.readUInt32BE(0);
   if (body.length !== BATCH_COUNT_BYTES + n * DECIDE_REPLY_ITEM_BYTES) {
     throw new FrameError(`DECIDE_REPLY count ${n} does not match ${body.length} bytes`);
@@ -470,7 +464,7 @@ export const MAX_CALL_PAYLOAD_BYTES = MAX_FRAME_BYTES - 1 - CALL_HEADER_BYTES;
 
 /** CALL body: u32 callId, u16 method, payload. */
 export function encodeCall(callId: number, method: number, payload: Buffer): Buffer {
-  if (payload.length > MAX_CALL_PAYLOAD_BYTES) throw new FrameError('call payload exceeds the frame limit');
+  if (payload.length > MAX_CALL_PAYLOAD_BYTES) throw new FrameError("call payload exceeds the frame limit");
   const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + CALL_HEADER_BYTES + payload.length);
   writeFrameHeader(frame, 0, FrameType.CALL, CALL_HEADER_BYTES + payload.length);
   frame.writeUInt32BE(callId, FRAME_HEADER_BYTES);
@@ -480,7 +474,7 @@ export function encodeCall(callId: number, method: number, payload: Buffer): Buf
 }
 
 export function decodeCall(body: Buffer): CallRequest {
-  if (body.length < CALL_HEADER_BYTES) throw new FrameError('CALL too short');
+  if (body.length < CALL_HEADER_BYTES) throw new FrameError("CALL too short");
   return {
     callId: body.readUInt32BE(0),
     method: body.readUInt16BE(4),
@@ -491,7 +485,7 @@ export function decodeCall(body: Buffer): CallRequest {
 /** CALL_REPLY body: u32 callId, u8 status (0 ok, 1 error), payload or UTF-8 error message. */
 export function encodeCallReply(callId: number, status: number, payload: Buffer): Buffer {
   if (payload.length > MAX_FRAME_BYTES - 1 - CALL_REPLY_HEADER_BYTES) {
-    throw new FrameError('call reply exceeds the frame limit');
+    throw new FrameError("call reply exceeds the frame limit");
   }
   const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + CALL_REPLY_HEADER_BYTES + payload.length);
   writeFrameHeader(frame, 0, FrameType.CALL_REPLY, CALL_REPLY_HEADER_BYTES + payload.length);
@@ -502,7 +496,7 @@ export function encodeCallReply(callId: number, status: number, payload: Buffer)
 }
 
 export function decodeCallReply(body: Buffer): CallReply {
-  if (body.length < CALL_REPLY_HEADER_BYTES) throw new FrameError('CALL_REPLY too short');
+  if (body.length < CALL_REPLY_HEADER_BYTES) throw new FrameError("CALL_REPLY too short");
   const status = body[4]!;
   if (status > 1) throw new FrameError(`CALL_REPLY unknown status ${status}`);
   return {

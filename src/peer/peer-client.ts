@@ -3,14 +3,14 @@
 // turn into one DECIDE frame, with per-request deadlines, a heartbeat
 // failure detector and reconnection with backoff.
 
-import { EventEmitter } from 'node:events';
-import type { KeyObject } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
-import { CallStatus, FrameType, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, PEER_DEFAULTS } from './constants.js';
-import { CLOSED_ERROR, FrameError, INVALID_ERROR, PeerError, TIMEOUT_ERROR, UNAVAILABLE_ERROR } from './errors.js';
-import { FrameDecoder } from './frame.js';
-import { ClientHandshake, secretKey } from './handshake.js';
-import { NOOP_LOGGER, type PeerLogger } from './logger.js';
+import { EventEmitter } from "node:events";
+import type { KeyObject } from "node:crypto";
+import { performance } from "node:perf_hooks";
+import { CallStatus, FrameType, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, PEER_DEFAULTS } from "./constants.js";
+import { CLOSED_ERROR, FrameError, INVALID_ERROR, PeerError, TIMEOUT_ERROR, UNAVAILABLE_ERROR } from "./errors.js";
+import { FrameDecoder } from "./frame.js";
+import { ClientHandshake, secretKey } from "./handshake.js";
+import { NOOP_LOGGER, type PeerLogger } from "./logger.js";
 import {
   DecideBatchWriter,
   MAX_CALL_PAYLOAD_BYTES,
@@ -20,11 +20,11 @@ import {
   encodePing,
   readDecideReply,
   type DecideResult,
-} from './messages.js';
-import { PendingRequests, invokeSafely, type DecideCallback } from './pending-requests.js';
-import { connectSocket, type PeerSocket, type PeerTlsOptions } from './transport.js';
+} from "./messages.js";
+import { PendingRequests, invokeSafely, type DecideCallback } from "./pending-requests.js";
+import { connectSocket, type PeerSocket, type PeerTlsOptions } from "./transport.js";
 
-export type PeerClientState = 'connecting' | 'up' | 'down';
+export type PeerClientState = "connecting" | "up" | "down";
 
 export interface PeerClientOptions {
   host: string;
@@ -58,12 +58,12 @@ interface PendingCall {
 }
 
 export interface PeerClient {
-  on(event: 'up', listener: () => void): this;
-  on(event: 'down', listener: (reason: string) => void): this;
-  on(event: 'rtt', listener: (ms: number) => void): this;
-  once(event: 'up', listener: () => void): this;
-  once(event: 'down', listener: (reason: string) => void): this;
-  once(event: 'rtt', listener: (ms: number) => void): this;
+  on(event: "up", listener: () => void): this;
+  on(event: "down", listener: (reason: string) => void): this;
+  on(event: "rtt", listener: (ms: number) => void): this;
+  once(event: "up", listener: () => void): this;
+  once(event: "down", listener: (reason: string) => void): this;
+  once(event: "rtt", listener: (ms: number) => void): this;
 }
 
 /**
@@ -77,7 +77,7 @@ export class PeerClient extends EventEmitter {
    * 'connecting' until the first connection attempt succeeds or fails, then
    * 'up' or 'down'. It stays 'down' across reconnection attempts.
    */
-  state: PeerClientState = 'connecting';
+  state: PeerClientState = "connecting";
   /** The peer's node id, from its CHALLENGE; null before the first handshake. */
   remoteNodeId: string | null = null;
   /** Last PING round trip in ms; NaN until measured. */
@@ -124,13 +124,7 @@ export class PeerClient extends EventEmitter {
   // Bound once, not per call.
   private readonly flushBound = (): void => this.flush();
   private readonly onDeadlineBound = (): void => this.onDeadline();
-  private readonly onReplyItem = (
-    reqId: number,
-    code: number,
-    remaining: number,
-    resetTime: number,
-    retryAfterMs: number,
-  ): void => {
+  private readonly onReplyItem = (reqId: number, code: number, remaining: number, resetTime: number, retryAfterMs: number): void => {
     const cb = this.pending.take(reqId);
     if (cb === null) return; // expired, failed on 'down', or an id we never sent
     const r = this.result;
@@ -184,7 +178,7 @@ export class PeerClient extends EventEmitter {
    * tick per request exactly when a peer is failing and load is highest).
    */
   decide(ns: string, identifier: string, algorithm: number, limit: number, duration: number, cb: DecideCallback): void {
-    if (this.state !== 'up') {
+    if (this.state !== "up") {
       cb(this.closed ? CLOSED_ERROR : UNAVAILABLE_ERROR, null);
       return;
     }
@@ -210,14 +204,14 @@ export class PeerClient extends EventEmitter {
    * the peer's), 'closed'.
    */
   call(method: number, payload: Buffer, timeoutMs: number = this.callTimeoutMs): Promise<Buffer> {
-    if (this.state !== 'up' || this.socket === null) {
-      return Promise.reject(new PeerError(this.closed ? 'closed' : 'unavailable', `peer ${this.host}:${this.port} is not up`));
+    if (this.state !== "up" || this.socket === null) {
+      return Promise.reject(new PeerError(this.closed ? "closed" : "unavailable", `peer ${this.host}:${this.port} is not up`));
     }
     if (!(method >= 0 && method <= 0xffff && Number.isInteger(method))) {
-      return Promise.reject(new PeerError('invalid', `call method ${method} is not a u16`));
+      return Promise.reject(new PeerError("invalid", `call method ${method} is not a u16`));
     }
     if (payload.length > MAX_CALL_PAYLOAD_BYTES) {
-      return Promise.reject(new PeerError('too_large', `call payload of ${payload.length} bytes exceeds ${MAX_CALL_PAYLOAD_BYTES}`));
+      return Promise.reject(new PeerError("too_large", `call payload of ${payload.length} bytes exceeds ${MAX_CALL_PAYLOAD_BYTES}`));
     }
     const id = this.nextCallId;
     this.nextCallId = (id + 1) >>> 0;
@@ -226,7 +220,7 @@ export class PeerClient extends EventEmitter {
       // A timer per call is fine here: calls are rare (hand-off, membership changes).
       const timer = setTimeout(() => {
         this.calls.delete(id);
-        reject(new PeerError('timeout', `call ${method} got no answer within ${timeoutMs} ms`));
+        reject(new PeerError("timeout", `call ${method} got no answer within ${timeoutMs} ms`));
       }, timeoutMs);
       this.calls.set(id, { resolve, reject, timer });
       socket.write(encodeCall(id, method, payload));
@@ -250,11 +244,11 @@ export class PeerClient extends EventEmitter {
     this.closed = true;
     if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
     this.reconnectTimer = null;
-    if (this.socket !== null) this.lost(this.socket, 'closed by owner');
+    if (this.socket !== null) this.lost(this.socket, "closed by owner");
     this.failWaiters(CLOSED_ERROR);
     if (this.deadlineTimer !== null) clearTimeout(this.deadlineTimer);
     this.deadlineTimer = null;
-    this.state = 'down';
+    this.state = "down";
   }
 
   // ------------------------------------------------------------ connection
@@ -272,22 +266,22 @@ export class PeerClient extends EventEmitter {
     // Detects dead hosts under a connection that looks open; a merely stopped
     // peer still ACKs keepalives, which the heartbeat below catches.
     socket.setKeepAlive(true, this.failureTimeoutMs);
-    this.handshakeTimer = setTimeout(() => this.lost(socket, 'handshake timeout'), this.handshakeTimeoutMs);
-    socket.on('data', (chunk: Buffer) => {
+    this.handshakeTimer = setTimeout(() => this.lost(socket, "handshake timeout"), this.handshakeTimeoutMs);
+    socket.on("data", (chunk: Buffer) => {
       if (this.socket === socket) this.onData(chunk);
     });
-    socket.on('error', (err) => this.log.debug({ err, peer: `${this.host}:${this.port}` }, 'peer socket error'));
-    socket.on('close', () => this.lost(socket, 'connection closed'));
+    socket.on("error", (err) => this.log.debug({ err, peer: `${this.host}:${this.port}` }, "peer socket error"));
+    socket.on("close", () => this.lost(socket, "connection closed"));
   }
 
   private onData(chunk: Buffer): void {
     // One clock read per chunk feeds the failure detector.
     this.lastRx = performance.now();
-    if (this.ready && this.state !== 'up') this.setUp(); // a silent peer speaks again
+    if (this.ready && this.state !== "up") this.setUp(); // a silent peer speaks again
     try {
       this.decoder!.push(chunk);
     } catch (err) {
-      this.log.warn({ err, peer: this.remoteNodeId ?? `${this.host}:${this.port}` }, 'peer broke the protocol');
+      this.log.warn({ err, peer: this.remoteNodeId ?? `${this.host}:${this.port}` }, "peer broke the protocol");
       this.lost(this.socket!, `protocol error: ${err instanceof Error ? err.message : String(err)}`);
     }
   }
@@ -304,7 +298,7 @@ export class PeerClient extends EventEmitter {
         return;
       case FrameType.PONG: {
         this.rttMs = performance.now() - decodePing(body);
-        this.emit('rtt', this.rttMs);
+        this.emit("rtt", this.rttMs);
         return;
       }
       case FrameType.CALL_REPLY:
@@ -325,7 +319,7 @@ export class PeerClient extends EventEmitter {
     this.handshakeTimer = null;
     this.heartbeatTimer = setInterval(() => this.ping(), this.heartbeatIntervalMs);
     this.failureTimer = setTimeout(() => this.checkSilence(), this.failureTimeoutMs);
-    this.log.debug({ peer: this.remoteNodeId }, 'peer connection up');
+    this.log.debug({ peer: this.remoteNodeId }, "peer connection up");
     this.setUp();
   }
 
@@ -374,20 +368,20 @@ export class PeerClient extends EventEmitter {
   }
 
   private setUp(): void {
-    if (this.state === 'up') return;
-    this.state = 'up';
-    this.emit('up');
+    if (this.state === "up") return;
+    this.state = "up";
+    this.emit("up");
   }
 
   private setDown(reason: string): void {
     this.failWaiters(UNAVAILABLE_ERROR);
-    if (this.state === 'down') return;
-    const wasUp = this.state === 'up';
-    this.state = 'down';
+    if (this.state === "down") return;
+    const wasUp = this.state === "up";
+    this.state = "down";
     const fields = { peer: this.remoteNodeId ?? `${this.host}:${this.port}`, reason };
-    if (wasUp) this.log.warn(fields, 'peer down');
-    else this.log.debug(fields, 'peer down');
-    this.emit('down', reason);
+    if (wasUp) this.log.warn(fields, "peer down");
+    else this.log.debug(fields, "peer down");
+    this.emit("down", reason);
   }
 
   /** Answer every decision waiter, and drop the unsent batch so the peer never decides what we already answered. */
@@ -422,6 +416,6 @@ export class PeerClient extends EventEmitter {
     this.calls.delete(reply.callId);
     clearTimeout(c.timer);
     if (reply.status === CallStatus.OK) c.resolve(reply.payload);
-    else c.reject(new PeerError('remote', reply.payload.toString('utf8')));
+    else c.reject(new PeerError("remote", reply.payload.toString("utf8")));
   }
 }

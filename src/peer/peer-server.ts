@@ -2,24 +2,16 @@
 // the HMAC handshake, then decides DECIDE batches with the local handler and
 // answers PING and CALL.
 
-import type net from 'node:net';
-import { performance } from 'node:perf_hooks';
-import { CallStatus, DecideCode, FrameType, MAX_CALL_ERROR_BYTES, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, PEER_DEFAULTS } from './constants.js';
-import { FrameError } from './errors.js';
-import { FrameDecoder } from './frame.js';
-import { ServerHandshake, secretKey } from './handshake.js';
-import { NOOP_LOGGER, type PeerLogger } from './logger.js';
-import {
-  DecideBatchReader,
-  DecideReplyWriter,
-  decodeCall,
-  decodePing,
-  encodeCallReply,
-  encodePing,
-  type DecideResult,
-} from './messages.js';
-import { createListener, type PeerSocket, type PeerTlsOptions } from './transport.js';
-import type { KeyObject } from 'node:crypto';
+import type net from "node:net";
+import { performance } from "node:perf_hooks";
+import { CallStatus, DecideCode, FrameType, MAX_CALL_ERROR_BYTES, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, PEER_DEFAULTS } from "./constants.js";
+import { FrameError } from "./errors.js";
+import { FrameDecoder } from "./frame.js";
+import { ServerHandshake, secretKey } from "./handshake.js";
+import { NOOP_LOGGER, type PeerLogger } from "./logger.js";
+import { DecideBatchReader, DecideReplyWriter, decodeCall, decodePing, encodeCallReply, encodePing, type DecideResult } from "./messages.js";
+import { createListener, type PeerSocket, type PeerTlsOptions } from "./transport.js";
+import type { KeyObject } from "node:crypto";
 
 export interface PeerServerHandler {
   /**
@@ -88,7 +80,7 @@ export class PeerServer {
   /** @internal shared by connections */
   readonly key: KeyObject;
   /** @internal */
-  readonly opts: Required<Omit<PeerServerOptions, 'tls' | 'logger' | 'secret'>>;
+  readonly opts: Required<Omit<PeerServerOptions, "tls" | "logger" | "secret">>;
   /** @internal */
   readonly log: PeerLogger;
   /** @internal */
@@ -130,10 +122,10 @@ export class PeerServer {
   listen(): Promise<number> {
     return new Promise((resolve, reject) => {
       const onError = (err: Error): void => reject(err);
-      this.server.once('error', onError);
+      this.server.once("error", onError);
       this.server.listen(this.opts.port, this.opts.host, () => {
-        this.server.off('error', onError);
-        this.server.on('error', (err) => this.log.warn({ err }, 'peer listener error'));
+        this.server.off("error", onError);
+        this.server.on("error", (err) => this.log.warn({ err }, "peer listener error"));
         this.listening = true;
         resolve(this.port);
       });
@@ -142,7 +134,7 @@ export class PeerServer {
 
   get port(): number {
     const addr = this.server.address();
-    return addr !== null && typeof addr === 'object' ? addr.port : 0;
+    return addr !== null && typeof addr === "object" ? addr.port : 0;
   }
 
   /** Stop accepting, drop every connection, resolve when the listener is closed. */
@@ -156,7 +148,7 @@ export class PeerServer {
   private accept(socket: PeerSocket): void {
     if (this.pendingHandshakes >= this.opts.maxPendingHandshakes) {
       this.stats.connectionsRejected++;
-      this.log.warn({ remote: socket.remoteAddress }, 'peer connection dropped: too many pending handshakes');
+      this.log.warn({ remote: socket.remoteAddress }, "peer connection dropped: too many pending handshakes");
       socket.destroy();
       return;
     }
@@ -177,7 +169,7 @@ class InboundConnection {
   private readonly decoder: FrameDecoder;
   private timer: NodeJS.Timeout;
   private lastRx = performance.now();
-  private remoteNodeId = '';
+  private remoteNodeId = "";
 
   constructor(
     private readonly server: PeerServer,
@@ -186,10 +178,10 @@ class InboundConnection {
     server.pendingHandshakes++;
     this.handshake = new ServerHandshake(server.key, server.opts.nodeId);
     this.decoder = new FrameDecoder((type, body) => this.onFrame(type, body), MAX_HANDSHAKE_FRAME_BYTES);
-    this.timer = setTimeout(() => this.reject('handshake timeout'), server.opts.handshakeTimeoutMs);
-    socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    socket.on('error', (err) => server.log.debug({ err, remote: socket.remoteAddress }, 'peer socket error'));
-    socket.on('close', () => this.close());
+    this.timer = setTimeout(() => this.reject("handshake timeout"), server.opts.handshakeTimeoutMs);
+    socket.on("data", (chunk: Buffer) => this.onData(chunk));
+    socket.on("error", (err) => server.log.debug({ err, remote: socket.remoteAddress }, "peer socket error"));
+    socket.on("close", () => this.close());
   }
 
   private onData(chunk: Buffer): void {
@@ -240,11 +232,11 @@ class InboundConnection {
     this.decoder.maxFrameBytes = MAX_FRAME_BYTES;
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.checkIdle(), this.server.opts.idleTimeoutMs);
-    this.server.log.debug({ peer: this.remoteNodeId }, 'peer connection authenticated');
+    this.server.log.debug({ peer: this.remoteNodeId }, "peer connection authenticated");
     try {
       this.server.opts.handler.onPeerAuthenticated?.(this.remoteNodeId);
     } catch (err) {
-      this.server.log.warn({ err: (err as Error).message }, 'onPeerAuthenticated failed');
+      this.server.log.warn({ err: (err as Error).message }, "onPeerAuthenticated failed");
     }
   }
 
@@ -271,7 +263,7 @@ class InboundConnection {
       } catch (err) {
         stats.decideErrors++;
         // Logged at debug only: a broken handler would otherwise log at request rate.
-        server.log.debug({ err, ns: namespaces[i] }, 'peer decide handler threw');
+        server.log.debug({ err, ns: namespaces[i] }, "peer decide handler threw");
         replies.put(reqIds[i]!, DecideCode.ERROR, 0, 0, 0);
         continue;
       }
@@ -289,19 +281,21 @@ class InboundConnection {
       handler.call === undefined
         ? Promise.reject(new Error(`no call handler for method ${method}`))
         : Promise.resolve().then(() => handler.call!(method, payload, this.remoteNodeId));
-    answer.then(
-      (reply) => {
-        if (this.phase !== Phase.READY) return;
-        if (!Buffer.isBuffer(reply)) throw new TypeError('call handler must resolve to a Buffer');
-        this.socket.write(encodeCallReply(callId, CallStatus.OK, reply));
-      },
-      (err: unknown) => this.replyCallError(callId, err),
-    ).catch((err: unknown) => this.replyCallError(callId, err));
+    answer
+      .then(
+        (reply) => {
+          if (this.phase !== Phase.READY) return;
+          if (!Buffer.isBuffer(reply)) throw new TypeError("call handler must resolve to a Buffer");
+          this.socket.write(encodeCallReply(callId, CallStatus.OK, reply));
+        },
+        (err: unknown) => this.replyCallError(callId, err),
+      )
+      .catch((err: unknown) => this.replyCallError(callId, err));
   }
 
   private replyCallError(callId: number, err: unknown): void {
     if (this.phase !== Phase.READY) return;
-    let msg = Buffer.from(err instanceof Error ? err.message : String(err), 'utf8');
+    let msg = Buffer.from(err instanceof Error ? err.message : String(err), "utf8");
     if (msg.length > MAX_CALL_ERROR_BYTES) msg = msg.subarray(0, MAX_CALL_ERROR_BYTES);
     this.socket.write(encodeCallReply(callId, CallStatus.ERROR, msg));
   }
@@ -311,7 +305,7 @@ class InboundConnection {
     const silent = performance.now() - this.lastRx;
     // setTimeout may fire a fraction of a millisecond early by this clock.
     if (silent >= idle - 1) {
-      this.reject('idle timeout');
+      this.reject("idle timeout");
       return;
     }
     this.timer = setTimeout(() => this.checkIdle(), idle - silent);
@@ -321,10 +315,7 @@ class InboundConnection {
   private reject(reason: string): void {
     if (this.phase === Phase.CLOSED) return;
     this.server.stats.connectionsRejected++;
-    this.server.log.debug(
-      { reason, peer: this.remoteNodeId || undefined, remote: this.socket.remoteAddress },
-      'peer connection closed',
-    );
+    this.server.log.debug({ reason, peer: this.remoteNodeId || undefined, remote: this.socket.remoteAddress }, "peer connection closed");
     this.close();
   }
 

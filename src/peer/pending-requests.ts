@@ -8,8 +8,8 @@
 // head's deadline, expire requests (undici's "one array split by indices",
 // not a promise per request).
 
-import type { DecideResult } from './messages.js';
-import type { PeerError } from './errors.js';
+import type { DecideResult } from "./messages.js";
+import type { PeerError } from "./errors.js";
 
 export type DecideCallback = (err: PeerError | null, result: DecideResult | null) => void;
 
@@ -82,7 +82,7 @@ export class PendingRequests {
 
   /** Take the waiter of `reqId`, or null for an id not waiting (unknown, answered or expired). */
   take(reqId: number): DecideCallback | null {
-    if (((reqId - this.head) >>> 0) >= this.size) return null;
+    if ((reqId - this.head) >>> 0 >= this.size) return null;
     const i = reqId & this.mask;
     const cb = this.cbs[i]!;
     if (cb === null) return null;

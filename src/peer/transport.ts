@@ -1,8 +1,8 @@
 // Plain TCP or TLS under the peer channel. The HMAC handshake runs on top of
 // either, so TLS adds confidentiality and integrity, not membership.
 
-import net from 'node:net';
-import tls from 'node:tls';
+import net from "node:net";
+import tls from "node:tls";
 
 export interface PeerTlsOptions {
   /** Server: certificate chain (PEM). */
@@ -22,19 +22,15 @@ export type PeerSocket = net.Socket | tls.TLSSocket;
  * TCP accept for plain TCP, after the TLS handshake (bounded by
  * `handshakeTimeoutMs` too) for TLS.
  */
-export function createListener(
-  tlsOpts: PeerTlsOptions | undefined,
-  handshakeTimeoutMs: number,
-  onSocket: (socket: PeerSocket) => void,
-): net.Server {
+export function createListener(tlsOpts: PeerTlsOptions | undefined, handshakeTimeoutMs: number, onSocket: (socket: PeerSocket) => void): net.Server {
   if (tlsOpts === undefined) return net.createServer({ noDelay: true }, onSocket);
   if (tlsOpts.cert === undefined || tlsOpts.key === undefined) {
-    throw new TypeError('peer server TLS needs cert and key');
+    throw new TypeError("peer server TLS needs cert and key");
   }
   const server = tls.createServer({ cert: tlsOpts.cert, key: tlsOpts.key, handshakeTimeout: handshakeTimeoutMs }, onSocket);
   // A failed TLS handshake from a stranger is not our error; without a
   // listener Node would only log it, with one we keep it quiet.
-  server.on('tlsClientError', (_err, socket) => socket.destroy());
+  server.on("tlsClientError", (_err, socket) => socket.destroy());
   return server;
 }
 
@@ -42,15 +38,10 @@ export function createListener(
  * Open a connection; `onOpen` fires when the HMAC handshake may start (after
  * the TLS handshake for TLS).
  */
-export function connectSocket(
-  host: string,
-  port: number,
-  tlsOpts: PeerTlsOptions | undefined,
-  onOpen: () => void,
-): PeerSocket {
+export function connectSocket(host: string, port: number, tlsOpts: PeerTlsOptions | undefined, onOpen: () => void): PeerSocket {
   if (tlsOpts === undefined) {
     const socket = net.connect({ host, port, noDelay: true });
-    socket.once('connect', onOpen);
+    socket.once("connect", onOpen);
     return socket;
   }
   const socket = tls.connect({
@@ -65,6 +56,6 @@ export function connectSocket(
     checkServerIdentity: () => undefined,
   });
   socket.setNoDelay(true);
-  socket.once('secureConnect', onOpen);
+  socket.once("secureConnect", onOpen);
   return socket;
 }

@@ -15,5 +15,4 @@ for (const alg of ALGORITHMS) {
     t.equal(run(alg, state, 10, D, T0).remaining, 6, "3 used of 10");
     t.equal(run(alg, state, 5, D, T0).remaining, 1, "back to 5: still 3 used");
   });
-
 }

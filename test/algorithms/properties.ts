@@ -4,7 +4,6 @@ import { prng } from "../harness/prng.js";
 export { prng };
 import { newStep, type Algorithm, type LimitState, type Step } from "../../src/algorithms/index.js";
 
-
 export function run(alg: Algorithm, state: LimitState | null, limit: number, D: number, now: number): Step {
   const out = newStep();
   alg.step(state, limit, D, now, out);

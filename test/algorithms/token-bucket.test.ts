@@ -53,7 +53,7 @@ t.test("token bucket and leaky bucket admit exactly the same requests", async (t
     let tok = null;
     let leak = null;
     for (let i = 0; i < 80; i++) {
-      now += rnd() < 0.6 ? 0 : Math.floor(rnd() * (2 * d) / limit);
+      now += rnd() < 0.6 ? 0 : Math.floor((rnd() * (2 * d)) / limit);
       const a = run(alg, tok, limit, d, now);
       const b = run(leakyBucket, leak, limit, d, now);
       if (a.allowed !== b.allowed || a.remaining !== b.remaining || a.retryAfterMs !== b.retryAfterMs || a.resetMs !== b.resetMs) {

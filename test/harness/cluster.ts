@@ -63,7 +63,10 @@ export async function startCluster(n: number, extraEnv: Record<string, string> =
       await Promise.all(nodes.map((node) => node?.kill()));
     },
   };
-  await waitForRing(nodes.filter((x): x is NodeProcess => x !== undefined), n);
+  await waitForRing(
+    nodes.filter((x): x is NodeProcess => x !== undefined),
+    n,
+  );
   return cluster;
 }
 

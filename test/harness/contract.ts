@@ -54,7 +54,8 @@ export function envelopeProblems(r: Reply, kind: "rate_limit" | "error", sentAt?
   const prefix = kind === "rate_limit" ? "req_" : "err_";
   if (typeof j.id !== "string" || !j.id.startsWith(prefix) || j.id.length <= prefix.length) p.push(`id ${JSON.stringify(j.id)} lacks ${prefix}`);
   if (typeof j.timestamp !== "number" || !Number.isInteger(j.timestamp)) p.push(`timestamp ${JSON.stringify(j.timestamp)}`);
-  else if (sentAt !== undefined && (j.timestamp < sentAt.before - 5 || j.timestamp > sentAt.after + 5)) p.push(`timestamp ${j.timestamp} outside [${sentAt.before}, ${sentAt.after}]`);
+  else if (sentAt !== undefined && (j.timestamp < sentAt.before - 5 || j.timestamp > sentAt.after + 5))
+    p.push(`timestamp ${j.timestamp} outside [${sentAt.before}, ${sentAt.after}]`);
   if (j.api_version !== API_VERSION) p.push(`api_version ${JSON.stringify(j.api_version)}`);
   if (j.object !== kind) p.push(`object ${JSON.stringify(j.object)} != ${kind}`);
   if (typeof j.data !== "object" || j.data === null || Array.isArray(j.data)) p.push("data is not an object");

@@ -28,7 +28,16 @@ export function request(url: string, options: RequestOptions = {}): Promise<Repl
   const secure = u.protocol === "https:";
   return new Promise((resolve, reject) => {
     const req = (secure ? https : http).request(
-      { hostname: u.hostname, port: u.port, path: u.pathname, method: options.method ?? "GET", headers: options.headers ?? {}, agent: options.agent ?? (secure ? httpsAgent : httpAgent), ...(secure ? { rejectUnauthorized: false } : {}), timeout: options.timeoutMs ?? 10_000 },
+      {
+        hostname: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: options.method ?? "GET",
+        headers: options.headers ?? {},
+        agent: options.agent ?? (secure ? httpsAgent : httpAgent),
+        ...(secure ? { rejectUnauthorized: false } : {}),
+        timeout: options.timeoutMs ?? 10_000,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));

@@ -48,12 +48,21 @@ process.on("exit", () => {
 /** Start `node dist/src/main.js` as its own process group and wait until /ready answers 200. */
 export async function spawnNode(env: Record<string, string>, options: { waitReady?: boolean; timeoutMs?: number } = {}): Promise<NodeProcess> {
   const port = env.PORT !== undefined ? Number(env.PORT) : await freePort();
-  const fullEnv: Record<string, string> = { HOST: "127.0.0.1", API_KEYS: TEST_KEY, LOG_LEVEL: "warn", PEER_PORT: String(await freePort()), ...env, PORT: String(port) };
+  const fullEnv: Record<string, string> = {
+    HOST: "127.0.0.1",
+    API_KEYS: TEST_KEY,
+    LOG_LEVEL: "warn",
+    PEER_PORT: String(await freePort()),
+    ...env,
+    PORT: String(port),
+  };
   const child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? "", ...fullEnv }, detached: true, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal })),
+  );
   const handle: NodeProcess = {
     child,
     pid: child.pid!,

@@ -18,7 +18,11 @@ export interface MainRun {
  */
 export function runMain(args: string[], env: Record<string, string>, timeoutMs = 10_000): Promise<MainRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], { env: { PATH: process.env.PATH ?? "", ...env }, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [MAIN, ...args], {
+      env: { PATH: process.env.PATH ?? "", ...env },
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));

@@ -14,7 +14,8 @@ const node = useTestNode(t);
 const YEAR = 31_536_000;
 const headers = { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" };
 /** Every request on a fresh connection, all started before any answer is read. */
-const fire = (body: unknown): Promise<Reply> => request(node.url + "/limit", { method: "POST", headers, body: JSON.stringify(body), agent: false, timeoutMs: 20_000 });
+const fire = (body: unknown): Promise<Reply> =>
+  request(node.url + "/limit", { method: "POST", headers, body: JSON.stringify(body), agent: false, timeoutMs: 20_000 });
 
 function checkExact(t: Test, replies: Reply[], limit: number, what: string): void {
   const ok = replies.filter((r) => r.status === 200);
@@ -22,12 +23,23 @@ function checkExact(t: Test, replies: Reply[], limit: number, what: string): voi
   t.equal(ok.length, limit, `${what}: exactly ${limit} allowed`);
   t.equal(blocked.length, replies.length - limit, `${what}: the rest blocked`);
   const counts = ok.map((r) => r.json.data.count as number).sort((a, b) => a - b);
-  t.same(counts, Array.from({ length: limit }, (_, i) => i + 1), `${what}: counts 1..${limit} each once`);
+  t.same(
+    counts,
+    Array.from({ length: limit }, (_, i) => i + 1),
+    `${what}: counts 1..${limit} each once`,
+  );
   const remainings = ok.map((r) => r.json.data.remaining as number).sort((a, b) => a - b);
-  t.same(remainings, Array.from({ length: limit }, (_, i) => i), `${what}: remaining 0..${limit - 1} each once`);
+  t.same(
+    remainings,
+    Array.from({ length: limit }, (_, i) => i),
+    `${what}: remaining 0..${limit - 1} each once`,
+  );
   const bad = [...ok.flatMap((r) => envelopeProblems(r, "rate_limit")), ...blocked.flatMap((r) => envelopeProblems(r, "error"))];
   t.same(bad.slice(0, 5), [], `${what}: every envelope well-formed`);
-  t.ok(blocked.every((r) => r.json.data.remaining === 0 && r.json.data.retry_after > 0 && Number(r.headers["retry-after"]) >= 1), `${what}: 429s say remaining 0 and when to retry`);
+  t.ok(
+    blocked.every((r) => r.json.data.remaining === 0 && r.json.data.retry_after > 0 && Number(r.headers["retry-after"]) >= 1),
+    `${what}: 429s say remaining 0 and when to retry`,
+  );
   t.equal(new Set(replies.map((r) => r.json.id)).size, replies.length, `${what}: ids unique`);
 }
 

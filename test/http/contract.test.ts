@@ -244,7 +244,8 @@ t.test("envelope ids are unique across many responses of every kind", async (t) 
   const bodies: unknown[] = [];
   const shared = validBody({ limit: 100 });
   for (let i = 0; i < 600; i++) {
-    if (i % 3 === 0) bodies.push(shared); // 200 then 429 once over 100
+    if (i % 3 === 0)
+      bodies.push(shared); // 200 then 429 once over 100
     else if (i % 3 === 1) bodies.push(validBody());
     else bodies.push({ namespace: "" }); // 400
   }

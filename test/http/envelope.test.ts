@@ -4,7 +4,17 @@
  * error bodies parse with every spec field; the RateLimit header formats.
  */
 import t from "tap";
-import { allowedBody, API_VERSION, blockedBody, errorBody, formatMs, jsonString, policyHeader, rateLimitHeader, type DecisionFields } from "../../src/http/envelope.js";
+import {
+  allowedBody,
+  API_VERSION,
+  blockedBody,
+  errorBody,
+  formatMs,
+  jsonString,
+  policyHeader,
+  rateLimitHeader,
+  type DecisionFields,
+} from "../../src/http/envelope.js";
 import { Errors } from "../../src/http/errors.js";
 import { show } from "../harness/contract.js";
 
@@ -12,7 +22,28 @@ import { show } from "../harness/contract.js";
 const wellFormed = (s: string) => Buffer.from(s, "utf8").toString("utf8") === s;
 
 t.test("jsonString round-trips every kind of string as valid, well-formed JSON", async (t) => {
-  const special = ['"', "\\", '\\"', '"\\', "/", "\u0000", "\b\f\n\r\t", "\u001f", "\u007f", "\u2028\u2029", "\ud800", "\udfff", "\udc00\ud800", "a\ud83d", "\ud83d\ude00", "é", "</script>", "${x}", "'", ""];
+  const special = [
+    '"',
+    "\\",
+    '\\"',
+    '"\\',
+    "/",
+    "\u0000",
+    "\b\f\n\r\t",
+    "\u001f",
+    "\u007f",
+    "\u2028\u2029",
+    "\ud800",
+    "\udfff",
+    "\udc00\ud800",
+    "a\ud83d",
+    "\ud83d\ude00",
+    "é",
+    "</script>",
+    "${x}",
+    "'",
+    "",
+  ];
   for (let c = 0; c < 0x20; c++) special.push(String.fromCharCode(c), `a${String.fromCharCode(c)}b`);
   for (const s of special) {
     const out = jsonString(s);
@@ -31,13 +62,15 @@ t.test("jsonString round-trips every kind of string as valid, well-formed JSON",
 
 t.test("jsonString on random code-unit strings", async (t) => {
   let seed = 987654321;
-  const rnd = () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  const rnd = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32;
   let bad = 0;
   for (let i = 0; i < 5000; i++) {
     const units: number[] = [];
     for (let n = Math.floor(rnd() * 24); n > 0; n--) {
       const r = rnd();
-      units.push(r < 0.3 ? Math.floor(rnd() * 0x80) : r < 0.5 ? 0xd800 + Math.floor(rnd() * 0x800) : r < 0.6 ? Math.floor(rnd() * 0x20) : Math.floor(rnd() * 0x10000));
+      units.push(
+        r < 0.3 ? Math.floor(rnd() * 0x80) : r < 0.5 ? 0xd800 + Math.floor(rnd() * 0x800) : r < 0.6 ? Math.floor(rnd() * 0x20) : Math.floor(rnd() * 0x10000),
+      );
     }
     const s = String.fromCharCode(...units);
     const out = jsonString(s);
@@ -50,7 +83,15 @@ t.test("jsonString on random code-unit strings", async (t) => {
   t.equal(bad, 0, "5000 random strings");
 });
 
-const fields = (over: Partial<DecisionFields> = {}): DecisionFields => ({ namespace: 'ns"x', identifier: "id\\\u0001\ud800", limit: 10, remaining: 7, resetTime: 1_800_000_000, algorithm: "token-bucket", ...over });
+const fields = (over: Partial<DecisionFields> = {}): DecisionFields => ({
+  namespace: 'ns"x',
+  identifier: "id\\\u0001\ud800",
+  limit: 10,
+  remaining: 7,
+  resetTime: 1_800_000_000,
+  algorithm: "token-bucket",
+  ...over,
+});
 
 t.test("allowedBody", async (t) => {
   const j = JSON.parse(allowedBody("req_abc_1", 1_799_999_999_123, fields(), 3, false, 0.12345));
@@ -59,7 +100,17 @@ t.test("allowedBody", async (t) => {
     timestamp: 1_799_999_999_123,
     api_version: API_VERSION,
     object: "rate_limit",
-    data: { allowed: true, namespace: 'ns"x', identifier: "id\\\u0001\ud800", limit: 10, remaining: 7, reset_time: 1_800_000_000, count: 3, algorithm: "token-bucket", _request: { success: true, processing_time_ms: 0.123 } },
+    data: {
+      allowed: true,
+      namespace: 'ns"x',
+      identifier: "id\\\u0001\ud800",
+      limit: 10,
+      remaining: 7,
+      reset_time: 1_800_000_000,
+      count: 3,
+      algorithm: "token-bucket",
+      _request: { success: true, processing_time_ms: 0.123 },
+    },
   });
   const d = JSON.parse(allowedBody("req_abc_2", 1, fields(), 3, true, 0)).data;
   t.equal(d.degraded, true, "degraded: true on a fail-open answer");
@@ -70,7 +121,17 @@ t.test("blockedBody", async (t) => {
   const j = JSON.parse(blockedBody("err_abc_1", 1_799_999_999_123, fields({ remaining: 0 }), 1234567, 1.5));
   t.equal(j.object, "error");
   t.equal(j.id, "err_abc_1");
-  t.same(j.data, { error: "Rate limit exceeded", status: 429, namespace: 'ns"x', identifier: "id\\\u0001\ud800", limit: 10, remaining: 0, reset_time: 1_800_000_000, retry_after: 1234.567, _request: { success: false, processing_time_ms: 1.5 } });
+  t.same(j.data, {
+    error: "Rate limit exceeded",
+    status: 429,
+    namespace: 'ns"x',
+    identifier: "id\\\u0001\ud800",
+    limit: 10,
+    remaining: 0,
+    reset_time: 1_800_000_000,
+    retry_after: 1234.567,
+    _request: { success: false, processing_time_ms: 1.5 },
+  });
   t.equal(JSON.parse(blockedBody("e", 1, fields(), 1, 0)).data.retry_after, 0.001, "millisecond precision");
 });
 

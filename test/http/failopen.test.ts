@@ -14,7 +14,10 @@ t.teardown(closeAgents);
 
 const SLOW_DETECTOR = { FAILURE_TIMEOUT_MS: "5000", HEARTBEAT_INTERVAL_MS: "100", PEER_TIMEOUT_MS: "100" };
 
-async function frozenOwner(t: { teardown(fn: () => unknown): void }, env: Record<string, string>): Promise<{ cluster: TestCluster; front: NodeProcess; id: string }> {
+async function frozenOwner(
+  t: { teardown(fn: () => unknown): void },
+  env: Record<string, string>,
+): Promise<{ cluster: TestCluster; front: NodeProcess; id: string }> {
   const cluster = await startCluster(2, { ...SLOW_DETECTOR, ...env });
   t.teardown(async () => {
     cluster.nodes[1]?.signal("SIGCONT");

@@ -19,7 +19,27 @@ import { envelopeProblems, validBody } from "../harness/contract.js";
 const dir = mkdtempSync(path.join(os.tmpdir(), "ringlimit-tls-"));
 const certFile = path.join(dir, "c.pem");
 const keyFile = path.join(dir, "k.pem");
-execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1", "-keyout", keyFile, "-out", certFile], { stdio: "ignore" });
+execFileSync(
+  "openssl",
+  [
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-subj",
+    "/CN=127.0.0.1",
+    "-addext",
+    "subjectAltName=IP:127.0.0.1",
+    "-days",
+    "1",
+    "-keyout",
+    keyFile,
+    "-out",
+    certFile,
+  ],
+  { stdio: "ignore" },
+);
 const certPem = readFileSync(certFile);
 const fingerprint = new X509Certificate(certPem).fingerprint256;
 
@@ -54,12 +74,23 @@ t.test("POST /limit over HTTPS: 200 then 429, with a verifying client", async (t
   const post = () =>
     new Promise<{ status: number; text: string; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
       const u = new URL(node.url + "/limit");
-      const req = https.request({ hostname: u.hostname, port: u.port, path: u.pathname, method: "POST", ca: certPem, agent: false, headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" } }, (res) => {
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (c: string) => (text += c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }));
-      });
+      const req = https.request(
+        {
+          hostname: u.hostname,
+          port: u.port,
+          path: u.pathname,
+          method: "POST",
+          ca: certPem,
+          agent: false,
+          headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" },
+        },
+        (res) => {
+          let text = "";
+          res.setEncoding("utf8");
+          res.on("data", (c: string) => (text += c));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }));
+        },
+      );
       req.on("error", reject);
       req.end(body);
     });
@@ -90,10 +121,21 @@ t.test("the rest of the contract over TLS (keep-alive client)", async (t) => {
 t.test("plain HTTP to the TLS port gets no 200", async (t) => {
   const port = new URL(node.url).port;
   const outcome = await new Promise<string>((resolve) => {
-    const req = http.request({ hostname: "127.0.0.1", port, path: "/limit", method: "POST", agent: false, timeout: 3000, headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" } }, (res) => {
-      res.resume();
-      res.on("end", () => resolve(`status ${res.statusCode}`));
-    });
+    const req = http.request(
+      {
+        hostname: "127.0.0.1",
+        port,
+        path: "/limit",
+        method: "POST",
+        agent: false,
+        timeout: 3000,
+        headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" },
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () => resolve(`status ${res.statusCode}`));
+      },
+    );
     req.on("timeout", () => req.destroy(new Error("timeout")));
     req.on("error", (err) => resolve(`error ${err.message}`));
     req.end(JSON.stringify(validBody()));

@@ -57,7 +57,11 @@ for (let i = 0; i < 150; i++) {
 }
 
 // 2. truncated valid JSON at every cut point
-for (const full of [JSON.stringify(base()), JSON.stringify({ ...base(), extra: { a: [1, 2, { b: null }] } }), JSON.stringify({ ...base(), identifier: "é😀\u0000\"\\" })]) {
+for (const full of [
+  JSON.stringify(base()),
+  JSON.stringify({ ...base(), extra: { a: [1, 2, { b: null }] } }),
+  JSON.stringify({ ...base(), identifier: 'é😀\u0000"\\' }),
+]) {
   for (let cut = 0; cut < full.length; cut++) add("truncated", `cut at ${cut}/${full.length}`, full.slice(0, cut));
   // and byte-wise cuts inside multi-byte characters
   const bytes = Buffer.from(full);
@@ -97,14 +101,39 @@ for (const depth of [100, 1000, 5000, 8000, 8191]) {
   add("deep", `unclosed array depth ${depth}`, "[".repeat(depth));
   const obj = '{"a":'.repeat(Math.floor(depth / 3)) + "1" + "}".repeat(Math.floor(depth / 3));
   add("deep", `object depth ${Math.floor(depth / 3)}`, obj);
-  add("deep", `deep value in limit, depth ${Math.floor(depth / 3)}`, `{"namespace":"n","identifier":"i","duration":60,"limit":${"[".repeat(Math.floor(depth / 3))}${"]".repeat(Math.floor(depth / 3))}}`);
+  add(
+    "deep",
+    `deep value in limit, depth ${Math.floor(depth / 3)}`,
+    `{"namespace":"n","identifier":"i","duration":60,"limit":${"[".repeat(Math.floor(depth / 3))}${"]".repeat(Math.floor(depth / 3))}}`,
+  );
 }
 add("deep", "array depth 10000 (over 16 KiB)", "[".repeat(10000) + "]".repeat(10000));
 add("deep", "object depth 10000 (over 16 KiB)", '{"a":'.repeat(10000) + "1" + "}".repeat(10000));
 add("deep", "unclosed depth 20000", "{".repeat(20000));
 
 // 5. huge and odd numbers, written as JSON text
-const NUMBERS = ["1e400", "-1e400", "1e309", "-0", "0e0", "1e-400", "NaN", "Infinity", "-Infinity", "0x10", "010", "+5", ".5", "5.", "1_000", "9".repeat(400), "1" + "0".repeat(20), "1.7976931348623157e309", "4294967297", "-2147483649"];
+const NUMBERS = [
+  "1e400",
+  "-1e400",
+  "1e309",
+  "-0",
+  "0e0",
+  "1e-400",
+  "NaN",
+  "Infinity",
+  "-Infinity",
+  "0x10",
+  "010",
+  "+5",
+  ".5",
+  "5.",
+  "1_000",
+  "9".repeat(400),
+  "1" + "0".repeat(20),
+  "1.7976931348623157e309",
+  "4294967297",
+  "-2147483649",
+];
 for (const n of NUMBERS) {
   for (const field of ["limit", "duration"]) {
     add("number", `${field}: ${n.slice(0, 20)}`, JSON.stringify(base()).replace(new RegExp(`"${field}":\\d+`), `"${field}":${n}`));
@@ -112,7 +141,22 @@ for (const n of NUMBERS) {
 }
 
 // 6. JSON that is not an object
-for (const text of ["null", "true", "false", "0", "-1", "1e400", '""', '"{}"', JSON.stringify(JSON.stringify(base())), "[]", "[{}]", JSON.stringify([base()]), "[null]", '[1,"a",{}]']) {
+for (const text of [
+  "null",
+  "true",
+  "false",
+  "0",
+  "-1",
+  "1e400",
+  '""',
+  '"{}"',
+  JSON.stringify(JSON.stringify(base())),
+  "[]",
+  "[{}]",
+  JSON.stringify([base()]),
+  "[null]",
+  '[1,"a",{}]',
+]) {
   add("non-object", text.slice(0, 40), text);
 }
 
@@ -123,7 +167,19 @@ for (const esc of ["\\ud800", "\\udfff", "\\udc00\\ud800", "\\ud83d", "a\\ud800b
     add("surrogate", `${field} ${esc}, bad limit`, text);
   }
 }
-const BAD_UTF8 = [[0xff], [0xfe], [0x80], [0xc3], [0xc3, 0x28], [0xe2, 0x82], [0xed, 0xa0, 0x80], [0xed, 0xbf, 0xbf], [0xc0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xf4, 0x90, 0x80, 0x80]];
+const BAD_UTF8 = [
+  [0xff],
+  [0xfe],
+  [0x80],
+  [0xc3],
+  [0xc3, 0x28],
+  [0xe2, 0x82],
+  [0xed, 0xa0, 0x80],
+  [0xed, 0xbf, 0xbf],
+  [0xc0, 0x80],
+  [0xf8, 0x88, 0x80, 0x80, 0x80],
+  [0xf4, 0x90, 0x80, 0x80],
+];
 for (const bytes of BAD_UTF8) {
   for (const field of ["namespace", "identifier", "product", "algorithm"]) {
     const [before, after] = JSON.stringify(base()).split(new RegExp(`(?<="${field}":")`)) as [string, string];
@@ -158,7 +214,11 @@ for (const field of ["limit", "duration", "namespace", "identifier"] as const) {
 add("proto", "__proto__ only", '{"__proto__":{"namespace":"n","identifier":"i","limit":5,"duration":60}}');
 add("proto", "__proto__ null", '{"__proto__":null}');
 add("proto", "__proto__ array", `{"__proto__":[${JSON.stringify(base())}]}`);
-add("proto", "constructor string and bad limit", JSON.stringify({ ...base(), constructor: "Object", toString: 1, valueOf: null, hasOwnProperty: 0, limit: "x" }));
+add(
+  "proto",
+  "constructor string and bad limit",
+  JSON.stringify({ ...base(), constructor: "Object", toString: 1, valueOf: null, hasOwnProperty: 0, limit: "x" }),
+);
 
 // 10. strings over the limits, some far over (and over the body cap)
 for (let i = 0; i < 40; i++) {
@@ -168,18 +228,31 @@ for (let i = 0; i < 40; i++) {
   add("long", `${field} length ${n}`, JSON.stringify({ ...base(), [field]: pick(["x", "é", "😀", "\\", '"']).repeat(n) }));
 }
 for (const size of [MAX + 1, MAX + 2, 2 * MAX, 64 * 1024, 256 * 1024]) {
-  add("oversize", `valid body padded to ${size} bytes`, JSON.stringify({ ...base(), pad: "p".repeat(size) }).slice(0, size).padEnd(size, " "), [413]);
+  add(
+    "oversize",
+    `valid body padded to ${size} bytes`,
+    JSON.stringify({ ...base(), pad: "p".repeat(size) })
+      .slice(0, size)
+      .padEnd(size, " "),
+    [413],
+  );
 }
 
 // 11. random JSON trees that are objects but never valid (duration is always absent or wrong)
 function randomJson(depth: number): unknown {
   switch (int(depth > 3 ? 5 : 8)) {
-    case 0: return null;
-    case 1: return rand() < 0.5;
-    case 2: return pick([0, -1, 1, 1.5, 1e6, 1e7, 2 ** 31, -(2 ** 31), 1e-3]);
-    case 3: return pick(["", "a", "fixed-window", "token-bucket", "😀", "\u0000", "x".repeat(300), "svc_sk_x", "__proto__"]);
-    case 4: return int(1000);
-    case 5: return Array.from({ length: int(4) }, () => randomJson(depth + 1));
+    case 0:
+      return null;
+    case 1:
+      return rand() < 0.5;
+    case 2:
+      return pick([0, -1, 1, 1.5, 1e6, 1e7, 2 ** 31, -(2 ** 31), 1e-3]);
+    case 3:
+      return pick(["", "a", "fixed-window", "token-bucket", "😀", "\u0000", "x".repeat(300), "svc_sk_x", "__proto__"]);
+    case 4:
+      return int(1000);
+    case 5:
+      return Array.from({ length: int(4) }, () => randomJson(depth + 1));
     default: {
       const o: Record<string, unknown> = {};
       for (let k = int(6); k > 0; k--) o[pick([...FIELDS, "x", "data", "_request", "__proto__", "constructor"])] = randomJson(depth + 1);
@@ -198,7 +271,15 @@ for (let i = 0; i < 150; i++) {
 // 12. header-level: wrong content type whatever the body (415 before any parsing)
 for (let i = 0; i < 30; i++) {
   const c = cases[int(cases.length)]!;
-  const ct = pick(["text/plain", "application/x-www-form-urlencoded", "application/jsonx", "json", "", "application/json-patch+json", "multipart/form-data; boundary=x"]);
+  const ct = pick([
+    "text/plain",
+    "application/x-www-form-urlencoded",
+    "application/jsonx",
+    "json",
+    "",
+    "application/json-patch+json",
+    "multipart/form-data; boundary=x",
+  ]);
   cases.push({ kind: "content-type", desc: `${JSON.stringify(ct)} with ${c.kind}`, body: c.body, expect: [415], contentType: ct });
 }
 
@@ -222,12 +303,20 @@ t.test(`${cases.length} malformed bodies, 50 at a time`, async (t) => {
       return;
     }
     statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
-    const problems = [...(c.expect.includes(r.status) ? [] : [`status ${r.status}, expected ${c.expect.join("|")}`]), ...envelopeProblems(r, "error"), ...leakProblems(r.text)];
+    const problems = [
+      ...(c.expect.includes(r.status) ? [] : [`status ${r.status}, expected ${c.expect.join("|")}`]),
+      ...envelopeProblems(r, "error"),
+      ...leakProblems(r.text),
+    ];
     if (r.json?.data?.status !== undefined && r.json.data.status !== r.status) problems.push("data.status differs");
     if (problems.length > 0) failures.push(`#${i} ${c.kind} ${c.desc}: ${problems.join("; ")} — ${r.text.slice(0, 160)}`);
   });
   t.comment(`statuses: ${JSON.stringify(Object.fromEntries(statuses))} in ${Date.now() - started} ms`);
-  t.same(failures.slice(0, 25).map((f) => show(f)), [], `every answer an enveloped 4xx (seed ${SEED}; ${failures.length} failures)`);
+  t.same(
+    failures.slice(0, 25).map((f) => show(f)),
+    [],
+    `every answer an enveloped 4xx (seed ${SEED}; ${failures.length} failures)`,
+  );
   t.equal(failures.length, 0);
   const kinds = new Set(cases.map((c) => c.kind));
   t.ok(kinds.size >= 15, `covers ${kinds.size} kinds`);

@@ -27,13 +27,23 @@ function heldUpload(url: string, body: string): HeldUpload {
   const half = Math.floor(body.length / 2);
   let req!: http.ClientRequest;
   const result = new Promise<{ status: number; text: string } | { error: string }>((resolve) => {
-    req = http.request({ hostname: u.hostname, port: u.port, path: u.pathname, method: "POST", agent: false, headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json", "transfer-encoding": "chunked" } }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (c: string) => (text += c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-      res.on("error", (err) => resolve({ error: err.message }));
-    });
+    req = http.request(
+      {
+        hostname: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: "POST",
+        agent: false,
+        headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json", "transfer-encoding": "chunked" },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (text += c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on("error", (err) => resolve({ error: err.message }));
+      },
+    );
     req.on("error", (err) => resolve({ error: err.message }));
   });
   req.write(body.slice(0, half));
@@ -110,7 +120,16 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
 t.test("SIGTERM on an idle node exits 0 promptly", async (t) => {
   const n = await spawnNode({});
   t.teardown(() => n.kill());
-  t.equal((await request(n.url + "/limit", { method: "POST", headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" }, body: JSON.stringify(validBody()) })).status, 200);
+  t.equal(
+    (
+      await request(n.url + "/limit", {
+        method: "POST",
+        headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" },
+        body: JSON.stringify(validBody()),
+      })
+    ).status,
+    200,
+  );
   const started = Date.now();
   n.signal("SIGTERM");
   const exit = await exitWithin(n, 5000);
@@ -134,12 +153,23 @@ t.test("requests written just before SIGTERM get real answers or a closed connec
     { length: 20 },
     () =>
       new Promise<{ status: number; text: string } | Error>((resolve) => {
-        const req = http.request({ hostname: u.hostname, port: u.port, path: u.pathname, method: "POST", agent, headers: { ...headers, "content-length": String(Buffer.byteLength(body)) }, timeout: 5000 }, (res) => {
-          let text = "";
-          res.setEncoding("utf8");
-          res.on("data", (c: string) => (text += c));
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-        });
+        const req = http.request(
+          {
+            hostname: u.hostname,
+            port: u.port,
+            path: u.pathname,
+            method: "POST",
+            agent,
+            headers: { ...headers, "content-length": String(Buffer.byteLength(body)) },
+            timeout: 5000,
+          },
+          (res) => {
+            let text = "";
+            res.setEncoding("utf8");
+            res.on("data", (c: string) => (text += c));
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+          },
+        );
         req.on("timeout", () => req.destroy(new Error("request timed out")));
         req.on("error", resolve);
         flushed.push(new Promise((r) => req.on("finish", () => r())));

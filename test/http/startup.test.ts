@@ -15,7 +15,11 @@ t.teardown(closeAgents);
 
 const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
 const post = (url: string, key: string, body: unknown = validBody()) =>
-  request(url + "/limit", { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) });
+  request(url + "/limit", {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
 
 t.test("bad configuration: non-zero exit, one stderr line naming the variable", async (t) => {
   const base = { HOST: "127.0.0.1", PORT: "0", API_KEYS: TEST_KEY, LOG_LEVEL: "info" };
@@ -41,15 +45,15 @@ t.test("bad configuration: non-zero exit, one stderr line naming the variable", 
     ["positional argument", {}, ["serve"], "serve"],
   ];
   await pool(cases, 4, async ([what, env, args, name]) => {
-      const run = await runMain(args, { ...base, ...env }, 10_000);
-      t.not(run.code, 0, `${what}: non-zero exit (${run.code})`);
-      t.equal(run.signal, null, `${what}: exited by itself`);
-      const lines = run.stderr.split("\n").filter((l) => l !== "");
-      t.equal(lines.length, 1, `${what}: one line on stderr: ${JSON.stringify(run.stderr)}`);
-      t.ok(lines[0]?.includes(name), `${what}: names ${name}: ${lines[0]}`);
-      t.notMatch(run.stderr, /\bat .*\.js|node_modules/, `${what}: no stack trace`);
-      t.equal(run.stdout, "", `${what}: nothing on stdout (no start-up)`);
-      t.notOk(run.stderr.includes(TEST_KEY), `${what}: no key in the message`);
+    const run = await runMain(args, { ...base, ...env }, 10_000);
+    t.not(run.code, 0, `${what}: non-zero exit (${run.code})`);
+    t.equal(run.signal, null, `${what}: exited by itself`);
+    const lines = run.stderr.split("\n").filter((l) => l !== "");
+    t.equal(lines.length, 1, `${what}: one line on stderr: ${JSON.stringify(run.stderr)}`);
+    t.ok(lines[0]?.includes(name), `${what}: names ${name}: ${lines[0]}`);
+    t.notMatch(run.stderr, /\bat .*\.js|node_modules/, `${what}: no stack trace`);
+    t.equal(run.stdout, "", `${what}: nothing on stdout (no start-up)`);
+    t.notOk(run.stderr.includes(TEST_KEY), `${what}: no key in the message`);
   });
 });
 
@@ -118,13 +122,23 @@ t.test("API keys never reach the log, even at debug level", async (t) => {
   t.equal((await post(n.url, wrong)).status, 401);
   t.equal((await post(n.url, TEST_KEY, "{bad json")).status, 400);
   t.equal((await post(n.url, TEST_KEY, { limit: "x" })).status, 400);
-  t.equal((await request(n.url + "/limit", { method: "POST", headers: { authorization: `Basic ${Buffer.from("u:" + wrong).toString("base64")}` } })).status, 401);
+  t.equal(
+    (await request(n.url + "/limit", { method: "POST", headers: { authorization: `Basic ${Buffer.from("u:" + wrong).toString("base64")}` } })).status,
+    401,
+  );
   n.signal("SIGTERM");
   const exit = await n.exited;
   t.same(exit, { code: 0, signal: null });
   const out = n.output();
   t.ok(out.length > 0, "the node did log");
-  for (const [what, secret] of [["first key", TEST_KEY], ["second key", second], ["wrong key", wrong], ["secret part of the first key", TEST_KEY.slice(7)], ["secret part of the wrong key", wrong.slice(7)], ["basic credentials", Buffer.from("u:" + wrong).toString("base64")]] as const) {
+  for (const [what, secret] of [
+    ["first key", TEST_KEY],
+    ["second key", second],
+    ["wrong key", wrong],
+    ["secret part of the first key", TEST_KEY.slice(7)],
+    ["secret part of the wrong key", wrong.slice(7)],
+    ["basic credentials", Buffer.from("u:" + wrong).toString("base64")],
+  ] as const) {
     t.notOk(out.includes(secret), `${what} is not in the log`);
   }
 });

@@ -36,10 +36,17 @@ t.test("check order: route → auth → Content-Type → size → JSON → field
   isError(t, await post({ authorization: AUTH, "content-type": JSON_CT }, "{" + huge), 413, "Payload Too Large", "good auth + type + huge invalid JSON");
   const badJson = await post({ authorization: AUTH, "content-type": JSON_CT }, '{"limit": "x", oops');
   isError(t, badJson, 400, "Bad Request", "invalid JSON with bad fields");
-  t.same(badJson.json.data.details.map((d: { field: string }) => d.field), ["body"], "JSON error reported, not field errors");
+  t.same(
+    badJson.json.data.details.map((d: { field: string }) => d.field),
+    ["body"],
+    "JSON error reported, not field errors",
+  );
   const badField = await post({ authorization: AUTH, "content-type": JSON_CT }, JSON.stringify(validBody({ limit: "x" })));
   isError(t, badField, 400, "Bad Request", "valid JSON, bad field");
-  t.same(badField.json.data.details.map((d: { field: string }) => d.field), ["limit"]);
+  t.same(
+    badField.json.data.details.map((d: { field: string }) => d.field),
+    ["limit"],
+  );
 });
 
 t.test("Authorization variants", async (t) => {
@@ -87,11 +94,31 @@ t.test("a rejected request is not counted", async (t) => {
 });
 
 t.test("Content-Type variants", async (t) => {
-  for (const ct of ["application/json", "application/json; charset=utf-8", "application/json;charset=UTF-8", "Application/JSON", "APPLICATION/JSON; CHARSET=UTF-8", "application/json ; charset=utf-8"]) {
+  for (const ct of [
+    "application/json",
+    "application/json; charset=utf-8",
+    "application/json;charset=UTF-8",
+    "Application/JSON",
+    "APPLICATION/JSON; CHARSET=UTF-8",
+    "application/json ; charset=utf-8",
+  ]) {
     const r = await post({ authorization: AUTH, "content-type": ct });
     t.equal(r.status, 200, `accepted: ${ct}`);
   }
-  for (const ct of [undefined, "", "text/plain", "text/json", "application/jsonp", "application/json-seq", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/problem+json", "json", "*/*", "application/*"]) {
+  for (const ct of [
+    undefined,
+    "",
+    "text/plain",
+    "text/json",
+    "application/jsonp",
+    "application/json-seq",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x",
+    "application/problem+json",
+    "json",
+    "*/*",
+    "application/*",
+  ]) {
     const headers: Record<string, string> = { authorization: AUTH };
     if (ct !== undefined) headers["content-type"] = ct;
     isError(t, await post(headers), 415, "Unsupported Media Type", `content-type ${JSON.stringify(ct)}`);
@@ -124,16 +151,26 @@ function chunkedPost(pieces: Buffer[], delayMs: number): Promise<{ status: numbe
       req.destroy();
       reject(new Error("no answer within 10 s: connection left hanging"));
     }, 10_000);
-    const req = http.request({ hostname: u.hostname, port: u.port, path: u.pathname, method: "POST", agent: false, headers: { authorization: AUTH, "content-type": JSON_CT, "transfer-encoding": "chunked" } }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (c: string) => (text += c));
-      res.on("end", () => {
-        clearTimeout(timer);
-        resolve({ status: res.statusCode ?? 0, text, ...(writeError !== undefined ? { writeError } : {}), ms: Date.now() - started });
-      });
-      res.on("error", () => undefined);
-    });
+    const req = http.request(
+      {
+        hostname: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: "POST",
+        agent: false,
+        headers: { authorization: AUTH, "content-type": JSON_CT, "transfer-encoding": "chunked" },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (text += c));
+        res.on("end", () => {
+          clearTimeout(timer);
+          resolve({ status: res.statusCode ?? 0, text, ...(writeError !== undefined ? { writeError } : {}), ms: Date.now() - started });
+        });
+        res.on("error", () => undefined);
+      },
+    );
     req.on("error", (err) => (writeError = err.message)); // EPIPE/ECONNRESET after an early answer is fine
     (async () => {
       for (const piece of pieces) {
@@ -172,19 +209,40 @@ t.test("16 KiB body cap: chunked bodies", async (t) => {
 });
 
 t.test("404 for unknown paths, 405 with Allow: POST for other methods on /limit", async (t) => {
-  for (const [method, path] of [["GET", "/"], ["POST", "/"], ["GET", "/nope"], ["POST", "/limits"], ["POST", "/limit/x"], ["POST", "/LIMIT"], ["POST", "/v1/limit"], ["GET", "/health/x"]] as const) {
-    const r = await request(node.url + path, { method, headers: { authorization: AUTH, "content-type": JSON_CT }, body: method === "POST" ? "{}" : undefined as unknown as string });
+  for (const [method, path] of [
+    ["GET", "/"],
+    ["POST", "/"],
+    ["GET", "/nope"],
+    ["POST", "/limits"],
+    ["POST", "/limit/x"],
+    ["POST", "/LIMIT"],
+    ["POST", "/v1/limit"],
+    ["GET", "/health/x"],
+  ] as const) {
+    const r = await request(node.url + path, {
+      method,
+      headers: { authorization: AUTH, "content-type": JSON_CT },
+      body: method === "POST" ? "{}" : (undefined as unknown as string),
+    });
     isError(t, r, 404, "Not Found", `${method} ${path}`);
   }
   for (const method of ["GET", "PUT", "DELETE", "PATCH", "OPTIONS"]) {
-    const r = await request(node.url + "/limit", { method, headers: { authorization: AUTH, "content-type": JSON_CT }, ...(method === "PUT" || method === "PATCH" ? { body: JSON.stringify(validBody()) } : {}) });
+    const r = await request(node.url + "/limit", {
+      method,
+      headers: { authorization: AUTH, "content-type": JSON_CT },
+      ...(method === "PUT" || method === "PATCH" ? { body: JSON.stringify(validBody()) } : {}),
+    });
     isError(t, r, 405, "Method Not Allowed", `${method} /limit`);
     t.equal(r.headers["allow"], "POST", `${method}: Allow: POST`);
   }
 });
 
 t.test("a query string does not change the route", async (t) => {
-  const r = await request(node.url + "/limit?debug=1", { method: "POST", headers: { authorization: AUTH, "content-type": JSON_CT }, body: JSON.stringify(validBody()) });
+  const r = await request(node.url + "/limit?debug=1", {
+    method: "POST",
+    headers: { authorization: AUTH, "content-type": JSON_CT },
+    body: JSON.stringify(validBody()),
+  });
   t.equal(r.status, 200);
 });
 
@@ -213,7 +271,15 @@ t.test("/metrics: names, default process metrics, and counts that move", async (
   const m0 = await request(node.url + "/metrics");
   t.equal(m0.status, 200);
   t.match(String(m0.headers["content-type"]), /^text\/plain/);
-  for (const name of ["ringlimit_requests_total", "ringlimit_decision_seconds", "ringlimit_stored_keys", "ringlimit_evictions_total", "ringlimit_degraded_total", "process_cpu_seconds_total", "nodejs_heap_size_total_bytes"]) {
+  for (const name of [
+    "ringlimit_requests_total",
+    "ringlimit_decision_seconds",
+    "ringlimit_stored_keys",
+    "ringlimit_evictions_total",
+    "ringlimit_degraded_total",
+    "process_cpu_seconds_total",
+    "nodejs_heap_size_total_bytes",
+  ]) {
     t.match(m0.text, new RegExp(`^# TYPE ${name} `, "m"), `has ${name}`);
   }
   const before = m0.text;
@@ -248,7 +314,11 @@ t.test("METRICS_PORT moves /metrics to its own port", async (t) => {
   t.equal(m.status, 200);
   t.match(m.text, /^# TYPE ringlimit_requests_total counter/m);
   t.equal((await request(`http://127.0.0.1:${port}/nope`)).status, 404);
-  t.equal((await request(`http://127.0.0.1:${port}/limit`, { method: "POST", headers: { authorization: AUTH, "content-type": JSON_CT }, body: "{}" })).status, 404, "no /limit on the admin port");
+  t.equal(
+    (await request(`http://127.0.0.1:${port}/limit`, { method: "POST", headers: { authorization: AUTH, "content-type": JSON_CT }, body: "{}" })).status,
+    404,
+    "no /limit on the admin port",
+  );
   t.equal((await limit(other.url, validBody())).status, 200, "main port still decides");
   t.equal((await request(other.url + "/health")).status, 200);
 });

@@ -85,7 +85,13 @@ t.test("integer bounds at the edge and one past", async (t) => {
       }
     }
     for (const v of [min - 1, max + 1, -1, -max, 2 ** 32, 2 ** 53, Number.MAX_SAFE_INTEGER + 2]) {
-      bad400(t, await post(validBody({ [field]: v })), [field], `${field} = ${v}`, [String(v)].filter((s) => s.length > 2));
+      bad400(
+        t,
+        await post(validBody({ [field]: v })),
+        [field],
+        `${field} = ${v}`,
+        [String(v)].filter((s) => s.length > 2),
+      );
     }
   }
 });
@@ -202,7 +208,7 @@ t.test("product slug rule", async (t) => {
 });
 
 t.test("invalid JSON and non-object bodies are 400", async (t) => {
-  const texts = ["", " ", "{", "{}}", "{'namespace':'a'}", '{"namespace":"a",}', "nul", "undefined", "NaN", `{"namespace":"${MARK}"`, "[", "{\"a\":1 \"b\":2}"];
+  const texts = ["", " ", "{", "{}}", "{'namespace':'a'}", '{"namespace":"a",}', "nul", "undefined", "NaN", `{"namespace":"${MARK}"`, "[", '{"a":1 "b":2}'];
   for (const text of texts) {
     const r = await post(text);
     bad400(t, r, ["body"], `body ${JSON.stringify(text)}`);
@@ -215,7 +221,10 @@ t.test("invalid JSON and non-object bodies are 400", async (t) => {
 });
 
 t.test("a request with no body at all is 400", async (t) => {
-  const r = await request(node.url + "/limit", { method: "POST", headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json", "content-length": "0" } });
+  const r = await request(node.url + "/limit", {
+    method: "POST",
+    headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json", "content-length": "0" },
+  });
   bad400(t, r, ["body"], "empty body");
 });
 
@@ -229,9 +238,17 @@ t.test("valid after invalid: validation leaves no state behind", async (t) => {
 });
 
 t.test("bodies that are not UTF-8 are 400, so distinct byte strings never share a limit", async (t) => {
-  const mk = (bytes: number[]) => Buffer.concat([Buffer.from(`{"namespace":"utf8","limit":1,"duration":600,"identifier":"${uniqueId()}`), Buffer.from(bytes), Buffer.from('"}')]);
+  const mk = (bytes: number[]) =>
+    Buffer.concat([Buffer.from(`{"namespace":"utf8","limit":1,"duration":600,"identifier":"${uniqueId()}`), Buffer.from(bytes), Buffer.from('"}')]);
   const headers = { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" };
-  for (const bytes of [[0xff], [0xfe], [0xc3], [0xed, 0xa0, 0x80] /* UTF-8-encoded lone surrogate */, [0xc0, 0xaf] /* overlong "/" */, [0xf4, 0x90, 0x80, 0x80] /* above U+10FFFF */]) {
+  for (const bytes of [
+    [0xff],
+    [0xfe],
+    [0xc3],
+    [0xed, 0xa0, 0x80] /* UTF-8-encoded lone surrogate */,
+    [0xc0, 0xaf] /* overlong "/" */,
+    [0xf4, 0x90, 0x80, 0x80] /* above U+10FFFF */,
+  ]) {
     const r = await request(node.url + "/limit", { method: "POST", headers, body: mk(bytes) });
     bad400(t, r, ["body"], `bytes ${Buffer.from(bytes).toString("hex")}`);
   }

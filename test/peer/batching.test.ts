@@ -1,15 +1,13 @@
-import t from 'tap';
-import type { DecideResult, PeerError } from '../../src/peer/index.js';
-import { connectedPair, echoHandler, makeClient } from './helpers.js';
+import t from "tap";
+import type { DecideResult, PeerError } from "../../src/peer/index.js";
+import { connectedPair, echoHandler, makeClient } from "./helpers.js";
 
 type Answer = { err: string | null; r: DecideResult | null };
 
 /** decide() as a promise, copying the reused result object. */
 function ask(client: ReturnType<typeof makeClient>, ns: string, id: string, alg: number, limit: number, dur: number): Promise<Answer> {
   return new Promise((resolve) =>
-    client.decide(ns, id, alg, limit, dur, (err: PeerError | null, r: DecideResult | null) =>
-      resolve({ err: err?.code ?? null, r: r && { ...r } }),
-    ),
+    client.decide(ns, id, alg, limit, dur, (err: PeerError | null, r: DecideResult | null) => resolve({ err: err?.code ?? null, r: r && { ...r } })),
   );
 }
 
@@ -18,25 +16,25 @@ async function pair(t: { teardown(fn: () => unknown): void }, handler = echoHand
   return { server, client, handler };
 }
 
-t.test('500 decide() calls in one turn travel in exactly one DECIDE frame', async (t) => {
+t.test("500 decide() calls in one turn travel in exactly one DECIDE frame", async (t) => {
   const { server, client, handler } = await pair(t);
   const answers: Array<Promise<Answer>> = [];
-  for (let i = 0; i < 500; i++) answers.push(ask(client, i % 2 ? 'api' : 'api.pro', `user-${i}`, i % 4, 100 + i, 60));
+  for (let i = 0; i < 500; i++) answers.push(ask(client, i % 2 ? "api" : "api.pro", `user-${i}`, i % 4, 100 + i, 60));
   t.equal(client.pendingCount, 500);
   const got = await Promise.all(answers);
-  t.equal(server.stats.decideFrames, 1, 'one frame');
-  t.equal(server.stats.decideItems, 500, 'with 500 items');
+  t.equal(server.stats.decideFrames, 1, "one frame");
+  t.equal(server.stats.decideItems, 500, "with 500 items");
   t.equal(handler.decided, 500);
   const wrong = got.filter((a, i) => a.err !== null || a.r!.code !== 0 || a.r!.remaining !== 100 + i - 1 || a.r!.resetTime !== 1_700_000_060);
-  t.same(wrong, [], 'every callback got its own answer');
+  t.same(wrong, [], "every callback got its own answer");
   t.equal(client.pendingCount, 0);
 });
 
-t.test('separate turns make separate frames, many in flight', async (t) => {
+t.test("separate turns make separate frames, many in flight", async (t) => {
   const { server, client } = await pair(t);
   const answers: Array<Promise<Answer>> = [];
   for (let turn = 0; turn < 20; turn++) {
-    for (let i = 0; i < 10; i++) answers.push(ask(client, 'ns', `t${turn}-${i}`, 0, turn * 10 + i + 1, 1));
+    for (let i = 0; i < 10; i++) answers.push(ask(client, "ns", `t${turn}-${i}`, 0, turn * 10 + i + 1, 1));
     await new Promise((r) => setImmediate(r)); // next turn, without waiting for replies
   }
   const got = await Promise.all(answers);
@@ -47,29 +45,29 @@ t.test('separate turns make separate frames, many in flight', async (t) => {
   );
 });
 
-t.test('a batch over 1 MiB is split into frames and fully answered', async (t) => {
+t.test("a batch over 1 MiB is split into frames and fully answered", async (t) => {
   const { server, client } = await pair(t);
   const answers: Array<Promise<Answer>> = [];
-  const long = 'k'.repeat(1_000);
-  for (let i = 0; i < 3_000; i++) answers.push(ask(client, 'ns', `${i}:${long}`, 0, i + 1, 1));
+  const long = "k".repeat(1_000);
+  for (let i = 0; i < 3_000; i++) answers.push(ask(client, "ns", `${i}:${long}`, 0, i + 1, 1));
   const got = await Promise.all(answers);
   t.ok(server.stats.decideFrames >= 3, `${server.stats.decideFrames} frames`);
   t.equal(server.stats.decideItems, 3_000);
   t.equal(got.filter((a, i) => a.r?.remaining !== i).length, 0);
 });
 
-t.test('errors are per item: a throwing handler fails only its own items', async (t) => {
+t.test("errors are per item: a throwing handler fails only its own items", async (t) => {
   const handler = {
     decide(_ns: string, id: string, _alg: number, limit: number, _dur: number, out: DecideResult): void {
-      if (id.startsWith('bad')) throw new Error(`no ${id}`);
-      if (id === 'blocked') {
+      if (id.startsWith("bad")) throw new Error(`no ${id}`);
+      if (id === "blocked") {
         out.code = 1;
         out.remaining = 0;
         out.resetTime = 1_700_000_100;
         out.retryAfterMs = 1234.5;
         return;
       }
-      if (id === 'weird-code') {
+      if (id === "weird-code") {
         out.code = 9; // out of range ⇒ reported as an error, not passed on
         return;
       }
@@ -80,8 +78,8 @@ t.test('errors are per item: a throwing handler fails only its own items', async
     },
   };
   const { server, client } = await pair(t, handler as ReturnType<typeof echoHandler>);
-  const ids = ['ok-1', 'bad-1', 'ok-2', 'blocked', 'bad-2', 'weird-code', 'ok-3'];
-  const got = await Promise.all(ids.map((id) => ask(client, 'ns', id, 2, 10, 60)));
+  const ids = ["ok-1", "bad-1", "ok-2", "blocked", "bad-2", "weird-code", "ok-3"];
+  const got = await Promise.all(ids.map((id) => ask(client, "ns", id, 2, 10, 60)));
   t.same(
     got.map((a) => [a.err, a.r?.code]),
     [
@@ -98,40 +96,40 @@ t.test('errors are per item: a throwing handler fails only its own items', async
   t.same(got[1]!.r, { code: 2, remaining: 0, resetTime: 0, retryAfterMs: 0 });
   t.equal(server.stats.decideFrames, 1);
   t.equal(server.stats.decideErrors, 2);
-  t.equal(client.state, 'up', 'connection unaffected');
+  t.equal(client.state, "up", "connection unaffected");
 });
 
-t.test('requests the wire cannot carry are refused synchronously, neighbours go out', async (t) => {
+t.test("requests the wire cannot carry are refused synchronously, neighbours go out", async (t) => {
   const { server, client } = await pair(t);
   const sync: string[] = [];
-  client.decide('ns', 'x'.repeat(70_000), 0, 10, 60, (err) => sync.push(err!.code));
-  client.decide('ns', 'id', 7, 10, 60, (err) => sync.push(err!.code));
-  client.decide('ns', 'id', 0, -1, 60, (err) => sync.push(err!.code));
-  t.same(sync, ['invalid', 'invalid', 'invalid'], 'answered inside decide()');
-  const good = await ask(client, 'ns', 'fine', 0, 10, 60);
+  client.decide("ns", "x".repeat(70_000), 0, 10, 60, (err) => sync.push(err!.code));
+  client.decide("ns", "id", 7, 10, 60, (err) => sync.push(err!.code));
+  client.decide("ns", "id", 0, -1, 60, (err) => sync.push(err!.code));
+  t.same(sync, ["invalid", "invalid", "invalid"], "answered inside decide()");
+  const good = await ask(client, "ns", "fine", 0, 10, 60);
   t.equal(good.r?.remaining, 9);
   t.equal(server.stats.decideItems, 1);
 });
 
-t.test('a callback that throws does not hurt the batch or the connection', async (t) => {
+t.test("a callback that throws does not hurt the batch or the connection", async (t) => {
   const { client } = await pair(t);
   const thrown: unknown[] = [];
   const onUncaught = (err: unknown): void => {
     thrown.push(err);
   };
-  process.on('uncaughtException', onUncaught);
+  process.on("uncaughtException", onUncaught);
   t.teardown(() => {
-    process.off('uncaughtException', onUncaught);
+    process.off("uncaughtException", onUncaught);
   });
   const others: Array<Promise<Answer>> = [];
-  client.decide('ns', 'first', 0, 10, 60, () => {
-    throw new Error('caller bug');
+  client.decide("ns", "first", 0, 10, 60, () => {
+    throw new Error("caller bug");
   });
-  for (let i = 0; i < 5; i++) others.push(ask(client, 'ns', `n${i}`, 0, 10, 60));
+  for (let i = 0; i < 5; i++) others.push(ask(client, "ns", `n${i}`, 0, 10, 60));
   const got = await Promise.all(others);
   t.equal(got.filter((a) => a.r?.remaining === 9).length, 5);
   await new Promise((r) => setImmediate(r));
-  t.equal(thrown.length, 1, 'rethrown on its own tick');
+  t.equal(thrown.length, 1, "rethrown on its own tick");
   t.match(String(thrown[0]), /caller bug/);
-  t.equal(client.state, 'up');
+  t.equal(client.state, "up");
 });

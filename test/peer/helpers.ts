@@ -2,16 +2,16 @@
 // chosen by the OS, and hand-driven ends of the protocol for the cases a
 // well-behaved PeerServer or PeerClient would never produce.
 
-import net from 'node:net';
-import type { EventEmitter } from 'node:events';
-import { FrameType } from '../../src/peer/constants.js';
-import { FrameDecoder, encodeFrame } from '../../src/peer/frame.js';
-import { ClientHandshake, ServerHandshake, secretKey } from '../../src/peer/handshake.js';
-import { decodePing, encodePing } from '../../src/peer/messages.js';
-import { PeerClient, PeerServer, type DecideResult, type PeerClientOptions, type PeerServerHandler, type PeerServerOptions } from '../../src/peer/index.js';
+import net from "node:net";
+import type { EventEmitter } from "node:events";
+import { FrameType } from "../../src/peer/constants.js";
+import { FrameDecoder, encodeFrame } from "../../src/peer/frame.js";
+import { ClientHandshake, ServerHandshake, secretKey } from "../../src/peer/handshake.js";
+import { decodePing, encodePing } from "../../src/peer/messages.js";
+import { PeerClient, PeerServer, type DecideResult, type PeerClientOptions, type PeerServerHandler, type PeerServerOptions } from "../../src/peer/index.js";
 
-export const HOST = '127.0.0.1';
-export const SECRET = 'test-cluster-secret';
+export const HOST = "127.0.0.1";
+export const SECRET = "test-cluster-secret";
 
 /** A handler that echoes: allowed, remaining = limit - 1, and counts its calls. */
 export function echoHandler(): PeerServerHandler & { decided: number } {
@@ -28,17 +28,14 @@ export function echoHandler(): PeerServerHandler & { decided: number } {
   return h;
 }
 
-export async function startServer(
-  handler: PeerServerHandler,
-  opts: Partial<PeerServerOptions> = {},
-): Promise<{ server: PeerServer; port: number }> {
-  const server = new PeerServer({ host: HOST, port: 0, secret: SECRET, nodeId: 'server-1', handler, ...opts });
+export async function startServer(handler: PeerServerHandler, opts: Partial<PeerServerOptions> = {}): Promise<{ server: PeerServer; port: number }> {
+  const server = new PeerServer({ host: HOST, port: 0, secret: SECRET, nodeId: "server-1", handler, ...opts });
   const port = await server.listen();
   return { server, port };
 }
 
 export function makeClient(port: number, opts: Partial<PeerClientOptions> = {}): PeerClient {
-  return new PeerClient({ host: HOST, port, secret: SECRET, nodeId: 'client-1', ...opts });
+  return new PeerClient({ host: HOST, port, secret: SECRET, nodeId: "client-1", ...opts });
 }
 
 /** Resolve on `event`, reject after `ms`, so a broken test fails instead of hanging. */
@@ -58,7 +55,7 @@ export async function connectedPair(
     await server.close();
   });
   client.connect();
-  await waitEvent(client, 'up');
+  await waitEvent(client, "up");
   return { server, port, client };
 }
 
@@ -90,15 +87,15 @@ export async function freePort(): Promise<number> {
 /** A raw socket to `port` and a promise of its 'close', with when it happened. */
 export async function rawConnect(port: number): Promise<{ socket: net.Socket; closed: Promise<number> }> {
   const socket = net.connect({ host: HOST, port });
-  socket.on('error', () => {});
+  socket.on("error", () => {});
   // Flowing from the start: a paused socket with unread data never sees the
   // server's FIN, so 'close' would never come. Tests that read attach 'data'
   // before they write anything.
   socket.resume();
-  const closed = new Promise<number>((r) => socket.once('close', () => r(performance.now())));
+  const closed = new Promise<number>((r) => socket.once("close", () => r(performance.now())));
   await new Promise<void>((r, j) => {
-    socket.once('connect', r);
-    socket.once('error', j);
+    socket.once("connect", r);
+    socket.once("error", j);
   });
   return { socket, closed };
 }
@@ -123,7 +120,7 @@ export async function rawAuthenticatedClient(
   secret = SECRET,
 ): Promise<{ socket: net.Socket; closed: Promise<number>; frames: Array<{ type: number; body: Buffer }> }> {
   const { socket, closed } = await rawConnect(port);
-  const hs = new ClientHandshake(secretKey(secret), 'raw-client');
+  const hs = new ClientHandshake(secretKey(secret), "raw-client");
   const frames: Array<{ type: number; body: Buffer }> = [];
   let ready = false;
   const readyP = new Promise<void>((resolve, reject) => {
@@ -134,8 +131,8 @@ export async function rawAuthenticatedClient(
         resolve();
       }
     });
-    socket.on('data', (c: Buffer) => dec.push(c));
-    closed.then(() => reject(new Error('closed during handshake')));
+    socket.on("data", (c: Buffer) => dec.push(c));
+    closed.then(() => reject(new Error("closed during handshake")));
   });
   socket.write(hs.start());
   await readyP;
@@ -172,9 +169,9 @@ export async function startStuckServer(secret = SECRET): Promise<{
   };
   const server = net.createServer((socket) => {
     sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    socket.on('error', () => {});
-    const hs = new ServerHandshake(key, 'stuck-server');
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => {});
+    const hs = new ServerHandshake(key, "stuck-server");
     let ready = false;
     const dec = new FrameDecoder((type, body) => {
       if (!ready) {
@@ -184,7 +181,7 @@ export async function startStuckServer(secret = SECRET): Promise<{
       if (type === FrameType.DECIDE) state.decideFrames++;
       if (type === FrameType.PING && state.answerPings) socket.write(encodePing(FrameType.PONG, decodePing(body)));
     });
-    socket.on('data', (c: Buffer) => {
+    socket.on("data", (c: Buffer) => {
       try {
         dec.push(c);
       } catch {

@@ -1,7 +1,7 @@
-import t from 'tap';
-import { FRAME_HEADER_BYTES, FrameType, MAX_FRAME_BYTES } from '../../src/peer/constants.js';
-import { FrameError } from '../../src/peer/errors.js';
-import { FrameDecoder } from '../../src/peer/frame.js';
+import t from "tap";
+import { FRAME_HEADER_BYTES, FrameType, MAX_FRAME_BYTES } from "../../src/peer/constants.js";
+import { FrameError } from "../../src/peer/errors.js";
+import { FrameDecoder } from "../../src/peer/frame.js";
 import {
   DecideBatchWriter,
   DecideReplyWriter,
@@ -20,7 +20,7 @@ import {
   encodeProof,
   readDecideReply,
   type DecideItem,
-} from '../../src/peer/messages.js';
+} from "../../src/peer/messages.js";
 
 /** Split a byte stream back into [type, body] frames with the real decoder. */
 function frames(bytes: Buffer): Array<{ type: number; body: Buffer }> {
@@ -30,37 +30,37 @@ function frames(bytes: Buffer): Array<{ type: number; body: Buffer }> {
 }
 const body = (frame: Buffer): Buffer => frame.subarray(FRAME_HEADER_BYTES);
 
-t.test('handshake messages round trip', async (t) => {
+t.test("handshake messages round trip", async (t) => {
   const n1 = Buffer.alloc(32, 1);
   const n2 = Buffer.alloc(32, 2);
   const mac = Buffer.alloc(32, 3);
-  t.same(decodeHello(body(encodeHello(n1, 'node-ä:7001'))), { nonce: n1, nodeId: 'node-ä:7001' });
-  t.same(decodeChallenge(body(encodeChallenge(n2, mac, 'srv'))), { nonce: n2, mac, nodeId: 'srv' });
+  t.same(decodeHello(body(encodeHello(n1, "node-ä:7001"))), { nonce: n1, nodeId: "node-ä:7001" });
+  t.same(decodeChallenge(body(encodeChallenge(n2, mac, "srv"))), { nonce: n2, mac, nodeId: "srv" });
   t.same(decodeProof(body(encodeProof(mac))), mac);
   t.equal(decodePing(body(encodePing(FrameType.PING, 1234.5678))), 1234.5678);
 });
 
-t.test('handshake messages reject bad bodies', async (t) => {
-  const hello = body(encodeHello(Buffer.alloc(32), 'abc'));
-  t.throws(() => decodeHello(hello.subarray(0, hello.length - 1)), FrameError, 'truncated');
-  t.throws(() => decodeHello(Buffer.concat([hello, Buffer.from([0])])), FrameError, 'trailing byte');
-  t.throws(() => decodeHello(hello.subarray(0, 20)), FrameError, 'short nonce');
+t.test("handshake messages reject bad bodies", async (t) => {
+  const hello = body(encodeHello(Buffer.alloc(32), "abc"));
+  t.throws(() => decodeHello(hello.subarray(0, hello.length - 1)), FrameError, "truncated");
+  t.throws(() => decodeHello(Buffer.concat([hello, Buffer.from([0])])), FrameError, "trailing byte");
+  t.throws(() => decodeHello(hello.subarray(0, 20)), FrameError, "short nonce");
   const badUtf8 = Buffer.concat([Buffer.alloc(32), Buffer.from([0, 2, 0xc3, 0x28])]);
-  t.throws(() => decodeHello(badUtf8), FrameError, 'node id not UTF-8');
-  t.throws(() => decodeHello(Buffer.concat([Buffer.alloc(32), Buffer.from([0, 0])])), FrameError, 'empty node id');
+  t.throws(() => decodeHello(badUtf8), FrameError, "node id not UTF-8");
+  t.throws(() => decodeHello(Buffer.concat([Buffer.alloc(32), Buffer.from([0, 0])])), FrameError, "empty node id");
   t.throws(() => decodeProof(Buffer.alloc(31)), FrameError);
   t.throws(() => decodeChallenge(Buffer.alloc(64)), FrameError);
   t.throws(() => decodePing(Buffer.alloc(7)), FrameError);
-  t.throws(() => encodeHello(Buffer.alloc(32), ''), FrameError);
+  t.throws(() => encodeHello(Buffer.alloc(32), ""), FrameError);
 });
 
 const items: DecideItem[] = [
-  { reqId: 0, algorithm: 0, limit: 10, duration: 60, ns: 'api', identifier: 'user-1' },
-  { reqId: 1, algorithm: 1, limit: 0, duration: 1, ns: 'api', identifier: '' },
-  { reqId: 2, algorithm: 2, limit: 0xffffffff, duration: 0xffffffff, ns: 'api.pro', identifier: 'ünïcødé-日本語-🚀' },
-  { reqId: 0xfffffffe, algorithm: 3, limit: 5, duration: 3600, ns: 'ns-€', identifier: 'x'.repeat(512) },
-  { reqId: 0xffffffff, algorithm: 3, limit: 5, duration: 3600, ns: 'ns-€', identifier: '语'.repeat(512) },
-  { reqId: 7, algorithm: 0, limit: 1, duration: 2, ns: '', identifier: 'empty-ns' },
+  { reqId: 0, algorithm: 0, limit: 10, duration: 60, ns: "api", identifier: "user-1" },
+  { reqId: 1, algorithm: 1, limit: 0, duration: 1, ns: "api", identifier: "" },
+  { reqId: 2, algorithm: 2, limit: 0xffffffff, duration: 0xffffffff, ns: "api.pro", identifier: "ünïcødé-日本語-🚀" },
+  { reqId: 0xfffffffe, algorithm: 3, limit: 5, duration: 3600, ns: "ns-€", identifier: "x".repeat(512) },
+  { reqId: 0xffffffff, algorithm: 3, limit: 5, duration: 3600, ns: "ns-€", identifier: "语".repeat(512) },
+  { reqId: 7, algorithm: 0, limit: 1, duration: 2, ns: "", identifier: "empty-ns" },
 ];
 
 function writeAll(w: DecideBatchWriter, list: DecideItem[]): void {
@@ -69,7 +69,7 @@ function writeAll(w: DecideBatchWriter, list: DecideItem[]): void {
   }
 }
 
-t.test('DECIDE round trip, incl. non-ASCII and 512-char identifiers', async (t) => {
+t.test("DECIDE round trip, incl. non-ASCII and 512-char identifiers", async (t) => {
   const w = new DecideBatchWriter(64); // tiny start: exercises growth
   writeAll(w, items);
   t.equal(w.count, items.length);
@@ -77,39 +77,39 @@ t.test('DECIDE round trip, incl. non-ASCII and 512-char identifiers', async (t) 
   t.equal(out.length, 1);
   t.equal(out[0]!.type, FrameType.DECIDE);
   t.same(decodeDecideItems(out[0]!.body), items);
-  t.equal(w.take(), null, 'writer is reset after take');
+  t.equal(w.take(), null, "writer is reset after take");
   // Reused after take
   writeAll(w, items.slice(0, 2));
   t.same(decodeDecideItems(frames(w.take()!)[0]!.body), items.slice(0, 2));
 });
 
-t.test('DECIDE: a lone surrogate is sent as U+FFFD and accepted', async (t) => {
+t.test("DECIDE: a lone surrogate is sent as U+FFFD and accepted", async (t) => {
   const w = new DecideBatchWriter();
-  t.ok(w.add(1, 0, 1, 1, 'ns', 'a\ud800b'));
-  t.same(decodeDecideItems(frames(w.take()!)[0]!.body)[0]!.identifier, 'a\ufffdb');
+  t.ok(w.add(1, 0, 1, 1, "ns", "a\ud800b"));
+  t.same(decodeDecideItems(frames(w.take()!)[0]!.body)[0]!.identifier, "a\ufffdb");
 });
 
-t.test('DECIDE writer refuses what the wire cannot carry, and stays usable', async (t) => {
+t.test("DECIDE writer refuses what the wire cannot carry, and stays usable", async (t) => {
   const w = new DecideBatchWriter();
-  t.notOk(w.add(1, 4, 1, 1, 'ns', 'id'), 'algorithm 4');
-  t.notOk(w.add(1, -1, 1, 1, 'ns', 'id'), 'algorithm -1');
-  t.notOk(w.add(1, 1.5, 1, 1, 'ns', 'id'), 'algorithm 1.5');
-  t.notOk(w.add(1, 0, -1, 1, 'ns', 'id'), 'negative limit');
-  t.notOk(w.add(1, 0, 2 ** 32, 1, 'ns', 'id'), 'limit over u32');
-  t.notOk(w.add(1, 0, 1, 1.5, 'ns', 'id'), 'fractional duration');
-  t.notOk(w.add(1, 0, 1, NaN, 'ns', 'id'), 'NaN duration');
-  t.notOk(w.add(1, 0, 1, 1, 'ns', 'x'.repeat(65_536)), 'identifier over 65535 bytes');
-  t.notOk(w.add(1, 0, 1, 1, 'é'.repeat(40_000), 'id'), 'namespace over 65535 bytes (80000 UTF-8)');
-  t.ok(w.add(1, 0, 1, 1, 'ns', 'x'.repeat(65_535)), 'exactly 65535 bytes fits');
+  t.notOk(w.add(1, 4, 1, 1, "ns", "id"), "algorithm 4");
+  t.notOk(w.add(1, -1, 1, 1, "ns", "id"), "algorithm -1");
+  t.notOk(w.add(1, 1.5, 1, 1, "ns", "id"), "algorithm 1.5");
+  t.notOk(w.add(1, 0, -1, 1, "ns", "id"), "negative limit");
+  t.notOk(w.add(1, 0, 2 ** 32, 1, "ns", "id"), "limit over u32");
+  t.notOk(w.add(1, 0, 1, 1.5, "ns", "id"), "fractional duration");
+  t.notOk(w.add(1, 0, 1, NaN, "ns", "id"), "NaN duration");
+  t.notOk(w.add(1, 0, 1, 1, "ns", "x".repeat(65_536)), "identifier over 65535 bytes");
+  t.notOk(w.add(1, 0, 1, 1, "é".repeat(40_000), "id"), "namespace over 65535 bytes (80000 UTF-8)");
+  t.ok(w.add(1, 0, 1, 1, "ns", "x".repeat(65_535)), "exactly 65535 bytes fits");
   t.equal(w.count, 1);
   t.same(decodeDecideItems(frames(w.take()!)[0]!.body).length, 1);
 });
 
-t.test('DECIDE batches over 1 MiB split into several valid frames', async (t) => {
+t.test("DECIDE batches over 1 MiB split into several valid frames", async (t) => {
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [];
   for (let i = 0; i < 5000; i++) {
-    list.push({ reqId: i, algorithm: i % 4, limit: i, duration: 60, ns: 'ns', identifier: `${i}-`.padEnd(500, 'z') });
+    list.push({ reqId: i, algorithm: i % 4, limit: i, duration: 60, ns: "ns", identifier: `${i}-`.padEnd(500, "z") });
   }
   writeAll(w, list);
   const out = frames(w.take()!);
@@ -121,7 +121,7 @@ t.test('DECIDE batches over 1 MiB split into several valid frames', async (t) =>
   );
 });
 
-t.test('DECIDE decoder rejects every truncation, trailing bytes and bad fields', async (t) => {
+t.test("DECIDE decoder rejects every truncation, trailing bytes and bad fields", async (t) => {
   const w = new DecideBatchWriter();
   writeAll(w, items);
   const good = frames(w.take()!)[0]!.body;
@@ -135,50 +135,50 @@ t.test('DECIDE decoder rejects every truncation, trailing bytes and bad fields',
     }
   }
   t.same(accepted, [], `all ${good.length} truncations rejected`);
-  t.throws(() => decodeDecideItems(Buffer.concat([good, Buffer.from([0])])), FrameError, 'trailing byte');
+  t.throws(() => decodeDecideItems(Buffer.concat([good, Buffer.from([0])])), FrameError, "trailing byte");
   const zero = Buffer.from(good);
   zero.writeUInt32BE(0, 0);
-  t.throws(() => decodeDecideItems(zero), FrameError, 'zero items');
+  t.throws(() => decodeDecideItems(zero), FrameError, "zero items");
   const more = Buffer.from(good);
   more.writeUInt32BE(items.length + 1, 0);
-  t.throws(() => decodeDecideItems(more), FrameError, 'count larger than items');
+  t.throws(() => decodeDecideItems(more), FrameError, "count larger than items");
   const fewer = Buffer.from(good);
   fewer.writeUInt32BE(items.length - 1, 0);
-  t.throws(() => decodeDecideItems(fewer), FrameError, 'count smaller than items');
+  t.throws(() => decodeDecideItems(fewer), FrameError, "count smaller than items");
   const huge = Buffer.from(good);
   huge.writeUInt32BE(0xffffffff, 0);
-  t.throws(() => decodeDecideItems(huge), FrameError, 'absurd count');
+  t.throws(() => decodeDecideItems(huge), FrameError, "absurd count");
   const alg = Buffer.from(good);
   alg[4 + 4] = 4;
-  t.throws(() => decodeDecideItems(alg), FrameError, 'unknown algorithm');
+  t.throws(() => decodeDecideItems(alg), FrameError, "unknown algorithm");
   const nsLen = Buffer.from(good);
   nsLen.writeUInt16BE(0xffff, 4 + 13);
-  t.throws(() => decodeDecideItems(nsLen), FrameError, 'string length past the end');
+  t.throws(() => decodeDecideItems(nsLen), FrameError, "string length past the end");
 });
 
-t.test('DECIDE decoder rejects invalid UTF-8', async (t) => {
+t.test("DECIDE decoder rejects invalid UTF-8", async (t) => {
   const w = new DecideBatchWriter();
-  t.ok(w.add(1, 0, 1, 1, 'ns', 'ab'));
+  t.ok(w.add(1, 0, 1, 1, "ns", "ab"));
   const b = frames(w.take()!)[0]!.body;
   b[b.length - 1] = 0xff;
   t.throws(() => decodeDecideItems(b), FrameError);
 });
 
-t.test('DECIDE decoder reuses a repeated namespace correctly', async (t) => {
+t.test("DECIDE decoder reuses a repeated namespace correctly", async (t) => {
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [
-    { reqId: 1, algorithm: 0, limit: 1, duration: 1, ns: 'aa', identifier: '1' },
-    { reqId: 2, algorithm: 0, limit: 1, duration: 1, ns: 'aa', identifier: '2' },
-    { reqId: 3, algorithm: 0, limit: 1, duration: 1, ns: 'ab', identifier: '3' },
-    { reqId: 4, algorithm: 0, limit: 1, duration: 1, ns: 'ab', identifier: '4' },
-    { reqId: 5, algorithm: 0, limit: 1, duration: 1, ns: 'a'.repeat(100), identifier: '5' },
-    { reqId: 6, algorithm: 0, limit: 1, duration: 1, ns: 'a'.repeat(99) + 'b', identifier: '6' },
+    { reqId: 1, algorithm: 0, limit: 1, duration: 1, ns: "aa", identifier: "1" },
+    { reqId: 2, algorithm: 0, limit: 1, duration: 1, ns: "aa", identifier: "2" },
+    { reqId: 3, algorithm: 0, limit: 1, duration: 1, ns: "ab", identifier: "3" },
+    { reqId: 4, algorithm: 0, limit: 1, duration: 1, ns: "ab", identifier: "4" },
+    { reqId: 5, algorithm: 0, limit: 1, duration: 1, ns: "a".repeat(100), identifier: "5" },
+    { reqId: 6, algorithm: 0, limit: 1, duration: 1, ns: "a".repeat(99) + "b", identifier: "6" },
   ];
   writeAll(w, list);
   t.same(decodeDecideItems(frames(w.take()!)[0]!.body), list);
 });
 
-t.test('DECIDE_REPLY round trip and count check', async (t) => {
+t.test("DECIDE_REPLY round trip and count check", async (t) => {
   const rw = new DecideReplyWriter();
   rw.begin(3);
   rw.put(1, 0, 9, 1_700_000_060, 0);
@@ -187,32 +187,35 @@ t.test('DECIDE_REPLY round trip and count check', async (t) => {
   const f = frames(rw.finish());
   t.equal(f[0]!.type, FrameType.DECIDE_REPLY);
   const got: number[][] = [];
-  t.equal(readDecideReply(f[0]!.body, (...a) => got.push(a)), 3);
+  t.equal(
+    readDecideReply(f[0]!.body, (...a) => got.push(a)),
+    3,
+  );
   t.same(got, [
     [1, 0, 9, 1_700_000_060, 0],
     [0xffffffff, 1, 0, 1_700_000_061, 1234.567],
     [3, 2, 0, 0, 0],
   ]);
   const b = f[0]!.body;
-  t.throws(() => readDecideReply(b.subarray(0, b.length - 1), () => {}), FrameError, 'truncated');
+  t.throws(() => readDecideReply(b.subarray(0, b.length - 1), () => {}), FrameError, "truncated");
   const wrongCount = Buffer.from(b);
   wrongCount.writeUInt32BE(2, 0);
   const seen: number[] = [];
-  t.throws(() => readDecideReply(wrongCount, (id) => seen.push(id)), FrameError, 'count mismatch');
+  t.throws(() => readDecideReply(wrongCount, (id) => seen.push(id)), FrameError, "count mismatch");
   const badCode = Buffer.from(b);
   badCode[4 + 21 + 4] = 3;
-  t.throws(() => readDecideReply(badCode, (id) => seen.push(id)), FrameError, 'unknown code');
-  t.same(seen, [], 'nothing from a bad reply is delivered');
+  t.throws(() => readDecideReply(badCode, (id) => seen.push(id)), FrameError, "unknown code");
+  t.same(seen, [], "nothing from a bad reply is delivered");
 });
 
-t.test('CALL and CALL_REPLY round trip', async (t) => {
+t.test("CALL and CALL_REPLY round trip", async (t) => {
   const payload = Buffer.alloc(200 * 1024, 9);
   const c = frames(encodeCall(77, 65535, payload))[0]!;
   t.equal(c.type, FrameType.CALL);
   t.same(decodeCall(c.body), { callId: 77, method: 65535, payload });
-  const r = frames(encodeCallReply(77, 1, Buffer.from('nope')))[0]!;
-  t.same(decodeCallReply(r.body), { callId: 77, status: 1, payload: Buffer.from('nope') });
+  const r = frames(encodeCallReply(77, 1, Buffer.from("nope")))[0]!;
+  t.same(decodeCallReply(r.body), { callId: 77, status: 1, payload: Buffer.from("nope") });
   t.throws(() => decodeCall(Buffer.alloc(5)), FrameError);
-  t.throws(() => decodeCallReply(Buffer.from([0, 0, 0, 1, 2])), FrameError, 'unknown status');
+  t.throws(() => decodeCallReply(Buffer.from([0, 0, 0, 1, 2])), FrameError, "unknown status");
   t.throws(() => encodeCall(1, 1, Buffer.alloc(MAX_FRAME_BYTES)), FrameError);
 });

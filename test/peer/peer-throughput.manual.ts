@@ -23,18 +23,18 @@
 // 95 ns, decode 150 ns (most of it the identifier's UTF-8 decode), reply
 // write 28 ns, read 27 ns. The rest is syscalls (writeBuffer ~15-20% of CPU).
 
-import { fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { PeerClient, PeerServer, type DecideResult } from '../../src/peer/index.js';
+import { fork } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { PeerClient, PeerServer, type DecideResult } from "../../src/peer/index.js";
 
-const SECRET = 'bench-secret';
+const SECRET = "bench-secret";
 
 async function serve(): Promise<void> {
   const server = new PeerServer({
-    host: '127.0.0.1',
+    host: "127.0.0.1",
     port: 0,
     secret: SECRET,
-    nodeId: 'bench-server',
+    nodeId: "bench-server",
     handler: {
       decide(_ns: string, _id: string, _alg: number, limit: number, _dur: number, out: DecideResult): void {
         out.code = 0;
@@ -48,14 +48,14 @@ async function serve(): Promise<void> {
   process.send!({ port });
   let cpu = process.cpuUsage();
   let items = 0;
-  process.on('message', (m: string) => {
-    if (m === 'mark') {
+  process.on("message", (m: string) => {
+    if (m === "mark") {
       cpu = process.cpuUsage();
       items = server.stats.decideItems;
-    } else if (m === 'report') {
+    } else if (m === "report") {
       const c = process.cpuUsage(cpu);
       process.send!({ cpuUs: c.user + c.system, items: server.stats.decideItems - items, frames: server.stats.decideFrames });
-    } else if (m === 'exit') {
+    } else if (m === "exit") {
       void server.close().then(() => process.exit(0));
     }
   });
@@ -68,12 +68,12 @@ interface ServerReport {
 }
 
 async function run(seconds: number): Promise<void> {
-  const child = fork(fileURLToPath(import.meta.url), ['--server']);
-  const next = <T>(): Promise<T> => new Promise((r) => child.once('message', (m) => r(m as T)));
+  const child = fork(fileURLToPath(import.meta.url), ["--server"]);
+  const next = <T>(): Promise<T> => new Promise((r) => child.once("message", (m) => r(m as T)));
   const { port } = await next<{ port: number }>();
-  const client = new PeerClient({ host: '127.0.0.1', port, secret: SECRET, nodeId: 'bench-client', timeoutMs: 1_000 });
+  const client = new PeerClient({ host: "127.0.0.1", port, secret: SECRET, nodeId: "bench-client", timeoutMs: 1_000 });
   client.connect();
-  await new Promise<void>((r) => client.once('up', () => r()));
+  await new Promise<void>((r) => client.once("up", () => r()));
 
   const ids = Array.from({ length: 10_000 }, (_, i) => `user-${i}-${(i * 2654435761) >>> 0}`);
   const rows: string[] = [];
@@ -105,14 +105,14 @@ async function run(seconds: number): Promise<void> {
         if (--left === 0) setImmediate(issue); // next batch in a new turn
       };
       for (let i = 0; i < batch; i++) {
-        client.decide('bench', ids[k++ % ids.length]!, 2, 100, 60, cb);
+        client.decide("bench", ids[k++ % ids.length]!, 2, 100, 60, cb);
       }
     };
     // Warm up, then measure.
     running = inflight;
     for (let i = 0; i < inflight; i++) issue();
     await new Promise((r) => setTimeout(r, 300));
-    child.send('mark');
+    child.send("mark");
     const a0 = answered;
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
@@ -120,7 +120,7 @@ async function run(seconds: number): Promise<void> {
     const n = answered - a0;
     const ms = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
-    child.send('report');
+    child.send("report");
     const srv = await next<ServerReport>();
     stop = true;
     await finished;
@@ -129,18 +129,18 @@ async function run(seconds: number): Promise<void> {
       [
         String(batch).padStart(6),
         String(inflight).padStart(8),
-        Math.round(perSec).toLocaleString('en-US').padStart(12),
+        Math.round(perSec).toLocaleString("en-US").padStart(12),
         ((cpu.user + cpu.system) / n).toFixed(2).padStart(10),
         (srv.cpuUs / srv.items).toFixed(2).padStart(10),
         String(errors).padStart(6),
-      ].join(' '),
+      ].join(" "),
     );
   }
-  console.log(' batch inflight  decisions/s  client µs  server µs  errors');
+  console.log(" batch inflight  decisions/s  client µs  server µs  errors");
   for (const r of rows) console.log(r);
   client.close();
-  child.send('exit');
+  child.send("exit");
 }
 
-if (process.argv.includes('--server')) void serve();
+if (process.argv.includes("--server")) void serve();
 else void run(Number(process.argv[2] ?? 2));

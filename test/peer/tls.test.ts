@@ -1,26 +1,24 @@
 // The channel over TLS, with a throwaway self-signed certificate.
-import t from 'tap';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { echoHandler, makeClient, rawConnect, sleep, startServer, waitEvent, within } from './helpers.js';
+import t from "tap";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { echoHandler, makeClient, rawConnect, sleep, startServer, waitEvent, within } from "./helpers.js";
 
-const dir = mkdtempSync(join(tmpdir(), 'ringlimit-peer-tls-'));
+const dir = mkdtempSync(join(tmpdir(), "ringlimit-peer-tls-"));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 function selfSigned(name: string): { cert: Buffer; key: Buffer } {
   const keyFile = join(dir, `${name}.key`);
   const certFile = join(dir, `${name}.crt`);
-  execFileSync(
-    'openssl',
-    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-days', '1', '-keyout', keyFile, '-out', certFile],
-    { stdio: 'ignore' },
-  );
+  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days", "1", "-keyout", keyFile, "-out", certFile], {
+    stdio: "ignore",
+  });
   return { cert: readFileSync(certFile), key: readFileSync(keyFile) };
 }
-const { cert, key } = selfSigned('peer');
+const { cert, key } = selfSigned("peer");
 
-t.test('decide and call work over TLS', async (t) => {
+t.test("decide and call work over TLS", async (t) => {
   const handler = { ...echoHandler(), call: async (_m: number, p: Buffer): Promise<Buffer> => p };
   const { server, port } = await startServer(handler, { tls: { cert, key } });
   // The certificate says CN=localhost, we connect to 127.0.0.1: names are not
@@ -31,49 +29,49 @@ t.test('decide and call work over TLS', async (t) => {
     await server.close();
   });
   client.connect();
-  await waitEvent(client, 'up');
+  await waitEvent(client, "up");
   const results = await Promise.all(
-    Array.from(
-      { length: 100 },
-      (_, i) => new Promise<number>((resolve) => client.decide('ns', `id-${i}`, 1, i + 1, 60, (_e, r) => resolve(r!.remaining))),
-    ),
+    Array.from({ length: 100 }, (_, i) => new Promise<number>((resolve) => client.decide("ns", `id-${i}`, 1, i + 1, 60, (_e, r) => resolve(r!.remaining)))),
   );
-  t.same(results, Array.from({ length: 100 }, (_, i) => i));
+  t.same(
+    results,
+    Array.from({ length: 100 }, (_, i) => i),
+  );
   t.equal(server.stats.decideFrames, 1);
   const big = Buffer.alloc(300 * 1024, 5);
   t.ok((await client.call(1, big, 5_000)).equals(big));
 });
 
-t.test('a client that does not trust the certificate never comes up', async (t) => {
+t.test("a client that does not trust the certificate never comes up", async (t) => {
   const handler = echoHandler();
   const { server, port } = await startServer(handler, { tls: { cert, key } });
-  const other = selfSigned('other');
+  const other = selfSigned("other");
   const client = makeClient(port, { tls: { ca: other.cert }, reconnectMinMs: 50, reconnectMaxMs: 100 });
   const ups: number[] = [];
-  client.on('up', () => ups.push(1));
+  client.on("up", () => ups.push(1));
   t.teardown(async () => {
     client.close();
     await server.close();
   });
   client.connect();
-  await waitEvent(client, 'down');
+  await waitEvent(client, "down");
   await sleep(200);
   t.same(ups, []);
   t.equal(handler.decided, 0);
 });
 
-t.test('a plain-TCP client cannot talk to a TLS server', async (t) => {
+t.test("a plain-TCP client cannot talk to a TLS server", async (t) => {
   const handler = echoHandler();
   const { server, port } = await startServer(handler, { tls: { cert, key }, handshakeTimeoutMs: 500 });
   t.teardown(() => server.close());
   const plain = makeClient(port, { handshakeTimeoutMs: 500, reconnectMinMs: 1_000, reconnectMaxMs: 1_000 });
   t.teardown(() => plain.close());
   plain.connect();
-  await waitEvent(plain, 'down', 3_000);
-  t.equal(plain.state, 'down');
+  await waitEvent(plain, "down", 3_000);
+  t.equal(plain.state, "down");
   // And raw bytes to the TLS port are cut off.
   const { socket, closed } = await rawConnect(port);
-  socket.write('hello?');
-  t.ok(await within(closed, 2_000), 'closed');
+  socket.write("hello?");
+  t.ok(await within(closed, 2_000), "closed");
   t.equal(handler.decided, 0);
 });

@@ -27,7 +27,6 @@ const JOIN_FENCE_MS = 5000;
 /** A starting node waits at most this long for every member's HANDOFF_DONE. */
 const JOIN_TIMEOUT_MS = 10_000;
 
-
 /**
  * This node's place in the cluster: the peer listener that decides forwarded requests,
  * one persistent client per other member, and the ring of members believed alive.
@@ -100,7 +99,13 @@ export class Cluster implements ClusterView {
           // Handing over: this node's states are moving; the asking node fails open.
           if (this.frozen) throw new Error("handing over");
           const algorithm = algorithmByCode(algorithmCode);
-          if (algorithm === undefined || !(limit >= 1 && limit <= 1_000_000) || !(duration >= 1 && duration <= 31_536_000) || ns.length === 0 || identifier.length === 0) {
+          if (
+            algorithm === undefined ||
+            !(limit >= 1 && limit <= 1_000_000) ||
+            !(duration >= 1 && duration <= 31_536_000) ||
+            ns.length === 0 ||
+            identifier.length === 0
+          ) {
             throw new RangeError("forwarded decision out of contract");
           }
           const ringKey = ringKeyOf(ns, identifier);

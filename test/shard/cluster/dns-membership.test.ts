@@ -21,7 +21,22 @@ t.test("PEERS_DNS: members follow the name's A records", async (t) => {
   const hosts = path.join(dir, "hosts");
   writeFileSync(hosts, `127.0.0.1 ${NAME}\n127.0.0.2 ${NAME}\n127.0.0.3 ${NAME}\n`);
   const dnsPort = await freePort();
-  const dnsmasq = spawn("dnsmasq", ["--keep-in-foreground", "--no-resolv", "--no-hosts", `--addn-hosts=${hosts}`, "--listen-address=127.0.0.1", "--bind-interfaces", `--port=${dnsPort}`, "--local-ttl=0", "--pid-file=" + path.join(dir, "pid"), "--user=root"], { stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const dnsmasq = spawn(
+    "dnsmasq",
+    [
+      "--keep-in-foreground",
+      "--no-resolv",
+      "--no-hosts",
+      `--addn-hosts=${hosts}`,
+      "--listen-address=127.0.0.1",
+      "--bind-interfaces",
+      `--port=${dnsPort}`,
+      "--local-ttl=0",
+      "--pid-file=" + path.join(dir, "pid"),
+      "--user=root",
+    ],
+    { stdio: ["ignore", "pipe", "pipe"], detached: true },
+  );
   let dnsLog = "";
   dnsmasq.stderr!.on("data", (d: Buffer) => (dnsLog += d.toString()));
   t.teardown(() => {

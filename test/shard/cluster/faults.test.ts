@@ -47,9 +47,17 @@ t.test("SIGKILL of a node: survivors answer everything, degraded only for its ke
   const samples = await sampleFor(1500, survivors, ids, faultAt);
 
   t.ok(samples.length > 50, `${samples.length} requests sent to the survivors`);
-  t.same(samples.filter((s) => s.reply.status !== 200 && s.reply.status !== 429).map((s) => s.reply.status), [], "every answer is 200 or 429");
+  t.same(
+    samples.filter((s) => s.reply.status !== 200 && s.reply.status !== 429).map((s) => s.reply.status),
+    [],
+    "every answer is 200 or 429",
+  );
   const degraded = samples.filter((s) => s.reply.json?.data?.degraded === true);
-  t.same([...new Set(degraded.map((s) => s.owner))].filter((o) => o !== 2), [], "degraded only for the dead owner's keys");
+  t.same(
+    [...new Set(degraded.map((s) => s.owner))].filter((o) => o !== 2),
+    [],
+    "degraded only for the dead owner's keys",
+  );
   const lastDegraded = Math.max(0, ...degraded.map((s) => s.at));
   t.comment(`degraded answers: ${degraded.length}, last at +${lastDegraded} ms after SIGKILL`);
   t.ok(lastDegraded <= FAILURE_TIMEOUT_MS + 400, `no degraded answer after the detector bound (last at +${lastDegraded} ms)`);
@@ -80,8 +88,15 @@ t.test("SIGSTOP of a node: answers within the deadline; SIGCONT: back to normal"
   const slowest = Math.max(...samples.map((s) => s.latencyMs));
   t.comment(`${samples.length} requests for the stopped node's keys; slowest answer ${slowest} ms`);
   t.ok(slowest < PEER_TIMEOUT_MS + 250, `no answer waits past the peer deadline (+ scheduling slack): ${slowest} ms`);
-  t.same(samples.filter((s) => s.reply.status !== 200 && s.reply.status !== 429), [], "all answered 200 or 429");
-  t.ok(samples.some((s) => s.reply.json.data.degraded === true), "degraded while the owner hangs");
+  t.same(
+    samples.filter((s) => s.reply.status !== 200 && s.reply.status !== 429),
+    [],
+    "all answered 200 or 429",
+  );
+  t.ok(
+    samples.some((s) => s.reply.json.data.degraded === true),
+    "degraded while the owner hangs",
+  );
   const lastDegraded = Math.max(...samples.filter((s) => s.reply.json.data.degraded).map((s) => s.at));
   t.comment(`detector bound: last degraded answer +${lastDegraded} ms after SIGSTOP (FAILURE_TIMEOUT_MS ${FAILURE_TIMEOUT_MS})`);
   const late = samples.filter((s) => s.at > FAILURE_TIMEOUT_MS + 500 && s.reply.json.data.degraded);

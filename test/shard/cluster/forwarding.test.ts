@@ -28,7 +28,11 @@ t.test("3 nodes: one counter per key whichever node is asked; exact under concur
       t.equal(blocked.length, 240, `${algorithm}: the rest blocked`);
       t.equal(ok.filter((r) => r.json.data.degraded).length, 0, "no degraded answers");
       const counts = ok.map((r) => r.json.data.count as number).sort((a, b) => a - b);
-      t.same(counts, Array.from({ length: 120 }, (_, i) => i + 1), `${algorithm}: counts 1..120 each once`);
+      t.same(
+        counts,
+        Array.from({ length: 120 }, (_, i) => i + 1),
+        `${algorithm}: counts 1..120 each once`,
+      );
     }
   });
 

@@ -39,7 +39,10 @@ t.test("graceful leave and rejoin keep every counted request", async (t) => {
     }
   };
   await check(a!, 1, "after SIGTERM of the owner");
-  t.ok(((await metric(a!, "ringlimit_stored_keys")) ?? 0) + ((await metric(b!, "ringlimit_stored_keys")) ?? 0) >= keys.length, "the states now live on the survivors");
+  t.ok(
+    ((await metric(a!, "ringlimit_stored_keys")) ?? 0) + ((await metric(b!, "ringlimit_stored_keys")) ?? 0) >= keys.length,
+    "the states now live on the survivors",
+  );
 
   const back = await cluster.restart(2);
   await waitForRing([a!, b!, back], 3);
@@ -100,7 +103,9 @@ t.test("rolling restart of all three nodes under load: no failed request, over-a
   await load;
 
   const over = ids.reduce((sum, { id }) => sum + Math.max(0, (allowed.get(id) ?? 0) - LIMIT), 0);
-  t.comment(`rolling restart: ${sent} requests, ${failures.length} failed, ${degraded} degraded answers, over-admission ${over} requests over ${ids.length} keys x limit ${LIMIT}`);
+  t.comment(
+    `rolling restart: ${sent} requests, ${failures.length} failed, ${degraded} degraded answers, over-admission ${over} requests over ${ids.length} keys x limit ${LIMIT}`,
+  );
   t.same(failures, [], "no failed request to a surviving node");
   t.ok(sent > ids.length * LIMIT, "load ran well past every limit");
   // Leave and join are both exact or fail open, so every request over a limit is one of

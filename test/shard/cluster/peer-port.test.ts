@@ -97,7 +97,14 @@ t.test("the peer port acts only on authenticated connections", async (t) => {
   });
 
   await t.test("a real client with the wrong secret never gets a decision", async (t) => {
-    const client = new PeerClient({ host: "127.0.0.1", port: peerPort, secret: "wrong-secret-wrong-secret", nodeId: "intruder", reconnectMinMs: 1000, reconnectMaxMs: 1000 });
+    const client = new PeerClient({
+      host: "127.0.0.1",
+      port: peerPort,
+      secret: "wrong-secret-wrong-secret",
+      nodeId: "intruder",
+      reconnectMinMs: 1000,
+      reconnectMaxMs: 1000,
+    });
     t.teardown(() => client.close());
     client.connect();
     await new Promise((r) => setTimeout(r, 500));

@@ -13,7 +13,9 @@ t.test("PEER_TLS_*: the peer channel runs over TLS between real nodes", async (t
   const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-peer-tls-"));
   const cert = path.join(dir, "peer.pem");
   const key = path.join(dir, "peer.key");
-  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-days", "1", "-keyout", key, "-out", cert], { stdio: "ignore" });
+  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-days", "1", "-keyout", key, "-out", cert], {
+    stdio: "ignore",
+  });
   const cluster = await startCluster(2, { PEER_TLS_CERT_FILE: cert, PEER_TLS_KEY_FILE: key, PEER_TLS_CA_FILE: cert });
   t.teardown(() => cluster.stop());
   const [a, b] = cluster.nodes;
@@ -24,7 +26,15 @@ t.test("PEER_TLS_*: the peer channel runs over TLS between real nodes", async (t
   t.equal(await metric(a!, "ringlimit_forwarded_total", '{outcome="allowed"}'), 2, "node A forwarded its two requests");
 
   // The port really speaks TLS: a client with the right secret but plain TCP never comes up.
-  const plain = new PeerClient({ host: "127.0.0.1", port: Number(cluster.env[1]!.PEER_PORT), secret: CLUSTER_SECRET, nodeId: "plain", handshakeTimeoutMs: 500, reconnectMinMs: 1000, reconnectMaxMs: 1000 });
+  const plain = new PeerClient({
+    host: "127.0.0.1",
+    port: Number(cluster.env[1]!.PEER_PORT),
+    secret: CLUSTER_SECRET,
+    nodeId: "plain",
+    handshakeTimeoutMs: 500,
+    reconnectMinMs: 1000,
+    reconnectMaxMs: 1000,
+  });
   t.teardown(() => plain.close());
   plain.connect();
   await new Promise((r) => setTimeout(r, 800));

@@ -6,7 +6,7 @@ t.test("add, get, move and remove agree with a Map through growth and wrap-aroun
   const index = new KeyIndex((slot) => keys[slot]!);
   const reference = new Map<string, number>();
   let seed = 7;
-  const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+  const rnd = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
   for (let step = 0; step < 50_000; step++) {
     const key = "key-" + Math.floor(rnd() * 5000);
     const slot = reference.get(key);
