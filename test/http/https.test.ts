@@ -1,46 +1,19 @@
 /**
- * HTTPS through SSLApp: a self-signed certificate made by the openssl CLI for this run,
+ * HTTPS through SSLApp: a self-signed certificate made in JavaScript (selfsigned) for this run,
  * a node with TLS_CERT_FILE/TLS_KEY_FILE, POST /limit over TLS (verified against that
  * certificate), and plain HTTP on the TLS port gets no answer that looks like a decision.
  */
-import { execFileSync } from "node:child_process";
 import { X509Certificate } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
-import os from "node:os";
-import path from "node:path";
 import tls from "node:tls";
 import t from "tap";
 import { closeAgents, limit, request, TEST_KEY } from "../harness/http-client.js";
 import { startTestNode, type TestNode } from "../harness/in-process-node.js";
+import { selfSignedCert } from "../harness/certs.js";
 import { envelopeProblems, validBody } from "../harness/contract.js";
 
-const dir = mkdtempSync(path.join(os.tmpdir(), "ringlimit-tls-"));
-const certFile = path.join(dir, "c.pem");
-const keyFile = path.join(dir, "k.pem");
-execFileSync(
-  "openssl",
-  [
-    "req",
-    "-x509",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-subj",
-    "/CN=127.0.0.1",
-    "-addext",
-    "subjectAltName=IP:127.0.0.1",
-    "-days",
-    "1",
-    "-keyout",
-    keyFile,
-    "-out",
-    certFile,
-  ],
-  { stdio: "ignore" },
-);
-const certPem = readFileSync(certFile);
+const { cert: certPem, certFile, keyFile } = await selfSignedCert(t, { commonName: "127.0.0.1", ip: "127.0.0.1" });
 const fingerprint = new X509Certificate(certPem).fingerprint256;
 
 let node: TestNode;
@@ -50,7 +23,6 @@ t.before(async () => {
 t.teardown(async () => {
   await node?.stop();
   closeAgents();
-  rmSync(dir, { recursive: true, force: true });
 });
 
 t.test("the node serves TLS with the certificate it was given", async (t) => {

@@ -1,22 +1,9 @@
 // The channel over TLS, with a throwaway self-signed certificate.
 import t from "tap";
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { selfSignedCert } from "../harness/certs.js";
 import { echoHandler, makeClient, rawConnect, sleep, startServer, waitEvent, within } from "./helpers.js";
 
-const dir = mkdtempSync(join(tmpdir(), "ringlimit-peer-tls-"));
-t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-function selfSigned(name: string): { cert: Buffer; key: Buffer } {
-  const keyFile = join(dir, `${name}.key`);
-  const certFile = join(dir, `${name}.crt`);
-  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days", "1", "-keyout", keyFile, "-out", certFile], {
-    stdio: "ignore",
-  });
-  return { cert: readFileSync(certFile), key: readFileSync(keyFile) };
-}
-const { cert, key } = selfSigned("peer");
+const { cert, key } = await selfSignedCert(t, { commonName: "localhost" });
 
 t.test("decide and call work over TLS", async (t) => {
   const handler = { ...echoHandler(), call: async (_m: number, p: Buffer): Promise<Buffer> => p };
@@ -45,7 +32,7 @@ t.test("decide and call work over TLS", async (t) => {
 t.test("a client that does not trust the certificate never comes up", async (t) => {
   const handler = echoHandler();
   const { server, port } = await startServer(handler, { tls: { cert, key } });
-  const other = selfSigned("other");
+  const other = await selfSignedCert(t, { commonName: "localhost" });
   const client = makeClient(port, { tls: { ca: other.cert }, reconnectMinMs: 50, reconnectMaxMs: 100 });
   const ups: number[] = [];
   client.on("up", () => ups.push(1));

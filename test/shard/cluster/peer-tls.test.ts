@@ -1,21 +1,13 @@
-import { execFileSync } from "node:child_process";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import t from "tap";
 import { PeerClient } from "../../../src/peer/index.js";
 import { closeAgents } from "../../harness/http-client.js";
+import { selfSignedCert } from "../../harness/certs.js";
 import { CLUSTER_SECRET, hit, metric, startCluster } from "../../harness/cluster.js";
 
 t.teardown(closeAgents);
 
 t.test("PEER_TLS_*: the peer channel runs over TLS between real nodes", async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-peer-tls-"));
-  const cert = path.join(dir, "peer.pem");
-  const key = path.join(dir, "peer.key");
-  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-days", "1", "-keyout", key, "-out", cert], {
-    stdio: "ignore",
-  });
+  const { certFile: cert, keyFile: key } = await selfSignedCert(t, { commonName: "127.0.0.1" });
   const cluster = await startCluster(2, { PEER_TLS_CERT_FILE: cert, PEER_TLS_KEY_FILE: key, PEER_TLS_CA_FILE: cert });
   t.teardown(() => cluster.stop());
   const [a, b] = cluster.nodes;
