@@ -6,6 +6,7 @@ import { IdGenerator } from "./http/ids.js";
 import { createLogger, type Logger } from "./logger.js";
 import { Metrics } from "./metrics/metrics.js";
 import { Cluster } from "./shard/cluster/cluster.js";
+import { readPeerTls } from "./shard/cluster/peer-tls.js";
 import { LocalDecider } from "./shard/table/local-decider.js";
 import { StateTable } from "./shard/table/state-table.js";
 
@@ -40,7 +41,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   const metrics = new Metrics({ storedKeys: () => table.size, evictions: () => table.evictions, expirations: () => table.expirations });
   const local = new LocalDecider(table);
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
-  const cluster = clustered ? new Cluster(config, local, metrics, logger) : undefined;
+  const cluster = clustered ? new Cluster(config, local, metrics, logger, readPeerTls(config)) : undefined;
   const decider: Decider = cluster?.decider ?? local;
   const peerPort = await cluster?.start();
 

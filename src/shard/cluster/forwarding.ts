@@ -4,28 +4,21 @@ import type { PeerClient, PeerError } from "../../peer/index.js";
 import type { BlockedCache } from "./blocked-cache.js";
 import type { ClusterMetrics } from "../../metrics/cluster-metrics.js";
 import type { LocalDecider } from "../table/local-decider.js";
-import type { HashRing } from "./ring.js";
+import { ownership, type OwnershipView } from "./ownership.js";
 import { ringKeyOf, stateKeyOf } from "../table/state-key.js";
 
 /** What the decider needs to know about the cluster at the moment of a decision. */
-export interface ClusterView {
-  readonly self: string;
-  /** members this node believes alive; replaced, never mutated */
-  readonly ring: HashRing;
-  /** handing this node's states over: its own keys fail open until they have moved */
-  readonly frozen: boolean;
-  /** just started: keys whose state has not arrived yet fail open (see Cluster) */
-  readonly isJoining: boolean;
-  holds(query: LimitQuery, ringKey: string): boolean;
+export interface ClusterView extends OwnershipView {
   client(member: string): PeerClient | undefined;
 }
 
 const REASON: Record<string, DegradedReason> = { timeout: "peer_timeout", unavailable: "peer_unavailable" };
 
 /**
- * Front end → ring → (local table | owning peer). Keys this node owns are decided here;
- * the rest are forwarded, and a forward that fails or misses its deadline becomes a
- * fail-open answer, so a caller never waits longer than PEER_TIMEOUT_MS for a dead owner.
+ * Front end → ownership rule → (local table | owning peer | fail open). Keys this node
+ * may decide are decided here; the rest are forwarded, and a forward that fails or misses
+ * its deadline becomes a fail-open answer, so a caller never waits longer than
+ * PEER_TIMEOUT_MS for a dead owner.
  */
 export class ClusterDecider implements Decider {
   private readonly cachedBlock: Decision = newDecision();
@@ -37,32 +30,20 @@ export class ClusterDecider implements Decider {
     private readonly metrics: ClusterMetrics,
   ) {}
 
-  /** What decideSync found for the query it declined, so decide() need not look again. */
-  private declined: { query: LimitQuery | undefined; ringKey: string; owner: string | undefined } = { query: undefined, ringKey: "", owner: undefined };
-
-  /** Keys this node owns are answered at once; undefined means "use decide()". */
+  /** Keys this node may decide now are answered at once; undefined means "use decide()". */
   decideSync(query: LimitQuery, now: number): Decision | undefined {
-    const view = this.view;
     const ringKey = ringKeyOf(query.namespace, query.identifier);
-    const owner = view.ring.owner(ringKey);
-    if ((owner === undefined || owner === view.self) && !view.frozen && !view.isJoining) return this.local.decideNow(query, ringKey, now);
-    const declined = this.declined;
-    declined.query = query;
-    declined.ringKey = ringKey;
-    declined.owner = owner;
-    return undefined;
+    const verdict = ownership(this.view, ringKey, query.algorithm.code, query.duration, now, "local");
+    return verdict.kind === "decide" ? this.local.decideNow(query, ringKey, now) : undefined;
   }
 
   decide(query: LimitQuery, now: number, done: (decision: Decision) => void): void {
-    const view = this.view;
-    const declined = this.declined;
-    const known = declined.query === query;
-    declined.query = undefined;
-    const ringKey = known ? declined.ringKey : ringKeyOf(query.namespace, query.identifier);
-    const owner = known ? declined.owner : view.ring.owner(ringKey);
-    if (owner === undefined || owner === view.self) {
-      if (view.frozen || (view.isJoining && !view.holds(query, ringKey))) return done(failOpenDecision(query, now, "handoff", newDecision()));
-      return done(this.local.decideNow(query, ringKey, now));
+    const ringKey = ringKeyOf(query.namespace, query.identifier);
+    const verdict = ownership(this.view, ringKey, query.algorithm.code, query.duration, now, "local");
+    if (verdict.kind === "decide") return done(this.local.decideNow(query, ringKey, now));
+    if (verdict.kind === "fail_open") {
+      if (verdict.reason === "peer_unavailable") this.metrics.forwardOutcome("unavailable");
+      return done(failOpenDecision(query, now, verdict.reason, newDecision()));
     }
 
     const stateKey = stateKeyOf(query.algorithm.code, query.duration, ringKey);
@@ -78,7 +59,7 @@ export class ClusterDecider implements Decider {
       return done(d);
     }
 
-    const client = view.client(owner);
+    const client = this.view.client(verdict.owner);
     if (client === undefined) {
       this.metrics.forwardOutcome("unavailable");
       return done(failOpenDecision(query, now, "peer_unavailable", newDecision()));

@@ -1,4 +1,4 @@
-import { newStep } from "../../algorithms/index.js";
+import { newStep, type Algorithm } from "../../algorithms/index.js";
 import { newDecision, type Decider, type Decision } from "../../decision.js";
 import type { LimitQuery } from "../../decision.js";
 import { ringKeyOf, stateKeyOf } from "./state-key.js";
@@ -19,11 +19,14 @@ export class LocalDecider implements Decider {
     return this.decideNow(query, ringKeyOf(query.namespace, query.identifier), now);
   }
 
-  /** Also the entry point for decisions forwarded by peers (they arrive with a ring key). */
   decideNow(query: LimitQuery, ringKey: string, now: number): Decision {
+    return this.decideKey(ringKey, query.algorithm, query.limit, query.duration, now);
+  }
+
+  /** The entry point for decisions forwarded by peers: they arrive as fields, with no LimitQuery. */
+  decideKey(ringKey: string, algorithm: Algorithm, limit: number, duration: number, now: number): Decision {
     const step = this.step;
-    const algorithm = query.algorithm;
-    this.table.decide(stateKeyOf(algorithm.code, query.duration, ringKey), algorithm, query.limit, query.duration * 1000, now, step);
+    this.table.decide(stateKeyOf(algorithm.code, duration, ringKey), algorithm, limit, duration * 1000, now, step);
     const d = this.decision;
     d.allowed = step.allowed;
     d.remaining = step.remaining;

@@ -1,0 +1,81 @@
+import { algorithmByCode } from "../../algorithms/index.js";
+import { DecideCode, type DecideResult, type PeerServerHandler } from "../../peer/index.js";
+import type { LocalDecider } from "../table/local-decider.js";
+import { ringKeyOf } from "../table/state-key.js";
+import { CallMethod, decodeStates, mergeStates } from "./handoff.js";
+import { ownership, type OwnershipView } from "./ownership.js";
+
+/** What inbound requests change elsewhere in the cluster. */
+export interface InboundEvents {
+  /** a forwarded key was decided here although this node's ring gives it to another member */
+  strayState(): void;
+  /** LEAVE: `member` is leaving and drops out of the ring */
+  memberLeaving(member: string, from: string): void;
+  /** HANDOFF_DONE: `from` has handed this node every state that moved to it */
+  handoffDone(from: string): void;
+  /** a member (re)started and reached this node */
+  peerAuthenticated(member: string): void;
+}
+
+/**
+ * What peers ask of this node: forwarded decisions (DECIDE) and the cold-path CALLs of the
+ * hand-off. Peer data is validated like callers' data: a forwarded decision outside the
+ * request contract is refused, and a malformed state batch is refused whole.
+ */
+export class InboundHandler implements PeerServerHandler {
+  constructor(
+    private readonly view: OwnershipView,
+    private readonly local: LocalDecider,
+    private readonly events: InboundEvents,
+  ) {}
+
+  /** A throw answers this item with an error: the forwarding node fails open. */
+  decide(ns: string, identifier: string, algorithmCode: number, limit: number, duration: number, out: DecideResult): void {
+    const algorithm = algorithmByCode(algorithmCode);
+    if (
+      algorithm === undefined ||
+      !(limit >= 1 && limit <= 1_000_000) ||
+      !(duration >= 1 && duration <= 31_536_000) ||
+      ns.length === 0 ||
+      identifier.length === 0
+    ) {
+      throw new RangeError("forwarded decision out of contract");
+    }
+    const ringKey = ringKeyOf(ns, identifier);
+    const now = Date.now();
+    const verdict = ownership(this.view, ringKey, algorithmCode, duration, now, "forwarded");
+    if (verdict.kind !== "decide") throw new Error(verdict.kind === "fail_open" ? verdict.why : "not decided here");
+    if (verdict.stray) this.events.strayState();
+    const d = this.local.decideKey(ringKey, algorithm, limit, duration, now);
+    out.code = d.allowed ? DecideCode.ALLOWED : DecideCode.BLOCKED;
+    out.remaining = d.remaining;
+    out.resetTime = d.resetTime;
+    out.retryAfterMs = d.retryAfterMs;
+  }
+
+  async call(method: number, payload: Buffer, from: string): Promise<Buffer> {
+    switch (method) {
+      case CallMethod.LEAVE:
+        this.events.memberLeaving(payload.toString("utf8"), from);
+        return Buffer.alloc(0);
+      case CallMethod.MERGE_STATES: {
+        // Leaving: whatever arrived now would be stranded here when this process exits.
+        // Refused, the sender merges the batch back into its own table.
+        if (this.view.frozen) throw new Error("leaving: not accepting states");
+        const n = mergeStates(this.local.table, decodeStates(payload), Date.now());
+        const reply = Buffer.alloc(4);
+        reply.writeUInt32BE(n, 0);
+        return reply;
+      }
+      case CallMethod.HANDOFF_DONE:
+        this.events.handoffDone(from);
+        return Buffer.alloc(0);
+      default:
+        throw new Error(`unknown call method ${method}`);
+    }
+  }
+
+  onPeerAuthenticated(nodeId: string): void {
+    this.events.peerAuthenticated(nodeId);
+  }
+}
