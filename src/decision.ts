@@ -11,8 +11,22 @@ export interface LimitQuery {
   algorithm: Algorithm;
 }
 
+/**
+ * The request contract's bounds (docs/api.md), the one source for the typia tags of the
+ * request body, the 400 messages, and the check of decisions forwarded by peers. Lengths
+ * count UTF-16 code units; limit and duration (seconds) are integers.
+ */
+export const REQUEST_BOUNDS = Object.freeze({
+  namespace: { min: 1, max: 256 },
+  product: { min: 1, max: 128 },
+  identifier: { min: 1, max: 512 },
+  limit: { min: 1, max: 1_000_000 },
+  duration: { min: 1, max: 31_536_000 },
+} as const);
+
 /** Why an answer was a fail-open one; also the `reason` label of the degraded metric. */
-export type DegradedReason = "internal" | "peer_timeout" | "peer_unavailable" | "peer_error" | "handoff";
+export const DEGRADED_REASONS = ["internal", "peer_timeout", "peer_unavailable", "peer_error", "handoff"] as const;
+export type DegradedReason = (typeof DEGRADED_REASONS)[number];
 
 /** The answer to one query, whoever computed it. */
 export interface Decision {

@@ -8,7 +8,9 @@
  * request-seconds, e.g. 1,000,000 per 104 days). Beyond that the arithmetic is still
  * correct to well under a millisecond, but no longer exact to the millisecond.
  */
-export type AlgorithmName = "fixed-window" | "sliding-window" | "token-bucket" | "leaky-bucket";
+/** Every algorithm's name, in code order (the code is the peer-wire and hand-off encoding): the one list. */
+export const ALGORITHM_NAMES = ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"] as const;
+export type AlgorithmName = (typeof ALGORITHM_NAMES)[number];
 
 /**
  * A stored limit state: three numbers whose meaning belongs to the algorithm.

@@ -1,5 +1,5 @@
 import type { AlgorithmName } from "../algorithms/index.js";
-import type { ErrorDef, FieldProblem } from "./errors.js";
+import { Errors, type ErrorDef, type FieldProblem } from "./errors.js";
 
 export const API_VERSION = "v2026.8.23";
 
@@ -11,6 +11,7 @@ export const API_VERSION = "v2026.8.23";
  */
 const ENVELOPE_MIDDLE_OK = `,"api_version":"${API_VERSION}","object":"rate_limit","data":{"allowed":true,"namespace":`;
 const ENVELOPE_MIDDLE_ERR = `,"api_version":"${API_VERSION}","object":"error","data":{`;
+const BLOCKED_MIDDLE = `${ENVELOPE_MIDDLE_ERR}"error":"${Errors.rateLimited.message}","status":${Errors.rateLimited.status},"namespace":`;
 
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
@@ -85,8 +86,7 @@ export function blockedBody(id: string, timestamp: number, d: DecisionFields, re
     id +
     '","timestamp":' +
     timestampText(timestamp) +
-    ENVELOPE_MIDDLE_ERR +
-    '"error":"Rate limit exceeded","status":429,"namespace":' +
+    BLOCKED_MIDDLE +
     jsonString(d.namespace) +
     ',"identifier":' +
     jsonString(d.identifier) +
@@ -121,10 +121,6 @@ export function errorBody(id: string, timestamp: number, error: ErrorDef, detail
 /** IETF draft-ietf-httpapi-ratelimit-headers-10 values. */
 export function policyHeader(algorithm: AlgorithmName, limit: number, duration: number): string {
   return '"' + algorithm + '";q=' + limit + ";w=" + duration;
-}
-
-export function rateLimitHeader(algorithm: AlgorithmName, remaining: number, secondsToReset: number): string {
-  return '"' + algorithm + '";r=' + remaining + ";t=" + secondsToReset;
 }
 
 /**

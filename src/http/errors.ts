@@ -1,7 +1,8 @@
 /**
- * Every error the HTTP contract can answer, defined once: status line, the `data.error`
- * text clients see, and a stable code used in logs and tests. The texts for 400, 401, 429
- * and 500 are the spec's; the others are DESIGN §2's.
+ * Every error the HTTP contract can answer, defined once: the HTTP status line (standard
+ * reason phrase), the `data.error` text clients see, and a stable code used in logs and
+ * tests. The body texts are the contract's (docs/api.md); they differ from the reason
+ * phrase where the contract says so (429 "Rate limit exceeded", 500 "Internal server error").
  */
 export interface ErrorDef {
   readonly code: string;
@@ -10,8 +11,8 @@ export interface ErrorDef {
   readonly message: string;
 }
 
-function def(code: string, status: number, message: string): ErrorDef {
-  return Object.freeze({ code, status, statusLine: `${status} ${message}`, message });
+function def(code: string, status: number, reasonPhrase: string, message = reasonPhrase): ErrorDef {
+  return Object.freeze({ code, status, statusLine: `${status} ${reasonPhrase}`, message });
 }
 
 export const Errors = Object.freeze({
@@ -21,12 +22,10 @@ export const Errors = Object.freeze({
   methodNotAllowed: def("METHOD_NOT_ALLOWED", 405, "Method Not Allowed"),
   payloadTooLarge: def("PAYLOAD_TOO_LARGE", 413, "Payload Too Large"),
   unsupportedMediaType: def("UNSUPPORTED_MEDIA_TYPE", 415, "Unsupported Media Type"),
-  rateLimited: def("RATE_LIMITED", 429, "Rate limit exceeded"),
-  internal: def("INTERNAL", 500, "Internal server error"),
+  rateLimited: def("RATE_LIMITED", 429, "Too Many Requests", "Rate limit exceeded"),
+  internal: def("INTERNAL", 500, "Internal Server Error", "Internal server error"),
   unavailable: def("UNAVAILABLE", 503, "Service Unavailable"),
 });
-
-export type ErrorName = keyof typeof Errors;
 
 /** A field-level validation problem; `message` never echoes the value sent. */
 export interface FieldProblem {

@@ -276,7 +276,7 @@ export class FrontEnd {
     } else {
       const body = blockedBody(this.deps.ids.error(), now, fields, d.retryAfterMs, processingMs);
       const blockedHeaders = headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(d.retryAfterMs / 1000));
-      const write = () => res.writeStatus("429 Too Many Requests").writeHeader(CONTENT_TYPE, blockedHeaders).end(body);
+      const write = () => res.writeStatus(Errors.rateLimited.statusLine).writeHeader(CONTENT_TYPE, blockedHeaders).end(body);
       if (x.inData) write();
       else res.cork(write);
       this.deps.metrics.countRequest(429, query.algorithm.code);

@@ -1,17 +1,21 @@
 import typia, { tags } from "typia";
-import { algorithmByName, DEFAULT_ALGORITHM } from "../algorithms/index.js";
-import type { LimitQuery } from "../decision.js";
+import { ALGORITHM_NAMES, algorithmByName, DEFAULT_ALGORITHM, type AlgorithmName } from "../algorithms/index.js";
+import { REQUEST_BOUNDS, type LimitQuery } from "../decision.js";
 import type { FieldProblem } from "./errors.js";
 import { SlugCache } from "./slug.js";
 
-/** The body of POST /limit, with every bound of the spec's Limits table. Unknown fields are ignored. */
+type B = typeof REQUEST_BOUNDS;
+type Text<K extends keyof B> = string & tags.MinLength<B[K]["min"]> & tags.MaxLength<B[K]["max"]>;
+type Integer<K extends keyof B> = number & tags.Type<"uint32"> & tags.Minimum<B[K]["min"]> & tags.Maximum<B[K]["max"]>;
+
+/** The body of POST /limit, bounded by REQUEST_BOUNDS. Unknown fields are ignored. */
 export interface LimitRequestBody {
-  namespace: string & tags.MinLength<1> & tags.MaxLength<256>;
-  product?: string & tags.MinLength<1> & tags.MaxLength<128>;
-  identifier: string & tags.MinLength<1> & tags.MaxLength<512>;
-  limit: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<1000000>;
-  duration: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<31536000>;
-  algorithm?: "fixed-window" | "sliding-window" | "token-bucket" | "leaky-bucket";
+  namespace: Text<"namespace">;
+  product?: Text<"product">;
+  identifier: Text<"identifier">;
+  limit: Integer<"limit">;
+  duration: Integer<"duration">;
+  algorithm?: AlgorithmName;
 }
 
 // The valid case is checked with is() and only a refused body goes through validate() to
@@ -19,14 +23,18 @@ export interface LimitRequestBody {
 const isBody = typia.createIs<LimitRequestBody>();
 const validateBody = typia.createValidate<LimitRequestBody>();
 
-const FIELD_RULES: Record<string, string> = {
-  namespace: "must be a string of 1 to 256 characters",
-  product: "must be a string of 1 to 128 characters",
-  identifier: "must be a string of 1 to 512 characters",
-  limit: "must be an integer from 1 to 1000000",
-  duration: "must be an integer from 1 to 31536000 (seconds)",
-  algorithm: "must be one of fixed-window, sliding-window, token-bucket, leaky-bucket",
-};
+const text = (k: "namespace" | "product" | "identifier") => `must be a string of ${REQUEST_BOUNDS[k].min} to ${REQUEST_BOUNDS[k].max} characters`;
+const integer = (k: "limit" | "duration") => `must be an integer from ${REQUEST_BOUNDS[k].min} to ${REQUEST_BOUNDS[k].max}`;
+
+/** What a 400 says about each field: the rule, never the value sent. */
+export const FIELD_RULES: Readonly<Record<string, string>> = Object.freeze({
+  namespace: text("namespace"),
+  product: text("product"),
+  identifier: text("identifier"),
+  limit: integer("limit"),
+  duration: integer("duration") + " (seconds)",
+  algorithm: `must be one of ${ALGORITHM_NAMES.join(", ")}`,
+});
 
 export type ParseResult = { ok: true; query: LimitQuery } | { ok: false; problems: FieldProblem[] };
 

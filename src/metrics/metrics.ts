@@ -1,10 +1,9 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import { ALGORITHMS } from "../algorithms/index.js";
-import type { DegradedReason } from "../decision.js";
+import { DEGRADED_REASONS, type DegradedReason } from "../decision.js";
 import { FastHistogram } from "./fast-histogram.js";
 
 const STATUSES = [200, 400, 401, 404, 405, 413, 415, 429, 500, 503] as const;
-const DEGRADED_REASONS: DegradedReason[] = ["internal", "peer_timeout", "peer_unavailable", "peer_error", "handoff"];
 
 /**
  * Prometheus metrics. Hot-path counters are plain numbers in arrays, turned into

@@ -12,7 +12,7 @@ import {
   formatMs,
   jsonString,
   policyHeader,
-  rateLimitHeader,
+  decisionHeaders,
   type DecisionFields,
 } from "../../src/http/envelope.js";
 import { Errors } from "../../src/http/errors.js";
@@ -154,5 +154,8 @@ t.test("formatMs and headers", async (t) => {
   t.equal(formatMs(1.23456), 1.235);
   t.equal(formatMs(12), 12);
   t.equal(policyHeader("fixed-window", 100, 60), '"fixed-window";q=100;w=60');
-  t.equal(rateLimitHeader("leaky-bucket", 0, 31536000), '"leaky-bucket";r=0;t=31536000');
+  t.equal(
+    decisionHeaders("leaky-bucket", 7, 31536000, 0, 31536000),
+    'application/json\r\nRateLimit-Policy: "leaky-bucket";q=7;w=31536000\r\nRateLimit: "leaky-bucket";r=0;t=31536000',
+  );
 });

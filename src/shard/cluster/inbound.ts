@@ -1,4 +1,5 @@
 import { algorithmByCode } from "../../algorithms/index.js";
+import { REQUEST_BOUNDS } from "../../decision.js";
 import { DecideCode, type DecideResult, type PeerServerHandler } from "../../peer/index.js";
 import type { LocalDecider } from "../table/local-decider.js";
 import { ringKeyOf } from "../table/state-key.js";
@@ -32,12 +33,14 @@ export class InboundHandler implements PeerServerHandler {
   /** A throw answers this item with an error: the forwarding node fails open. */
   decide(ns: string, identifier: string, algorithmCode: number, limit: number, duration: number, out: DecideResult): void {
     const algorithm = algorithmByCode(algorithmCode);
+    const b = REQUEST_BOUNDS;
     if (
       algorithm === undefined ||
-      !(limit >= 1 && limit <= 1_000_000) ||
-      !(duration >= 1 && duration <= 31_536_000) ||
-      ns.length === 0 ||
-      identifier.length === 0
+      !(limit >= b.limit.min && limit <= b.limit.max) ||
+      !(duration >= b.duration.min && duration <= b.duration.max) ||
+      // the effective namespace (`namespace.slug`) has no upper bound of its own: a slug's NFKD may outgrow the product
+      ns.length < b.namespace.min ||
+      !(identifier.length >= b.identifier.min && identifier.length <= b.identifier.max)
     ) {
       throw new RangeError("forwarded decision out of contract");
     }
