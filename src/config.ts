@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { isAdvertiseUrl } from "./shard/cluster/self-address.js";
 
 /** Every setting and its default, in one place (DESIGN §5). Units are in the names. */
 export const DEFAULTS = Object.freeze({
@@ -26,6 +27,7 @@ export const DEFAULTS = Object.freeze({
   failOpen: true as boolean,
   maxKeys: 5_000_000 as number,
   metricsPort: undefined as number | undefined, // set: /metrics moves to this port
+  advertiseUrl: undefined as string | undefined, // the URL clients reach this node at (GET /cluster); default: http(s)://host:port, see defaultAdvertiseUrl
   logLevel: "info" as string,
 });
 
@@ -90,6 +92,7 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser]> = {
   failOpen: ["FAIL_OPEN", bool],
   maxKeys: ["MAX_KEYS", int(1, 1_000_000_000)],
   metricsPort: ["METRICS_PORT", int(0, 65535)],
+  advertiseUrl: ["ADVERTISE_URL", str],
   logLevel: ["LOG_LEVEL", oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"])],
 };
 
@@ -145,6 +148,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   }
   if (config.peersDns !== undefined && !HOST_PORT.test(config.peersDns)) {
     throw new ConfigError("PEERS_DNS", `expected name:port, got "${config.peersDns}"`);
+  }
+  if (config.advertiseUrl !== undefined && !isAdvertiseUrl(config.advertiseUrl)) {
+    throw new ConfigError("ADVERTISE_URL", "expected an absolute http:// or https:// URL without credentials, query or fragment");
   }
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
   if (clustered && config.clusterSecret === undefined) {

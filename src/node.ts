@@ -7,6 +7,8 @@ import { createLogger, type Logger } from "./logger.js";
 import { Metrics } from "./metrics/metrics.js";
 import { Cluster } from "./shard/cluster/cluster.js";
 import { readPeerTls } from "./shard/cluster/peer-tls.js";
+import { Directory } from "./shard/cluster/directory.js";
+import { defaultAdvertiseUrl } from "./shard/cluster/self-address.js";
 import { LocalDecider } from "./shard/table/local-decider.js";
 import { StateTable } from "./shard/table/state-table.js";
 
@@ -44,6 +46,8 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   const cluster = clustered ? new Cluster(config, local, metrics, logger, readPeerTls(config)) : undefined;
   const decider: Decider = cluster?.decider ?? local;
   const peerPort = await cluster?.start();
+  // A single node is a ring of one; a cluster's directory follows its ring.
+  const directory = cluster?.directory ?? new Directory(config.nodeId ?? "", "");
 
   const frontEnd = new FrontEnd(
     {
@@ -53,13 +57,19 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
       ...(config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined ? { tls: { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile } } : {}),
       ...(config.metricsPort !== undefined ? { metricsPort: config.metricsPort } : {}),
     },
-    { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true },
+    { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory },
   );
   const { port, metricsPort } = await frontEnd.listen();
-  logger.info(
-    { port, metricsPort, peerPort, self: cluster?.self, https: config.tlsCertFile !== undefined, maxKeys: config.maxKeys },
-    "ringlimit node listening",
-  );
+  const tls = config.tlsCertFile !== undefined;
+  const advertiseUrl =
+    config.advertiseUrl ?? defaultAdvertiseUrl({ tls, host: config.host, port, ...(cluster !== undefined ? { ringName: cluster.self } : {}) });
+  if (cluster !== undefined) cluster.advertise(advertiseUrl, logger);
+  else {
+    const name = config.nodeId ?? advertiseUrl;
+    directory.selfUrl = advertiseUrl;
+    directory.setRing([name], name);
+  }
+  logger.info({ port, metricsPort, peerPort, self: cluster?.self, advertiseUrl, https: tls, maxKeys: config.maxKeys }, "ringlimit node listening");
 
   let stopping: Promise<void> | undefined;
   return {

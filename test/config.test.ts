@@ -39,6 +39,7 @@ t.test("defaults", async (t) => {
   t.equal(c.failOpen, true, "FAIL_OPEN defaults to true");
   t.equal(c.maxKeys, 5_000_000);
   t.equal(c.metricsPort, undefined);
+  t.equal(c.advertiseUrl, undefined);
   t.equal(c.logLevel, "info");
   t.equal(DEFAULTS.port, 8080);
   t.ok(Object.isFrozen(DEFAULTS));
@@ -62,6 +63,7 @@ t.test("environment", async (t) => {
       FAIL_OPEN: "false",
       MAX_KEYS: "1000",
       METRICS_PORT: "9100",
+      ADVERTISE_URL: "https://ringlimit.example",
       LOG_LEVEL: "debug",
       DRAIN_TIMEOUT_MS: "0",
       UNRELATED: "ignored",
@@ -78,6 +80,7 @@ t.test("environment", async (t) => {
   t.equal(c.failOpen, false);
   t.equal(c.maxKeys, 1000);
   t.equal(c.metricsPort, 9100);
+  t.equal(c.advertiseUrl, "https://ringlimit.example");
   t.equal(c.logLevel, "debug");
   t.equal(c.drainTimeoutMs, 0);
   t.equal(loadConfig({ PORT: "0" }, []).peerPort, 0, "PORT=0 (any free port) gives PEER_PORT=0");
@@ -155,6 +158,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   FAIL_OPEN: [["maybe"]],
   MAX_KEYS: [["0"], ["-5"], ["1000000001"], ["many"]],
   METRICS_PORT: [["x"], ["65536"]],
+  ADVERTISE_URL: [[""], ["10.0.0.1:8080"], ["ftp://x"], ["http://user:pw@x"], ["http://x/?q=1"]],
   LOG_LEVEL: [["loud"], ["INFO"], [""]],
 };
 

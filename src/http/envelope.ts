@@ -123,18 +123,56 @@ export function policyHeader(algorithm: AlgorithmName, limit: number, duration: 
   return '"' + algorithm + '";q=' + limit + ";w=" + duration;
 }
 
-/**
- * The Content-Type value of a decided answer with the two rate-limit headers joined to it by
- * CRLF, so uWS gets one writeHeader call (see http-server.ts). Everything up to `r=` depends
- * only on the policy, so the last policy's prefix is kept: requests mostly repeat one.
- */
-let lastPolicy: { algorithm: AlgorithmName; limit: number; duration: number; prefix: string } | undefined;
+/** The header every answer of POST /limit and GET /cluster carries (docs/client.md). */
+export const RING_VERSION_HEADER = "RingLimit-Ring-Version";
 
-export function decisionHeaders(algorithm: AlgorithmName, limit: number, duration: number, remaining: number, secondsToReset: number): string {
+/**
+ * The Content-Type value of a decided answer with the ring version and the two rate-limit
+ * headers joined to it by CRLF, so uWS gets one writeHeader call (see server.ts). Everything
+ * up to `r=` depends only on the policy and the ring version, so the last prefix is kept:
+ * requests mostly repeat one policy, and the ring version changes only with membership.
+ */
+let lastPolicy: { algorithm: AlgorithmName; limit: number; duration: number; ringVersion: string; prefix: string } | undefined;
+
+export function decisionHeaders(
+  algorithm: AlgorithmName,
+  limit: number,
+  duration: number,
+  remaining: number,
+  secondsToReset: number,
+  ringVersion: string,
+): string {
   let p = lastPolicy;
-  if (p === undefined || p.algorithm !== algorithm || p.limit !== limit || p.duration !== duration) {
-    const prefix = "application/json\r\nRateLimit-Policy: " + policyHeader(algorithm, limit, duration) + '\r\nRateLimit: "' + algorithm + '";r=';
-    p = lastPolicy = { algorithm, limit, duration, prefix };
+  if (p === undefined || p.algorithm !== algorithm || p.limit !== limit || p.duration !== duration || p.ringVersion !== ringVersion) {
+    const prefix =
+      "application/json\r\n" +
+      RING_VERSION_HEADER +
+      ": " +
+      ringVersion +
+      "\r\nRateLimit-Policy: " +
+      policyHeader(algorithm, limit, duration) +
+      '\r\nRateLimit: "' +
+      algorithm +
+      '";r=';
+    p = lastPolicy = { algorithm, limit, duration, ringVersion, prefix };
   }
   return p.prefix + remaining + ";t=" + secondsToReset;
+}
+
+export interface ClusterMemberView {
+  readonly id: string;
+  readonly url: string | null;
+}
+
+/** GET /cluster (cold path: a client asks once per ring change). */
+export function clusterBody(id: string, timestamp: number, ringVersion: string, self: string, members: readonly ClusterMemberView[]): string {
+  return (
+    '{"id":"' +
+    id +
+    '","timestamp":' +
+    timestampText(timestamp) +
+    `,"api_version":"${API_VERSION}","object":"cluster","data":` +
+    JSON.stringify({ ring_version: ringVersion, self, members: members.map((m) => ({ id: m.id, url: m.url })) }) +
+    "}"
+  );
 }

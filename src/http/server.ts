@@ -13,7 +13,16 @@ import {
 } from "uWebSockets.js";
 import { failOpenDecision, newDecision, type Decider, type Decision, type DegradedReason } from "../decision.js";
 import type { ApiKeyVerifier } from "./auth.js";
-import { allowedBody, blockedBody, decisionHeaders, errorBody, type DecisionFields } from "./envelope.js";
+import {
+  allowedBody,
+  blockedBody,
+  clusterBody,
+  decisionHeaders,
+  errorBody,
+  RING_VERSION_HEADER,
+  type ClusterMemberView,
+  type DecisionFields,
+} from "./envelope.js";
 import { Errors, type ErrorDef, type FieldProblem } from "./errors.js";
 import type { IdGenerator } from "./ids.js";
 import type { LimitQuery } from "../decision.js";
@@ -60,7 +69,16 @@ export interface FrontEndDeps {
   logger: Logger;
   /** whether this node can serve decisions (ring known); /ready reflects it */
   isReady: () => boolean;
+  /** the ring as clients see it: GET /cluster and the ring-version header */
+  directory: RingDirectory;
   clock?: () => number;
+}
+
+/** What GET /cluster tells clients; `version` changes whenever the members or their URLs do. */
+export interface RingDirectory {
+  readonly self: string;
+  readonly version: string;
+  readonly members: readonly ClusterMemberView[];
 }
 
 /**
@@ -113,6 +131,11 @@ export class FrontEnd {
     app.post("/limit", (res, req) => this.onLimit(res, req));
     app.any("/limit", (res) => {
       res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "POST");
+      this.endError(res, Errors.methodNotAllowed);
+    });
+    app.get("/cluster", (res, req) => this.onCluster(res, req));
+    app.any("/cluster", (res) => {
+      res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "GET");
       this.endError(res, Errors.methodNotAllowed);
     });
     app.get("/health", (res) => {
@@ -267,7 +290,7 @@ export class FrontEnd {
     // go out in one writeHeader (values joined by CRLF) and 200 is uWS's default status.
     // Measured under wrk: status + 3 headers + cork was ~19% of the service's CPU. The
     // joined values hold only algorithm names and integers, never caller input.
-    const headers = decisionHeaders(query.algorithm.name, query.limit, query.duration, d.remaining, secondsToReset);
+    const headers = decisionHeaders(query.algorithm.name, query.limit, query.duration, d.remaining, secondsToReset, this.deps.directory.version);
     if (d.allowed) {
       const body = allowedBody(this.deps.ids.ok(), now, fields, query.limit - d.remaining, d.degraded !== null, processingMs);
       if (x.inData) res.writeHeader(CONTENT_TYPE, headers).end(body);
@@ -293,8 +316,10 @@ export class FrontEnd {
       const body = errorBody(this.deps.ids.error(), x.receivedAt, error, details);
       res.cork(() => {
         res.writeStatus(error.statusLine);
-        // RFC 9110 §11.6.1: a 401 must say which scheme it wants.
+        // RFC 9110 §11.6.1: a 401 must say which scheme it wants. Callers without a key are
+        // not told the ring version either.
         if (error === Errors.unauthorized) res.writeHeader("WWW-Authenticate", "Bearer");
+        else res.writeHeader(RING_VERSION_HEADER, this.deps.directory.version);
         res.writeHeader("Content-Type", JSON_TYPE).end(body, closeConnection);
       });
     }
@@ -315,6 +340,17 @@ export class FrontEnd {
 
   private endError(res: HttpResponse, error: ErrorDef): void {
     res.writeHeader("Content-Type", JSON_TYPE).end(errorBody(this.deps.ids.error(), this.clock(), error));
+  }
+
+  /** GET /cluster: the members clients route to, behind the same bearer keys as POST /limit. */
+  private onCluster(res: HttpResponse, req: HttpRequest): void {
+    if (!this.deps.verifier.verifyHeader(req.getHeader(AUTHORIZATION))) {
+      res.writeStatus(Errors.unauthorized.statusLine).writeHeader("WWW-Authenticate", "Bearer");
+      return this.endError(res, Errors.unauthorized);
+    }
+    const dir = this.deps.directory;
+    const body = clusterBody(this.deps.ids.ok(), this.clock(), dir.version, dir.self, dir.members);
+    res.writeStatus("200 OK").writeHeader(RING_VERSION_HEADER, dir.version).writeHeader("Content-Type", JSON_TYPE).end(body);
   }
 
   private onMetrics(res: HttpResponse): void {

@@ -155,7 +155,12 @@ t.test("formatMs and headers", async (t) => {
   t.equal(formatMs(12), 12);
   t.equal(policyHeader("fixed-window", 100, 60), '"fixed-window";q=100;w=60');
   t.equal(
-    decisionHeaders("leaky-bucket", 7, 31536000, 0, 31536000),
-    'application/json\r\nRateLimit-Policy: "leaky-bucket";q=7;w=31536000\r\nRateLimit: "leaky-bucket";r=0;t=31536000',
+    decisionHeaders("leaky-bucket", 7, 31536000, 0, 31536000, "0123456789abcdef"),
+    'application/json\r\nRingLimit-Ring-Version: 0123456789abcdef\r\nRateLimit-Policy: "leaky-bucket";q=7;w=31536000\r\nRateLimit: "leaky-bucket";r=0;t=31536000',
+  );
+  t.equal(
+    decisionHeaders("leaky-bucket", 7, 31536000, 1, 5, "fedcba9876543210"),
+    'application/json\r\nRingLimit-Ring-Version: fedcba9876543210\r\nRateLimit-Policy: "leaky-bucket";q=7;w=31536000\r\nRateLimit: "leaky-bucket";r=1;t=5',
+    "a new ring version is not hidden by the kept prefix",
   );
 });

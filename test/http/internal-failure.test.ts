@@ -3,6 +3,7 @@
  * make the real deciders throw, so the fault enters through the front end's Decider
  * interface: a decider that throws, behind a real uWS listener, real auth, real metrics.
  */
+import { Directory } from "../../src/shard/cluster/directory.js";
 import t from "tap";
 import { ApiKeyVerifier } from "../../src/http/auth.js";
 import type { Decider } from "../../src/decision.js";
@@ -24,7 +25,15 @@ async function serve(failOpen: boolean) {
   const metrics = new Metrics({ storedKeys: () => 0, evictions: () => 0, expirations: () => 0 });
   const front = new FrontEnd(
     { host: "127.0.0.1", port: 0, failOpen },
-    { decider: throwing, verifier: new ApiKeyVerifier([TEST_KEY], []), ids: new IdGenerator(), metrics, logger: createLogger("silent"), isReady: () => true },
+    {
+      decider: throwing,
+      verifier: new ApiKeyVerifier([TEST_KEY], []),
+      ids: new IdGenerator(),
+      metrics,
+      logger: createLogger("silent"),
+      isReady: () => true,
+      directory: new Directory("self", "http://127.0.0.1"),
+    },
   );
   const { port } = await front.listen();
   return { url: `http://127.0.0.1:${port}`, front, metrics };

@@ -8,6 +8,7 @@ import { stateKeyOf } from "../table/state-key.js";
 import type { StateTable } from "../table/state-table.js";
 import { BlockedCache } from "./blocked-cache.js";
 import { Coordinator } from "./coordinator.js";
+import { Directory } from "./directory.js";
 import { ClusterDecider, type ClusterView } from "./forwarding.js";
 import type { HandOffReport } from "./handoff-sender.js";
 import { InboundHandler } from "./inbound.js";
@@ -25,6 +26,8 @@ import { splitHostPort } from "./self-address.js";
  */
 export class Cluster implements ClusterView {
   readonly decider: ClusterDecider;
+  /** members and their client-facing URLs, for GET /cluster */
+  readonly directory: Directory;
   private readonly pool: MemberPool;
   private readonly coordinator: Coordinator;
   private readonly server: PeerServer;
@@ -46,10 +49,15 @@ export class Cluster implements ClusterView {
       failureTimeoutMs: config.failureTimeoutMs,
       clientTls: tls.client,
       logger,
-      onRingChanged: (joined) => this.coordinator.onRingChanged(joined),
+      onRingChanged: (joined) => {
+        this.coordinator.onRingChanged(joined);
+        this.directory.setRing(this.pool.ring.members, this.pool.self);
+        for (const member of joined) if (member !== this.pool.self) this.directory.exchangeWith(member, this.pool.client(member), logger);
+      },
       onSettled: () => this.coordinator.onSettled(),
     });
     const pool = this.pool;
+    this.directory = new Directory(pool.self, "");
     this.coordinator = new Coordinator(pool, this.table, logger);
     const clusterMetrics = new ClusterMetrics(metrics.registry, {
       members: () => pool.ring.size,
@@ -64,6 +72,7 @@ export class Cluster implements ClusterView {
         pool.markDeparted(member);
       },
       handoffDone: (from) => this.coordinator.onHandoffDone(from),
+      advertise: (payload, from) => this.directory.answerAdvertise(payload, from),
       // A member (re)started and reached us: reach it now rather than after our backoff,
       // so it joins every ring and receives its states within milliseconds.
       peerAuthenticated: (member) => pool.reconnectNow(member),
@@ -126,8 +135,17 @@ export class Cluster implements ClusterView {
   }
 
   /** Graceful leave: see Coordinator.leave. */
-  leave(deadline: number): Promise<HandOffReport> {
-    return this.coordinator.leave(deadline);
+  async leave(deadline: number): Promise<HandOffReport> {
+    const report = await this.coordinator.leave(deadline);
+    this.directory.setRing(this.pool.ring.members, this.pool.self);
+    return report;
+  }
+
+  /** Clients reach this node at `url` (GET /cluster); every member up learns it now, the others when they come up. */
+  advertise(url: string, logger: Logger): void {
+    this.directory.selfUrl = url;
+    this.directory.setRing(this.pool.ring.members, this.pool.self);
+    for (const member of this.pool.ring.members) if (member !== this.pool.self) this.directory.exchangeWith(member, this.pool.client(member), logger);
   }
 
   async stop(): Promise<void> {

@@ -10,6 +10,8 @@ export const CallMethod = Object.freeze({
   MERGE_STATES: 2,
   /** empty: the sender has handed the receiver every state that moved to it when the sender added it to its ring. */
   HANDOFF_DONE: 3,
+  /** payload: the sender's client-facing URL (UTF-8, may be empty). Reply: the receiver's (docs/client.md). */
+  ADVERTISE: 4,
 });
 
 /** A batch is cut at this size, well under the peer channel's 1 MiB frame limit. */

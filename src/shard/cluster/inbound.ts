@@ -14,6 +14,8 @@ export interface InboundEvents {
   memberLeaving(member: string, from: string): void;
   /** HANDOFF_DONE: `from` has handed this node every state that moved to it */
   handoffDone(from: string): void;
+  /** ADVERTISE: `from` tells its client-facing URL; the reply is this node's */
+  advertise(payload: Buffer, from: string): Promise<Buffer>;
   /** a member (re)started and reached this node */
   peerAuthenticated(member: string): void;
 }
@@ -73,6 +75,8 @@ export class InboundHandler implements PeerServerHandler {
       case CallMethod.HANDOFF_DONE:
         this.events.handoffDone(from);
         return Buffer.alloc(0);
+      case CallMethod.ADVERTISE:
+        return this.events.advertise(payload, from);
       default:
         throw new Error(`unknown call method ${method}`);
     }

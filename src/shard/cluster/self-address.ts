@@ -29,3 +29,39 @@ export function findSelf(members: readonly string[], peerHost: string, peerPort:
     return port === peerPort && local.has(host);
   });
 }
+
+/**
+ * The URL clients reach this node at when ADVERTISE_URL is not set: its HTTP port on the
+ * host it listens on. A wildcard listener is reached at the host of its ring name when that
+ * is an address (in Kubernetes: the pod IP a headless Service resolves to), else at this
+ * machine's first external IPv4 address.
+ */
+export function defaultAdvertiseUrl(options: { tls: boolean; host: string; port: number; ringName?: string }): string {
+  let host = options.host;
+  if (WILDCARDS.has(host)) {
+    const fromRing = options.ringName === undefined ? undefined : splitHostPort(options.ringName).host;
+    host = fromRing !== undefined && fromRing !== "" && !WILDCARDS.has(fromRing) ? fromRing : firstExternalIPv4();
+  }
+  if (host.includes(":") && !host.startsWith("[")) host = `[${host}]`;
+  return `${options.tls ? "https" : "http"}://${host}:${options.port}`;
+}
+
+function firstExternalIPv4(): string {
+  for (const list of Object.values(networkInterfaces())) for (const i of list ?? []) if (i.family === "IPv4" && !i.internal) return i.address;
+  return "127.0.0.1";
+}
+
+/** Longest advertise URL accepted (ADVERTISE_URL, or a peer's). */
+export const MAX_ADVERTISE_URL_BYTES = 2048;
+
+/** An absolute http(s) URL without credentials, query or fragment, of bounded length. */
+export function isAdvertiseUrl(url: string): boolean {
+  if (url.length === 0 || Buffer.byteLength(url) > MAX_ADVERTISE_URL_BYTES) return false;
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return false;
+  }
+  return (u.protocol === "http:" || u.protocol === "https:") && u.username === "" && u.password === "" && u.search === "" && u.hash === "";
+}
