@@ -2,8 +2,17 @@
 # ringlimit: one node per container. Multi-stage: build with the dev toolchain (tspc +
 # typia transform), run with production dependencies only, as a non-root user, with
 # node itself as PID 1 under tini so SIGTERM reaches the service and starts the drain.
+#
+# Base image: Node 22 LTS (the uWebSockets.js build ships binaries up to Node 22's ABI 127;
+# see README "Supported Node.js versions"). Pinned by tag here; for reproducible builds pin
+# the digest too, obtained from the registry on a machine that can reach it:
+#   docker buildx imagetools inspect node:22-bookworm-slim --format '{{json .Manifest.Digest}}'
+#   (or: docker pull node:22-bookworm-slim && docker inspect --format '{{index .RepoDigests 0}}' node:22-bookworm-slim)
+# then build with --build-arg NODE_IMAGE=node:22-bookworm-slim@sha256:<digest>.
+# No digest is written here: it was not obtainable from the machine this file was made on.
+ARG NODE_IMAGE=node:22-bookworm-slim
 
-FROM node:20-bookworm-slim AS build
+FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -12,12 +21,12 @@ COPY src ./src
 COPY test ./test
 RUN npx tspc -p . && rm -rf dist/test
 
-FROM node:20-bookworm-slim AS deps
+FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
 
-FROM node:20-bookworm-slim
+FROM ${NODE_IMAGE}
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini \
  && rm -rf /var/lib/apt/lists/*
