@@ -7,6 +7,7 @@
 // decision is always decided locally, so this puts N distinct keys on A in seconds);
 // then A gets SIGTERM and its log says how many keys it handed over and how long it took.
 import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import net from 'node:net'
 import { PeerClient } from '../dist/src/peer/index.js'
 import { HashRing } from '../dist/src/shard/cluster/ring.js'
@@ -14,7 +15,7 @@ import { ringKeyOf } from '../dist/src/shard/table/state-key.js'
 
 const args = process.argv.slice(2)
 const KEYS = Number(args[args.indexOf('--keys') + 1] || 1_000_000) || 1_000_000
-const SECRET = 'bench-drain-secret-0123456789'
+const SECRET = randomBytes(32).toString('base64url')
 const API_KEY = 'svc_sk_' + 'b'.repeat(40)
 
 const freePort = () =>

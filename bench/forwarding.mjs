@@ -7,6 +7,7 @@
 // Needs wrk (apt-get install wrk). Servers: one standalone node, and a 2-node cluster
 // driven on both nodes at once, so each node forwards the keys the other owns (~50%).
 import { execFileSync, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
@@ -22,7 +23,7 @@ const arg = (name, d) => {
 const SECONDS = arg('--seconds', 8)
 const ROUNDS = arg('--rounds', 3)
 const KEY = 'svc_sk_' + 'f'.repeat(40)
-const SECRET = 'bench-forwarding-secret-0123'
+const SECRET = randomBytes(32).toString('base64url')
 const TICK = Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100
 const dir = mkdtempSync(path.join(os.tmpdir(), 'ringlimit-fwd-'))
 const lua = path.join(dir, 'post.lua')

@@ -1,4 +1,7 @@
+import { createPrivateKey, randomBytes, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { createSecureContext } from "node:tls";
+import { parseArgs } from "node:util";
 import { isAdvertiseUrl } from "./shard/cluster/self-address.js";
 
 /** Every setting and its default, in one place (DESIGN §5). Units are in the names. */
@@ -67,33 +70,42 @@ const oneOf =
     return raw.trim();
   };
 
-const VARIABLES: Record<keyof Config, [env: string, parse: Parser]> = {
-  host: ["HOST", str],
-  port: ["PORT", int(0, 65535)],
-  apiKeys: ["API_KEYS", list],
-  apiKeyHashes: ["API_KEY_HASHES", list],
-  tlsCertFile: ["TLS_CERT_FILE", str],
-  tlsKeyFile: ["TLS_KEY_FILE", str],
-  nodeId: ["NODE_ID", str],
-  peerHost: ["PEER_HOST", str],
-  peerPort: ["PEER_PORT", int(0, 65535)],
-  peers: ["PEERS", list],
-  peersDns: ["PEERS_DNS", str],
-  clusterSecret: ["CLUSTER_SECRET", str],
-  peerTimeoutMs: ["PEER_TIMEOUT_MS", int(1, 60_000)],
-  peerTlsCertFile: ["PEER_TLS_CERT_FILE", str],
-  peerTlsKeyFile: ["PEER_TLS_KEY_FILE", str],
-  peerTlsCaFile: ["PEER_TLS_CA_FILE", str],
-  heartbeatIntervalMs: ["HEARTBEAT_INTERVAL_MS", int(10, 60_000)],
-  failureTimeoutMs: ["FAILURE_TIMEOUT_MS", int(50, 600_000)],
-  dnsIntervalMs: ["DNS_INTERVAL_MS", int(100, 3_600_000)],
-  dnsServer: ["DNS_SERVER", str],
-  drainTimeoutMs: ["DRAIN_TIMEOUT_MS", int(0, 3_600_000)],
-  failOpen: ["FAIL_OPEN", bool],
-  maxKeys: ["MAX_KEYS", int(1, 1_000_000_000)],
-  metricsPort: ["METRICS_PORT", int(0, 65535)],
-  advertiseUrl: ["ADVERTISE_URL", str],
-  logLevel: ["LOG_LEVEL", oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"])],
+/**
+ * Every environment variable ringlimit reads: its name, its parser and one line for
+ * `--help`. The only list of them: flags, `--help`, the misspelling warning and the tests
+ * derive from it, so a new setting is one entry here (plus its default in DEFAULTS).
+ */
+const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]> = {
+  host: ["HOST", str, "address the HTTP listener binds"],
+  port: ["PORT", int(0, 65535), "HTTP port for POST /limit, /health, /ready, /metrics (0: any free port)"],
+  apiKeys: ["API_KEYS", list, "comma-separated API keys (svc_sk_…); with neither this nor API_KEY_HASHES a key is generated and logged once"],
+  apiKeyHashes: ["API_KEY_HASHES", list, "comma-separated SHA-256 hex digests of API keys (keeps plaintext keys out of configuration)"],
+  tlsCertFile: ["TLS_CERT_FILE", str, "PEM certificate (chain) for HTTPS; set together with TLS_KEY_FILE (unset: plain HTTP)"],
+  tlsKeyFile: ["TLS_KEY_FILE", str, "PEM private key for HTTPS"],
+  nodeId: ["NODE_ID", str, "this node's ring name (unset: its entry in PEERS / PEERS_DNS, else PEER_HOST:PEER_PORT)"],
+  peerHost: ["PEER_HOST", str, "address the peer listener binds"],
+  peerPort: ["PEER_PORT", int(0, 65535), "port of the authenticated peer channel (unset: PORT + 1000)"],
+  peers: ["PEERS", list, "comma-separated host:port of every member, this node included (static membership)"],
+  peersDns: ["PEERS_DNS", str, "name:port whose A records are the members (e.g. a Kubernetes headless Service)"],
+  clusterSecret: [
+    "CLUSTER_SECRET",
+    str,
+    "shared secret of the peer channel, required with PEERS / PEERS_DNS: 64+ hex or 43+ other characters of 32 random bytes (npm run keygen prints one)",
+  ],
+  peerTimeoutMs: ["PEER_TIMEOUT_MS", int(1, 60_000), "ms to wait for an owner's answer before failing open"],
+  peerTlsCertFile: ["PEER_TLS_CERT_FILE", str, "PEM certificate for TLS on the peer channel"],
+  peerTlsKeyFile: ["PEER_TLS_KEY_FILE", str, "PEM private key for TLS on the peer channel"],
+  peerTlsCaFile: ["PEER_TLS_CA_FILE", str, "PEM CA certificate(s) peers' certificates must chain to"],
+  heartbeatIntervalMs: ["HEARTBEAT_INTERVAL_MS", int(10, 60_000), "ms between heartbeats to each peer"],
+  failureTimeoutMs: ["FAILURE_TIMEOUT_MS", int(50, 600_000), "ms without a frame from a peer before it leaves this node's ring"],
+  dnsIntervalMs: ["DNS_INTERVAL_MS", int(100, 3_600_000), "ms between PEERS_DNS lookups"],
+  dnsServer: ["DNS_SERVER", str, "host:port of the DNS server for PEERS_DNS (unset: the system resolver)"],
+  drainTimeoutMs: ["DRAIN_TIMEOUT_MS", int(0, 3_600_000), "on SIGTERM, ms to finish requests and hand states over"],
+  failOpen: ["FAIL_OPEN", bool, "answer 200 with degraded: true when no exact decision can be made (false: 500 or 503 instead)"],
+  maxKeys: ["MAX_KEYS", int(1, 1_000_000_000), "rate-limit states kept in memory; beyond it a sampled state near expiry is evicted"],
+  metricsPort: ["METRICS_PORT", int(0, 65535), "serve /metrics on this port instead of PORT (unset: on PORT)"],
+  advertiseUrl: ["ADVERTISE_URL", str, "the URL clients reach this node at, listed by GET /cluster (unset: http(s)://HOST:PORT)"],
+  logLevel: ["LOG_LEVEL", oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"]), "fatal, error, warn, info, debug, trace or silent"],
 };
 
 const HOST_PORT = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;
@@ -109,9 +121,16 @@ export function flagOf(env: string): string {
  * `--kebab-case=value` flags. Throws ConfigError naming the variable on the first bad value.
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly string[] = []): Config {
-  const flags = parseFlags(argv);
+  const line = parseCommandLine(argv);
+  const unexpected = line.positionals[0] ?? (line.help ? "--help" : line.version ? "--version" : undefined);
+  if (unexpected !== undefined) throw new ConfigError(unexpected, "unexpected argument");
+  return configFrom(env, line.flags);
+}
+
+/** Configuration from the environment, overridden by already parsed `--kebab-case` flags. */
+export function configFrom(env: NodeJS.ProcessEnv, flags: ReadonlyMap<string, string>): Config {
   const config = { ...DEFAULTS } as Config;
-  for (const [field, [name, parse]] of Object.entries(VARIABLES) as [keyof Config, [string, Parser]][]) {
+  for (const [field, [name, parse]] of Object.entries(VARIABLES) as [keyof Config, [string, Parser, string]][]) {
     const raw = flags.get(flagOf(name)) ?? env[name];
     if (raw === undefined) continue;
     (config as Record<string, unknown>)[field] = parse(raw, name);
@@ -126,23 +145,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   for (const hash of config.apiKeyHashes) {
     if (!/^[0-9a-fA-F]{64}$/.test(hash)) throw new ConfigError("API_KEY_HASHES", "every entry must be 64 hex characters (SHA-256)");
   }
-  if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined)) {
-    throw new ConfigError(config.tlsCertFile === undefined ? "TLS_CERT_FILE" : "TLS_KEY_FILE", "TLS_CERT_FILE and TLS_KEY_FILE must be set together");
-  }
-  for (const [name, file] of [
-    ["TLS_CERT_FILE", config.tlsCertFile],
-    ["TLS_KEY_FILE", config.tlsKeyFile],
-    ["PEER_TLS_CERT_FILE", config.peerTlsCertFile],
-    ["PEER_TLS_KEY_FILE", config.peerTlsKeyFile],
-    ["PEER_TLS_CA_FILE", config.peerTlsCaFile],
-  ] as const) {
-    if (file === undefined) continue;
-    try {
-      readFileSync(file);
-    } catch {
-      throw new ConfigError(name, `cannot read file ${file}`);
-    }
-  }
+  checkTlsFiles("TLS_CERT_FILE", config.tlsCertFile, "TLS_KEY_FILE", config.tlsKeyFile);
+  if (config.peerTlsCaFile !== undefined) certificate("PEER_TLS_CA_FILE", config.peerTlsCaFile);
+  checkTlsFiles("PEER_TLS_CERT_FILE", config.peerTlsCertFile, "PEER_TLS_KEY_FILE", config.peerTlsKeyFile);
   for (const peer of config.peers) {
     if (!HOST_PORT.test(peer)) throw new ConfigError("PEERS", `expected comma-separated host:port entries, got "${peer}"`);
   }
@@ -156,8 +161,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   if (clustered && config.clusterSecret === undefined) {
     throw new ConfigError("CLUSTER_SECRET", "required when PEERS or PEERS_DNS is set");
   }
-  if (config.clusterSecret !== undefined && config.clusterSecret.length < 16) {
-    throw new ConfigError("CLUSTER_SECRET", "must be at least 16 characters");
+  if (config.clusterSecret !== undefined) {
+    const weakness = clusterSecretWeakness(config.clusterSecret);
+    if (weakness !== undefined) throw new ConfigError("CLUSTER_SECRET", `${weakness}; npm run keygen prints a strong one`);
   }
   if (config.failureTimeoutMs <= config.heartbeatIntervalMs) {
     throw new ConfigError("FAILURE_TIMEOUT_MS", "must be greater than HEARTBEAT_INTERVAL_MS");
@@ -165,27 +171,150 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   return config;
 }
 
-function parseFlags(argv: readonly string[]): Map<string, string> {
-  const flags = new Map<string, string>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (!arg.startsWith("--")) throw new ConfigError(arg, "unexpected argument");
-    const eq = arg.indexOf("=");
-    if (eq > 0) {
-      flags.set(arg.slice(0, eq), arg.slice(eq + 1));
-    } else {
-      const value = argv[i + 1];
-      if (value === undefined || value.startsWith("--")) throw new ConfigError(arg, "flag needs a value");
-      flags.set(arg, value);
-      i++;
-    }
-  }
-  const known = new Set(Object.values(VARIABLES).map(([name]) => flagOf(name)));
-  for (const flag of flags.keys()) if (!known.has(flag)) throw new ConfigError(flag, "unknown flag");
-  return flags;
+/**
+ * Values shown as examples in this repository's docs, manifests and earlier releases: known
+ * to everyone, so refused even though some are long enough.
+ */
+export const EXAMPLE_CLUSTER_SECRETS: readonly string[] = Object.freeze([
+  "replace-with-at-least-32-random-characters",
+  "test-cluster-secret-0123456789",
+  "bench-drain-secret-0123456789",
+  "bench-forwarding-secret-0123",
+  "change-me",
+]);
+
+/** 32 random bytes, base64url (43 characters): what `npm run keygen` prints. */
+export function generateClusterSecret(): string {
+  return randomBytes(32).toString("base64url");
 }
 
-export const ENVIRONMENT_VARIABLES = Object.freeze(Object.values(VARIABLES).map(([name]) => name));
+/**
+ * The CLUSTER_SECRET rule (docs/operations.md): at least 32 random bytes' worth, that is 64
+ * hex characters, or 43 characters of anything else (base64/base64url of 32 bytes). The
+ * value itself cannot prove it is random, so what is clearly not is refused: fewer than
+ * 128 bits by its own character frequencies, a repeated shorter string, mostly runs and
+ * sequences (aaaa, abcd, 1234), and our published examples. Thresholds leave a wide margin
+ * for real random values: over 200 000 random 32-byte secrets each, the lowest frequency
+ * entropy was 216 bits (hex) and 180 bits (base64url), and at most 41 % of neighbouring
+ * characters were equal or consecutive.
+ * Returns what is wrong, without echoing the secret, or undefined when it is acceptable.
+ */
+export function clusterSecretWeakness(secret: string): string | undefined {
+  if (EXAMPLE_CLUSTER_SECRETS.includes(secret)) return "is an example value from the docs; generate your own";
+  const hex = /^[0-9a-fA-F]+$/.test(secret);
+  if (hex && secret.length < 64) return `a hex secret needs at least 64 characters (32 bytes), got ${secret.length}`;
+  if (secret.length < 43) return `needs at least 43 characters (32 random bytes as base64url) or 64 hex characters, got ${secret.length}`;
+  const counts = new Map<string, number>();
+  for (const c of secret) counts.set(c, (counts.get(c) ?? 0) + 1);
+  let bits = 0;
+  for (const n of counts.values()) bits -= n * Math.log2(n / secret.length);
+  if (bits < 128) return `too little variety (${Math.floor(bits)} bits by character frequency, 128 needed)`;
+  for (let period = 1; period <= secret.length / 2; period++) {
+    if (secret.slice(period) === secret.slice(0, -period)) return "is a repeated shorter string";
+  }
+  let steps = 0;
+  for (let i = 1; i < secret.length; i++) if (Math.abs(secret.charCodeAt(i) - secret.charCodeAt(i - 1)) <= 1) steps++;
+  if (steps > 0.6 * (secret.length - 1)) return "is mostly runs or sequences of characters";
+  return undefined;
+}
+
+/**
+ * A certificate and its key: each readable and parseable, set together, and matching, so a
+ * wrong file stops start-up with its variable's name instead of a TLS error later.
+ */
+function checkTlsFiles(certName: string, certFile: string | undefined, keyName: string, keyFile: string | undefined): void {
+  const cert = certFile === undefined ? undefined : certificate(certName, certFile);
+  const key = keyFile === undefined ? undefined : privateKey(keyName, keyFile);
+  if (cert === undefined && key === undefined) return;
+  if (cert === undefined || key === undefined)
+    throw new ConfigError(cert === undefined ? certName : keyName, `${certName} and ${keyName} must be set together`);
+  try {
+    createSecureContext({ cert, key });
+  } catch {
+    throw new ConfigError(keyName, `${keyFile} is not the private key of the certificate in ${certName}`);
+  }
+}
+
+function readPem(name: string, file: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (err) {
+    throw new ConfigError(name, `cannot read file ${file} (${(err as NodeJS.ErrnoException).code ?? "unreadable"})`);
+  }
+}
+
+function certificate(name: string, file: string): Buffer {
+  const pem = readPem(name, file);
+  try {
+    new X509Certificate(pem);
+  } catch {
+    throw new ConfigError(name, `${file} is not a PEM certificate`);
+  }
+  return pem;
+}
+
+function privateKey(name: string, file: string): Buffer {
+  const pem = readPem(name, file);
+  try {
+    createPrivateKey(pem);
+  } catch {
+    throw new ConfigError(name, `${file} is not an unencrypted PEM private key`);
+  }
+  return pem;
+}
+
+/** What the command line says: `[command] [--help] [--version] [--kebab-case value | --kebab-case=value]…` */
+export interface CommandLine {
+  positionals: string[];
+  help: boolean;
+  version: boolean;
+  /** `--kebab-case` → raw value, only known variables' flags */
+  flags: Map<string, string>;
+}
+
+/** Parse argv with node:util parseArgs; throws ConfigError naming the offending argument. */
+export function parseCommandLine(argv: readonly string[]): CommandLine {
+  const options: Record<string, { type: "string" | "boolean"; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } };
+  for (const [name] of Object.values(VARIABLES)) options[flagOf(name).slice(2)] = { type: "string" };
+  // strict: false and tokens, so every mistake is reported here with the argument's own name.
+  const { tokens } = parseArgs({ args: [...argv], options, strict: false, allowPositionals: true, tokens: true });
+  const line: CommandLine = { positionals: [], help: false, version: false, flags: new Map() };
+  for (const token of tokens) {
+    if (token.kind === "positional") line.positionals.push(token.value);
+    if (token.kind !== "option") continue;
+    const option = options[token.name];
+    if (option === undefined) {
+      throw new ConfigError(token.rawName, "unknown flag (ringlimit --help lists them)");
+    }
+    if (option.type === "boolean") {
+      if (token.value !== undefined) throw new ConfigError(token.rawName, "takes no value");
+      line[token.name as "help" | "version"] = true;
+      continue;
+    }
+    if (token.value === undefined || (!token.inlineValue && token.value.startsWith("--"))) throw new ConfigError(token.rawName, "flag needs a value");
+    line.flags.set(token.rawName, token.value);
+  }
+  return line;
+}
+
+/** One known variable as `--help` shows it. */
+export interface KnownVariable {
+  name: string;
+  flag: string;
+  help: string;
+  /** the default as text; "" when unset by default (the help line then says what unset means) */
+  default: string;
+}
+
+export const KNOWN_VARIABLES: readonly KnownVariable[] = Object.freeze(
+  (Object.entries(VARIABLES) as [keyof Config, [string, Parser, string]][]).map(([field, [name, , help]]) => {
+    const value: unknown = DEFAULTS[field];
+    const text = value === undefined ? "" : Array.isArray(value) ? value.join(",") : String(value);
+    return Object.freeze({ name, flag: flagOf(name), help, default: text });
+  }),
+);
+
+export const ENVIRONMENT_VARIABLES = Object.freeze(KNOWN_VARIABLES.map((v) => v.name));
 
 /** Thrown when start-up configuration is wrong; main prints `message` as one line. */
 export class ConfigError extends Error {

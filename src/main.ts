@@ -1,30 +1,48 @@
 #!/usr/bin/env node
+import { lookalikeVariables, usage, version } from "./cli.js";
 import { generateApiKey } from "./http/auth.js";
-import { ConfigError, loadConfig } from "./config.js";
+import { ConfigError, configFrom, generateClusterSecret, parseCommandLine, type Config } from "./config.js";
+import { createLogger } from "./logger.js";
 import { startNode } from "./node.js";
 
 /**
- * `ringlimit` starts a node; `ringlimit keygen` prints a new API key and its SHA-256 (for
- * API_KEY_HASHES). Configuration errors end start-up with one line naming the variable.
+ * `ringlimit` starts a node; `ringlimit keygen` prints a new API key, its SHA-256 (for
+ * API_KEY_HASHES) and a cluster secret; `--help` and `--version` print and exit 0.
+ * A configuration or start-up error ends the process with one line naming the variable.
  */
 async function main(argv: string[]): Promise<void> {
-  if (argv[0] === "keygen") {
-    const { key, sha256 } = generateApiKey();
-    process.stdout.write(`API key:        ${key}\nSHA-256 (hash): ${sha256}\n`);
-    return;
-  }
-  let config;
+  let config: Config;
   try {
-    config = loadConfig(process.env, argv);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`ringlimit: invalid configuration: ${err.message}\n`);
-      process.exit(2);
+    const line = parseCommandLine(argv);
+    if (line.help) return void process.stdout.write(usage());
+    if (line.version) return void process.stdout.write(version() + "\n");
+    const [command, extra] = line.positionals;
+    if (extra !== undefined) throw new ConfigError(extra, "unexpected argument");
+    if (command === "keygen") {
+      const { key, sha256 } = generateApiKey();
+      process.stdout.write(`API key:        ${key}\nSHA-256 (hash): ${sha256}\nCLUSTER_SECRET: ${generateClusterSecret()}\n`);
+      return;
     }
+    if (command !== undefined) throw new ConfigError(command, "unknown command (ringlimit --help lists them)");
+    config = configFrom(process.env, line.flags);
+  } catch (err) {
+    if (err instanceof ConfigError) fail(`invalid configuration: ${err.message}`, 2);
     throw err;
   }
-  const node = await startNode(config);
-  const logger = node.logger;
+  const logger = createLogger(config.logLevel, config.nodeId);
+  for (const { name, suggestion } of lookalikeVariables(process.env)) {
+    logger.warn(
+      { variable: name, didYouMean: suggestion },
+      `${name} is not a ringlimit variable and is ignored${suggestion === undefined ? "" : `; did you mean ${suggestion}?`}`,
+    );
+  }
+  let node;
+  try {
+    node = await startNode(config, logger);
+  } catch (err) {
+    if (err instanceof ConfigError) fail(err.message, 1);
+    throw err;
+  }
 
   let signalled = false;
   const shutdown = (signal: string) => {
@@ -46,7 +64,10 @@ async function main(argv: string[]): Promise<void> {
   process.on("unhandledRejection", (err) => logger.error({ err }, "unhandled rejection"));
 }
 
-main(process.argv.slice(2)).catch((err: unknown) => {
-  process.stderr.write(`ringlimit: ${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
-});
+/** One line on stderr, no stack: what an operator reads in `kubectl logs` or a terminal. */
+function fail(message: string, code: number): never {
+  process.stderr.write(`ringlimit: ${message.replace(/\s*\n\s*/g, " ")}\n`);
+  process.exit(code);
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => fail(err instanceof Error ? err.message : String(err), 1));

@@ -1,8 +1,9 @@
 import { ApiKeyVerifier, generateApiKey } from "./http/auth.js";
-import type { Config } from "./config.js";
+import { ConfigError, type Config } from "./config.js";
 import type { Decider } from "./decision.js";
 import { FrontEnd } from "./http/server.js";
 import { IdGenerator } from "./http/ids.js";
+import { describeListenError, ListenError } from "./http/listen.js";
 import { createLogger, type Logger } from "./logger.js";
 import { Metrics } from "./metrics/metrics.js";
 import { Cluster } from "./shard/cluster/cluster.js";
@@ -45,7 +46,9 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
   const cluster = clustered ? new Cluster(config, local, metrics, logger, readPeerTls(config)) : undefined;
   const decider: Decider = cluster?.decider ?? local;
-  const peerPort = await cluster?.start();
+  const peerPort = await cluster?.start().catch((err: NodeJS.ErrnoException) => {
+    throw new ConfigError("PEER_PORT", `cannot listen on ${config.peerHost}:${config.peerPort}: ${describeListenError(err.code ?? "UNKNOWN")}`);
+  });
   // A single node is a ring of one; a cluster's directory follows its ring.
   const directory = cluster?.directory ?? new Directory(config.nodeId ?? "", "");
 
@@ -59,7 +62,10 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
     },
     { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory },
   );
-  const { port, metricsPort } = await frontEnd.listen();
+  const { port, metricsPort } = await frontEnd.listen().catch((err: unknown) => {
+    if (err instanceof ListenError) throw new ConfigError(err.listener === "metrics" ? "METRICS_PORT" : "PORT", err.message);
+    throw err;
+  });
   const tls = config.tlsCertFile !== undefined;
   const advertiseUrl =
     config.advertiseUrl ?? defaultAdvertiseUrl({ tls, host: config.host, port, ...(cluster !== undefined ? { ringName: cluster.self } : {}) });

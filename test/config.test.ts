@@ -2,15 +2,31 @@
  * loadConfig: defaults, environment, `--kebab-case` flags (both forms) overriding the
  * environment, and a ConfigError naming the variable for every bad value.
  */
+import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import t, { type Test } from "tap";
-import { DEFAULTS, ENVIRONMENT_VARIABLES, flagOf, loadConfig } from "../src/config.js";
+import {
+  clusterSecretWeakness,
+  DEFAULTS,
+  ENVIRONMENT_VARIABLES,
+  EXAMPLE_CLUSTER_SECRETS,
+  flagOf,
+  generateClusterSecret,
+  KNOWN_VARIABLES,
+  loadConfig,
+  parseCommandLine,
+} from "../src/config.js";
 import { ConfigError } from "../src/config.js";
+import { selfSignedCert } from "./harness/certs.js";
 
 const KEY_A = "svc_sk_" + "a".repeat(32);
 const KEY_B = "svc_sk_" + "B-_9".repeat(10);
 const HASH = "ab".repeat(32);
+/** readable, but neither a certificate nor a key */
 const READABLE = fileURLToPath(import.meta.url);
+const SECRET = generateClusterSecret();
+const CERT = await selfSignedCert(t, { commonName: "127.0.0.1" });
+const OTHER = await selfSignedCert(t, { commonName: "127.0.0.1" });
 
 function fails(t: Test, fn: () => unknown, variable: string, what: string): void {
   try {
@@ -58,7 +74,7 @@ t.test("environment", async (t) => {
       API_KEY_HASHES: HASH,
       PEER_HOST: "10.0.0.1",
       PEERS: "10.0.0.1:10000,10.0.0.2:10000,[::1]:10000",
-      CLUSTER_SECRET: "s".repeat(16),
+      CLUSTER_SECRET: SECRET,
       PEER_TIMEOUT_MS: "250",
       FAIL_OPEN: "false",
       MAX_KEYS: "1000",
@@ -128,28 +144,117 @@ t.test("bad flags", async (t) => {
   t.equal(loadConfig({ PORT: "abc" }, ["--port", "80"]).port, 80, "a flag replaces the env value before it is parsed");
 });
 
+t.test("the command line (node:util parseArgs): command, --help, --version, flags", async (t) => {
+  t.same(parseCommandLine([]), { positionals: [], help: false, version: false, flags: new Map() });
+  t.equal(parseCommandLine(["--help"]).help, true);
+  t.equal(parseCommandLine(["-h"]).help, true);
+  t.equal(parseCommandLine(["--version"]).version, true);
+  t.same(parseCommandLine(["keygen"]).positionals, ["keygen"]);
+  const line = parseCommandLine(["--port", "1", "--log-level=warn", "keygen"]);
+  t.same(
+    [...line.flags],
+    [
+      ["--port", "1"],
+      ["--log-level", "warn"],
+    ],
+  );
+  t.same(line.positionals, ["keygen"]);
+  fails(t, () => parseCommandLine(["--help=yes"]), "--help", "a boolean flag takes no value");
+  fails(t, () => parseCommandLine(["-x"]), "-x", "unknown short flag");
+  fails(t, () => loadConfig({}, ["--help"]), "--help", "loadConfig itself takes only variables' flags");
+});
+
+t.test("KNOWN_VARIABLES: the one list --help and the misspelling warning use", async (t) => {
+  t.same(
+    KNOWN_VARIABLES.map((v) => v.name),
+    ENVIRONMENT_VARIABLES,
+  );
+  t.equal(new Set(ENVIRONMENT_VARIABLES).size, ENVIRONMENT_VARIABLES.length, "no name twice");
+  for (const v of KNOWN_VARIABLES) {
+    t.match(v.name, /^[A-Z][A-Z0-9_]*$/, `${v.name}: upper snake case`);
+    t.equal(v.flag, flagOf(v.name));
+    t.ok(v.help.length > 10, `${v.name} has a help line`);
+  }
+  const byName = new Map(KNOWN_VARIABLES.map((v) => [v.name, v.default]));
+  t.equal(byName.get("PORT"), String(DEFAULTS.port), "defaults come from DEFAULTS");
+  t.equal(byName.get("LOG_LEVEL"), DEFAULTS.logLevel);
+  t.equal(byName.get("PEER_PORT"), "", "unset by default: no default shown");
+});
+
+t.test("CLUSTER_SECRET: 32 random bytes' worth, no examples, errors do not echo it", async (t) => {
+  // The rule must never refuse what keygen or the documented commands make.
+  for (let i = 0; i < 2000; i++) {
+    const bytes = randomBytes(32);
+    for (const secret of [bytes.toString("base64url"), bytes.toString("base64"), bytes.toString("hex"), generateClusterSecret()]) {
+      const weakness = clusterSecretWeakness(secret);
+      if (weakness !== undefined) t.fail(`a random secret was refused: ${weakness}`);
+    }
+  }
+  t.equal(clusterSecretWeakness("correct horse battery staple, and then some more words"), undefined, "a long passphrase of 55 characters passes");
+  for (const example of EXAMPLE_CLUSTER_SECRETS) t.match(clusterSecretWeakness(example), /example value/, `${example} refused as an example`);
+  t.match(clusterSecretWeakness("ab".repeat(16)), /64 characters/, "hex needs 64 characters");
+  t.match(clusterSecretWeakness("Zx9!Qw7@Lp3#".repeat(4)), /repeated/);
+  t.match(clusterSecretWeakness("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS"), /sequences/);
+  const weak = "kkmmkkmmkkmmpprrpprrpprrkkmmkkmmpprrpprrkkmmkm";
+  t.match(clusterSecretWeakness(weak), /variety/);
+  try {
+    loadConfig({ PEERS: "a:1", CLUSTER_SECRET: weak }, []);
+    t.fail("expected a ConfigError");
+  } catch (err) {
+    t.notOk((err as Error).message.includes(weak), "the weak secret is not echoed");
+    t.match((err as Error).message, /^CLUSTER_SECRET: .*npm run keygen/);
+  }
+});
+
 /** A bad value for every variable: adding a variable without a case here fails the test. */
 const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   HOST: [[""], ["   "]],
   PORT: [["abc"], ["-1"], ["65536"], ["80.5"], ["1e3"], [""], ["0x50"]],
   API_KEYS: [["nope"], ["svc_sk_short"], [`${KEY_A},svc_sk_bad key with spaces xxxxxxxxxxxxxxxxxxxxx`], ["sk_" + "a".repeat(40)]],
   API_KEY_HASHES: [["abc"], ["g".repeat(64)], [HASH + "0"], [`${HASH},short`]],
-  TLS_CERT_FILE: [[""], ["/nonexistent/cert.pem", { TLS_KEY_FILE: READABLE }]],
-  TLS_KEY_FILE: [[""], ["/nonexistent/key.pem", { TLS_CERT_FILE: READABLE }]],
+  TLS_CERT_FILE: [
+    [""],
+    ["/nonexistent/cert.pem", { TLS_KEY_FILE: CERT.keyFile }],
+    [READABLE, { TLS_KEY_FILE: CERT.keyFile }],
+    [CERT.keyFile, { TLS_KEY_FILE: CERT.keyFile }],
+  ],
+  TLS_KEY_FILE: [
+    [""],
+    ["/nonexistent/key.pem", { TLS_CERT_FILE: CERT.certFile }],
+    [READABLE, { TLS_CERT_FILE: CERT.certFile }],
+    [CERT.certFile, { TLS_CERT_FILE: CERT.certFile }],
+    [OTHER.keyFile, { TLS_CERT_FILE: CERT.certFile }],
+  ],
   NODE_ID: [[""]],
   PEER_HOST: [[""]],
   PEER_PORT: [["x"], ["70000"]],
   PEERS: [
-    ["nohost", { CLUSTER_SECRET: "s".repeat(16) }],
-    ["a:b", { CLUSTER_SECRET: "s".repeat(16) }],
-    ["a:1:2", { CLUSTER_SECRET: "s".repeat(16) }],
+    ["nohost", { CLUSTER_SECRET: SECRET }],
+    ["a:b", { CLUSTER_SECRET: SECRET }],
+    ["a:1:2", { CLUSTER_SECRET: SECRET }],
   ],
-  PEERS_DNS: [[""], ["name-without-port", { CLUSTER_SECRET: "s".repeat(16) }]],
-  CLUSTER_SECRET: [[""], ["short", { PEERS: "a:1" }], ["s".repeat(15)]],
+  PEERS_DNS: [[""], ["name-without-port", { CLUSTER_SECRET: SECRET }]],
+  CLUSTER_SECRET: [
+    [""],
+    ["short", { PEERS: "a:1" }],
+    ["s".repeat(15)],
+    ...EXAMPLE_CLUSTER_SECRETS.map((example) => [example] as [string]),
+    ["0123456789abcdef0123456789abcdef0123456789abcdef"], // 48 hex: 24 bytes
+    ["a".repeat(64)],
+    ["0123456789abcdef".repeat(4)], // 64 hex, a repeated 16
+    ["Zx9!Qw7@Lp3#".repeat(4)], // 48 characters, a repeated 12
+    ["abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS"], // a sequence
+    ["kkmmkkmmkkmmpprrpprrpprrkkmmkkmmpprrpprrkkmmkm"], // four letters: too little variety
+  ],
   PEER_TIMEOUT_MS: [["0"], ["fast"], ["60001"]],
-  PEER_TLS_CERT_FILE: [[""], ["/nonexistent/peer.pem"]],
-  PEER_TLS_KEY_FILE: [[""], ["/nonexistent/peer.key"]],
-  PEER_TLS_CA_FILE: [[""], ["/nonexistent/ca.pem"]],
+  PEER_TLS_CERT_FILE: [[""], ["/nonexistent/peer.pem"], [READABLE, { PEER_TLS_KEY_FILE: CERT.keyFile }]],
+  PEER_TLS_KEY_FILE: [
+    [""],
+    ["/nonexistent/peer.key"],
+    [READABLE, { PEER_TLS_CERT_FILE: CERT.certFile }],
+    [OTHER.keyFile, { PEER_TLS_CERT_FILE: CERT.certFile }],
+  ],
+  PEER_TLS_CA_FILE: [[""], ["/nonexistent/ca.pem"], [READABLE], [CERT.keyFile]],
   HEARTBEAT_INTERVAL_MS: [["5"], ["x"]],
   FAILURE_TIMEOUT_MS: [["10"], ["100", { HEARTBEAT_INTERVAL_MS: "200" }]],
   DNS_INTERVAL_MS: [["1"], ["soon"]],
@@ -172,10 +277,16 @@ t.test("every bad value names its variable, from env and from the flag", async (
     }
   }
   fails(t, () => loadConfig({ PORT: "64536" }, []), "PEER_PORT", "PORT + 1000 out of range");
-  fails(t, () => loadConfig({ TLS_CERT_FILE: READABLE }, []), "TLS_KEY_FILE", "TLS_CERT_FILE alone names the missing TLS_KEY_FILE");
-  fails(t, () => loadConfig({ TLS_KEY_FILE: READABLE }, []), "TLS_CERT_FILE", "TLS_KEY_FILE alone names the missing TLS_CERT_FILE");
-  const tls = loadConfig({ TLS_CERT_FILE: READABLE, TLS_KEY_FILE: READABLE }, []);
-  t.equal(tls.tlsCertFile, READABLE, "both set and readable: accepted");
+  fails(t, () => loadConfig({ TLS_CERT_FILE: CERT.certFile }, []), "TLS_KEY_FILE", "TLS_CERT_FILE alone names the missing TLS_KEY_FILE");
+  fails(t, () => loadConfig({ TLS_KEY_FILE: CERT.keyFile }, []), "TLS_CERT_FILE", "TLS_KEY_FILE alone names the missing TLS_CERT_FILE");
+  fails(t, () => loadConfig({ PEER_TLS_CERT_FILE: CERT.certFile }, []), "PEER_TLS_KEY_FILE", "PEER_TLS_CERT_FILE alone");
+  fails(t, () => loadConfig({ PEER_TLS_KEY_FILE: CERT.keyFile }, []), "PEER_TLS_CERT_FILE", "PEER_TLS_KEY_FILE alone");
+  const tls = loadConfig(
+    { TLS_CERT_FILE: CERT.certFile, TLS_KEY_FILE: CERT.keyFile, PEER_TLS_CERT_FILE: OTHER.certFile, PEER_TLS_KEY_FILE: OTHER.keyFile },
+    [],
+  );
+  t.equal(tls.tlsCertFile, CERT.certFile, "a certificate and its key: accepted");
+  t.equal(tls.peerTlsKeyFile, OTHER.keyFile);
   t.equal(loadConfig({ PORT: "64536", PEER_PORT: "1" }, []).port, 64536, "fine with PEER_PORT set");
   fails(t, () => loadConfig({ PEERS: "10.0.0.1:10000" }, []), "CLUSTER_SECRET", "PEERS without CLUSTER_SECRET");
   fails(t, () => loadConfig({ PEERS_DNS: "ringlimit:10000" }, []), "CLUSTER_SECRET", "PEERS_DNS without CLUSTER_SECRET");

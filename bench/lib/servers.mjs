@@ -178,7 +178,7 @@ export async function startRinglimit({ apiKey, nodes = 1, tls, maxKeys = 5000000
   }
   if (nodes > 1) {
     common.PEERS = ports.map((p) => `127.0.0.1:${p.peer}`).join(',')
-    common.CLUSTER_SECRET = randomBytes(24).toString('hex')
+    common.CLUSTER_SECRET = randomBytes(32).toString('hex')
   }
   const recs = ports.map((p, i) =>
     spawnTracked(`ringlimit${nodes > 1 ? ' n' + (i + 1) : ''}`, process.execPath, [...nodeArgs, ringlimitMain], {

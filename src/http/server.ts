@@ -1,16 +1,7 @@
 // Imported rather than the global: in Node 20 globalThis.performance is a lazy getter that
 // optimised code cannot inline (LoadGlobalIC + a getter call on every request in `perf`).
 import { performance } from "node:perf_hooks";
-import {
-  App,
-  SSLApp,
-  us_listen_socket_close,
-  us_socket_local_port,
-  type HttpRequest,
-  type HttpResponse,
-  type TemplatedApp,
-  type us_listen_socket,
-} from "uWebSockets.js";
+import { App, SSLApp, us_listen_socket_close, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from "uWebSockets.js";
 import { failOpenDecision, newDecision, type Decider, type Decision, type DegradedReason } from "../decision.js";
 import type { ApiKeyVerifier } from "./auth.js";
 import {
@@ -25,6 +16,7 @@ import {
 } from "./envelope.js";
 import { Errors, type ErrorDef, type FieldProblem } from "./errors.js";
 import type { IdGenerator } from "./ids.js";
+import { listenExclusive } from "./listen.js";
 import type { LimitQuery } from "../decision.js";
 import { toLimitQuery } from "./validation.js";
 import type { Logger } from "../logger.js";
@@ -164,9 +156,11 @@ export class FrontEnd {
 
   /** Resolves with the bound ports (main, admin). */
   async listen(): Promise<{ port: number; metricsPort?: number }> {
-    const port = await listenOn(this.app, this.options.host, this.options.port, (s) => this.listenSockets.push(s));
+    const [socket, port] = await listenExclusive(this.app, "http", this.options.host, this.options.port);
+    this.listenSockets.push(socket);
     if (this.adminApp === undefined) return { port };
-    const metricsPort = await listenOn(this.adminApp, this.options.host, this.options.metricsPort!, (s) => this.listenSockets.push(s));
+    const [adminSocket, metricsPort] = await listenExclusive(this.adminApp, "metrics", this.options.host, this.options.metricsPort!);
+    this.listenSockets.push(adminSocket);
     return { port, metricsPort };
   }
 
@@ -374,14 +368,4 @@ export function isJsonContentType(value: string): boolean {
   const semicolon = value.indexOf(";");
   const type = (semicolon < 0 ? value : value.slice(0, semicolon)).trim().toLowerCase();
   return type === JSON_TYPE;
-}
-
-function listenOn(app: TemplatedApp, host: string, port: number, keep: (s: us_listen_socket) => void): Promise<number> {
-  return new Promise((resolve, reject) => {
-    app.listen(host, port, (socket) => {
-      if (!socket) return reject(new Error(`cannot listen on ${host}:${port}`));
-      keep(socket);
-      resolve(us_socket_local_port(socket as unknown as Parameters<typeof us_socket_local_port>[0]));
-    });
-  });
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 import { spawn, type ChildProcess } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { generateClusterSecret } from "../config.js";
 import { generateApiKey } from "../http/auth.js";
 
 /**
@@ -24,7 +24,7 @@ const count = flag("--nodes", 3);
 const basePort = flag("--port", 8080);
 const main = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../main.js");
 const { key } = generateApiKey();
-const secret = randomBytes(24).toString("base64url");
+const secret = generateClusterSecret();
 const peers = Array.from({ length: count }, (_, i) => `127.0.0.1:${basePort + 1000 + i}`).join(",");
 
 const children: ChildProcess[] = [];

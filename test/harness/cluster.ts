@@ -1,9 +1,11 @@
+import { generateClusterSecret } from "../../src/config.js";
 import { HashRing } from "../../src/shard/cluster/ring.js";
 import { ringKeyOf } from "../../src/shard/table/state-key.js";
 import { request, limit } from "./http-client.js";
 import { freePort, spawnNode, type NodeProcess } from "./node-process.js";
 
-export const CLUSTER_SECRET = "test-cluster-secret-0123456789";
+/** A fresh strong secret per test process, as `npm run keygen` makes them. */
+export const CLUSTER_SECRET = generateClusterSecret();
 
 export interface TestCluster {
   nodes: (NodeProcess | undefined)[];

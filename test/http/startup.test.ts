@@ -10,6 +10,8 @@ import { closeAgents, request, TEST_KEY } from "../harness/http-client.js";
 import { spawnNode } from "../harness/node-process.js";
 import { runMain } from "../harness/run-main.js";
 import { pool, validBody } from "../harness/contract.js";
+import { generateClusterSecret } from "../../src/config.js";
+import { selfSignedCert } from "../harness/certs.js";
 
 t.teardown(closeAgents);
 
@@ -22,6 +24,7 @@ const post = (url: string, key: string, body: unknown = validBody()) =>
   });
 
 t.test("bad configuration: non-zero exit, one stderr line naming the variable", async (t) => {
+  const cert = await selfSignedCert(t, { commonName: "127.0.0.1" });
   const base = { HOST: "127.0.0.1", PORT: "0", API_KEYS: TEST_KEY, LOG_LEVEL: "info" };
   const cases: [what: string, env: Record<string, string>, args: string[], name: string][] = [
     ["PORT=abc", { PORT: "abc" }, [], "PORT"],
@@ -32,14 +35,14 @@ t.test("bad configuration: non-zero exit, one stderr line naming the variable", 
     ["PEERS without CLUSTER_SECRET", { PEERS: "127.0.0.1:9001,127.0.0.1:9002" }, [], "CLUSTER_SECRET"],
     ["PEERS_DNS without CLUSTER_SECRET", { PEERS_DNS: "ringlimit.local:9000" }, [], "CLUSTER_SECRET"],
     ["CLUSTER_SECRET too short", { PEERS: "127.0.0.1:9001", CLUSTER_SECRET: "short" }, [], "CLUSTER_SECRET"],
-    ["PEERS not host:port", { PEERS: "nonsense", CLUSTER_SECRET: "x".repeat(32) }, [], "PEERS"],
+    ["PEERS not host:port", { PEERS: "nonsense", CLUSTER_SECRET: generateClusterSecret() }, [], "PEERS"],
     ["FAIL_OPEN=maybe", { FAIL_OPEN: "maybe" }, [], "FAIL_OPEN"],
     ["LOG_LEVEL=loud", { LOG_LEVEL: "loud" }, [], "LOG_LEVEL"],
     ["MAX_KEYS=0", { MAX_KEYS: "0" }, [], "MAX_KEYS"],
     ["PEER_TIMEOUT_MS=fast", { PEER_TIMEOUT_MS: "fast" }, [], "PEER_TIMEOUT_MS"],
     ["API_KEYS malformed", { API_KEYS: "svc_sk_short" }, [], "API_KEYS"],
     ["API_KEY_HASHES not hex", { API_KEY_HASHES: "zz" }, [], "API_KEY_HASHES"],
-    ["TLS_CERT_FILE alone", { TLS_CERT_FILE: "/etc/hostname" }, [], "TLS_KEY_FILE"],
+    ["TLS_CERT_FILE alone", { TLS_CERT_FILE: cert.certFile }, [], "TLS_KEY_FILE"],
     ["TLS files unreadable", { TLS_CERT_FILE: "/nonexistent/c.pem", TLS_KEY_FILE: "/nonexistent/k.pem" }, [], "TLS_CERT_FILE"],
     ["unknown flag", {}, ["--no-such-flag", "1"], "--no-such-flag"],
     ["positional argument", {}, ["serve"], "serve"],

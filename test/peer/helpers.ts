@@ -2,6 +2,7 @@
 // chosen by the OS, and hand-driven ends of the protocol for the cases a
 // well-behaved PeerServer or PeerClient would never produce.
 
+import { randomBytes } from "node:crypto";
 import net from "node:net";
 import type { EventEmitter } from "node:events";
 import { FrameType } from "../../src/peer/constants.js";
@@ -11,7 +12,7 @@ import { decodePing, encodePing } from "../../src/peer/messages.js";
 import { PeerClient, PeerServer, type DecideResult, type PeerClientOptions, type PeerServerHandler, type PeerServerOptions } from "../../src/peer/index.js";
 
 export const HOST = "127.0.0.1";
-export const SECRET = "test-cluster-secret";
+export const SECRET = randomBytes(32).toString("base64url");
 
 /** A handler that echoes: allowed, remaining = limit - 1, and counts its calls. */
 export function echoHandler(): PeerServerHandler & { decided: number } {

@@ -24,10 +24,11 @@
 // write 28 ns, read 27 ns. The rest is syscalls (writeBuffer ~15-20% of CPU).
 
 import { fork } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { PeerClient, PeerServer, type DecideResult } from "../../src/peer/index.js";
 
-const SECRET = "bench-secret";
+const SECRET = randomBytes(32).toString("base64url");
 
 async function serve(): Promise<void> {
   const server = new PeerServer({
