@@ -1,5 +1,8 @@
+// The product slug is part of a key's effective namespace, so the ring-aware client
+// (src/client) computes it with this same code: it imports nothing.
+
 /**
- * The product slug (DESIGN §2): Unicode NFKD, combining marks removed, lower-cased, every
+ * The product slug (README "The request"): Unicode NFKD, combining marks removed, lower-cased, every
  * run of characters outside [a-z0-9] replaced by "-", leading and trailing "-" trimmed.
  */
 export function slugify(product: string): string {

@@ -3,8 +3,8 @@
  * characters outside [a-z0-9] become "-", leading/trailing "-" trimmed.
  */
 import t from "tap";
-import { SlugCache, slugify } from "../../src/http/slug.js";
-import { show } from "../harness/contract.js";
+import { SlugCache, slugify } from "../src/slug.js";
+import { show } from "./harness/contract.js";
 
 t.test("slugify", async (t) => {
   const cases: [string, string][] = [
