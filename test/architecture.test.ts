@@ -64,3 +64,53 @@ t.test("no circular imports", async (t) => {
   for (const f of files) visit(f, []);
   t.same(cycles, []);
 });
+
+/** Modules a module loads at run time: relative and bare specifiers, `import type` left out. */
+function runtimeImportsOf(file: string): { relative: string[]; bare: string[] } {
+  const text = readFileSync(file, "utf8");
+  const relative: string[] = [];
+  const bare: string[] = [];
+  for (const m of text.matchAll(/^(?:import|export)(?!\s+type\b)[^'";]*?from\s+["']([^"']+)["']/gm)) {
+    const spec = m[1]!;
+    if (spec.startsWith(".")) relative.push(path.resolve(path.dirname(file), spec.replace(/\.js$/, ".ts")));
+    else bare.push(spec);
+  }
+  return { relative, bare };
+}
+
+t.test("src/client loads only itself, the ring code and pure helpers: no uWebSockets.js, http/ or peer/", async (t) => {
+  const client = path.join(SRC, "client") + path.sep;
+  // The ring and its hash, the key layout, the blocked cache, the product slug, the algorithm names, the request bounds.
+  const allowed = new Set(
+    [
+      "shard/cluster/ring.ts",
+      "shard/hash.ts",
+      "shard/table/state-key.ts",
+      "shard/cluster/blocked-cache.ts",
+      "slug.ts",
+      "algorithms/types.ts",
+      "decision.ts",
+    ].map((f) => path.join(SRC, f)),
+  );
+  const reached = new Set<string>();
+  const bare = new Set<string>();
+  const visit = (file: string) => {
+    if (reached.has(file)) return;
+    reached.add(file);
+    const deps = runtimeImportsOf(file);
+    for (const b of deps.bare) bare.add(b);
+    for (const d of deps.relative) visit(d);
+  };
+  for (const f of files.filter((f) => f.startsWith(client))) visit(f);
+  t.ok(reached.size > 8, `${reached.size} modules reached from src/client`);
+  t.same(
+    [...reached].filter((f) => !f.startsWith(client) && !allowed.has(f)).map((f) => path.relative(SRC, f)),
+    [],
+    "nothing else in src/ is loaded",
+  );
+  t.same(
+    [...bare].filter((b) => !b.startsWith("node:") && b !== "undici"),
+    [],
+    "no package but undici at run time (the frameworks are type-only imports)",
+  );
+});

@@ -1,0 +1,118 @@
+import type { AlgorithmName } from "../algorithms/types.js";
+
+export type { AlgorithmName };
+
+/** One rate-limit check: the body of POST /limit. */
+export interface LimitRequest {
+  namespace: string;
+  /** slugified and appended to the namespace by the service: `namespace.slug` */
+  product?: string;
+  identifier: string;
+  limit: number;
+  /** seconds */
+  duration: number;
+  algorithm?: AlgorithmName;
+}
+
+/** The `data` of an answer of POST /limit (docs/api.md, README "The request"). */
+export interface LimitData {
+  allowed?: boolean;
+  namespace?: string;
+  identifier?: string;
+  limit?: number;
+  remaining?: number;
+  /** unix seconds */
+  reset_time?: number;
+  count?: number;
+  algorithm?: AlgorithmName;
+  /** set on a fail-open answer of a node that could not reach the key's owner */
+  degraded?: boolean;
+  /** 429: seconds until one request is allowed, to the millisecond */
+  retry_after?: number;
+  /** error answers */
+  error?: string;
+  status?: number;
+  details?: { field: string; message: string }[];
+  [field: string]: unknown;
+}
+
+/** The IETF rate-limit headers of an answer (draft-ietf-httpapi-ratelimit-headers), lower-case names, to pass on. */
+export interface RateLimitHeaders {
+  "ratelimit-policy"?: string;
+  ratelimit?: string;
+  "retry-after"?: string;
+}
+
+/** Where an answer came from. */
+export type AnswerSource =
+  /** the key's owner on the client's ring */
+  | "owner"
+  /** another node, which forwarded to the owner (the owner was unknown, unreachable or the ring was not known yet) */
+  | "fallback"
+  /** this client's memory of an earlier 429 whose retry_after has not passed */
+  | "cache"
+  /** no node answered in time: this client's own fail-open (or fail-closed) answer */
+  | "client";
+
+/**
+ * The outcome of limit(): never a rejection.
+ *
+ * - 200 and 429 answers are the service's decision (`degraded` when a node failed open).
+ * - No answer in time (every node unreachable, or later than timeoutMs): `allowed` is the
+ *   client's `failOpen`, `degraded: true`, `status: 0`, no data.
+ * - 500 and 503 (a node failing closed): `allowed: failOpen`, `degraded: true`, with the status.
+ * - Other 4xx (a bad request, a wrong API key): `allowed: false`: the service could not check
+ *   this request, and allowing it would let a caller skip its limit by sending a bad one.
+ */
+export interface LimitResult {
+  allowed: boolean;
+  degraded: boolean;
+  status: number;
+  data: LimitData | undefined;
+  headers: RateLimitHeaders;
+  source: AnswerSource;
+}
+
+export interface RingLimitClientOptions {
+  /** one or more node URLs (e.g. a Kubernetes Service): the client discovers the other members from them */
+  urls: string | readonly string[];
+  /** a bearer key of the service (`svc_sk_…`) */
+  apiKey: string;
+  /** ms; a check with no answer by then resolves with `allowed: failOpen, degraded: true`. Default 50 */
+  timeoutMs?: number;
+  /** the answer when no node answers in time. Default true */
+  failOpen?: boolean;
+  /** keep-alive connections per node. Default 16 */
+  connections?: number;
+  /** "owner" (default): each check goes to its key's owner. "round-robin": over the members, as a load balancer would */
+  routing?: "owner" | "round-robin";
+  /** ms an unreachable node is skipped before it is tried again (doubling, up to 5 s, while it stays unreachable). Default 1000 */
+  retryNodeAfterMs?: number;
+  /** TLS options for https:// nodes */
+  tls?: { ca?: string | Buffer | readonly (string | Buffer)[]; rejectUnauthorized?: boolean; servername?: string };
+}
+
+/** Counters of one client since it was created. */
+export interface ClientStats {
+  /** limit() calls */
+  calls: number;
+  /** answered by the key's owner on this client's ring */
+  owner: number;
+  /** answered by another node (which forwarded) */
+  fallback: number;
+  /** 429 answered from the client's blocked cache */
+  cachedBlocks: number;
+  /** resolved by the client itself because no node answered in time (fail-open or fail-closed) */
+  degraded: number;
+  /** ...of which: the deadline passed */
+  timeouts: number;
+  /** ...of which: no node was reachable (every one refused, reset or was marked down) */
+  unavailable: number;
+  /** answers a node marked degraded (it could not reach the key's owner) */
+  serverDegraded: number;
+  /** connections refused, reset or failed (each attempt) */
+  connectionErrors: number;
+  /** GET /cluster fetches that succeeded / failed */
+  refreshes: number;
+  refreshFailures: number;
+}
