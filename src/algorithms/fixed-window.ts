@@ -8,21 +8,23 @@ export const fixedWindow: Algorithm = {
   name: "fixed-window",
   code: 0,
 
-  step(state, limit, durationMs, now, out) {
+  step(state, limit, durationMs, now, out, cost = 1) {
     const windowStart = now - (now % durationMs);
     const windowEnd = windowStart + durationMs;
     const count = state !== null && state.a === windowStart ? state.b : 0;
     out.resetMs = windowEnd;
-    if (count + 1 <= limit) {
+    // A peek (cost 0) asks whether one more would fit, and counts nothing.
+    if (count + (cost === 0 ? 1 : cost) <= limit) {
       out.allowed = true;
-      out.remaining = limit - count - 1;
+      out.remaining = limit - count - cost;
       out.retryAfterMs = 0;
       out.a = windowStart;
-      out.b = count + 1;
+      out.b = count + cost;
       out.c = 0;
     } else {
       out.allowed = false;
       out.remaining = 0;
+      // cost ≤ limit fits into the next window's empty count.
       out.retryAfterMs = windowEnd - now;
     }
   },

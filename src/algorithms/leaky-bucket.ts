@@ -12,12 +12,14 @@ export const leakyBucket: Algorithm = {
   name: "leaky-bucket",
   code: 3,
 
-  step(state, limit, D, now, out) {
+  step(state, limit, D, now, out, cost = 1) {
     const capacity = limit * D;
     let meter = 0;
     if (state !== null) meter = Math.max(0, state.a - Math.max(0, now - state.b) * limit);
-    if (meter + D <= capacity) {
-      const after = meter + D;
+    // A peek (cost 0) asks whether one unit fits, and adds none.
+    const need = (cost === 0 ? 1 : cost) * D;
+    if (meter + need <= capacity) {
+      const after = meter + cost * D;
       out.allowed = true;
       out.remaining = floorDiv(capacity - after, D);
       out.retryAfterMs = 0;
@@ -28,7 +30,8 @@ export const leakyBucket: Algorithm = {
     } else {
       out.allowed = false;
       out.remaining = 0;
-      out.retryAfterMs = ceilDiv(meter + D - capacity, limit);
+      // The meter drains by `limit` units per ms down to 0, and need ≤ capacity.
+      out.retryAfterMs = ceilDiv(meter + need - capacity, limit);
       out.resetMs = now + ceilDiv(meter, limit);
     }
   },

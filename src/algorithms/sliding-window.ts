@@ -4,8 +4,8 @@ import type { Algorithm, LimitState } from "./types.js";
 /**
  * The two-window estimate (Cloudflare, Unkey, Upstash): with epoch-aligned windows,
  * estimate = previous × (1 − elapsed/D) + current, and a request is allowed when
- * estimate + 1 ≤ limit. Everything is multiplied through by D (in ms) so the test is
- * integer arithmetic: previous × (D − elapsed) + (current + 1) × D ≤ limit × D.
+ * estimate + cost ≤ limit. Everything is multiplied through by D (in ms) so the test is
+ * integer arithmetic: previous × (D − elapsed) + (current + cost) × D ≤ limit × D.
  *
  * State: a = current window start (ms), b = current window count, c = previous window count.
  */
@@ -13,7 +13,7 @@ export const slidingWindow: Algorithm = {
   name: "sliding-window",
   code: 1,
 
-  step(state, limit, D, now, out) {
+  step(state, limit, D, now, out, cost = 1) {
     const windowStart = now - (now % D);
     let current = 0;
     let previous = 0;
@@ -28,14 +28,16 @@ export const slidingWindow: Algorithm = {
     const elapsed = now - windowStart;
     const budget = limit * D; // limit, scaled by D
     const weightedPrevious = previous * (D - elapsed);
+    // A peek (cost 0) asks whether one more would fit, and counts nothing.
+    const need = cost === 0 ? 1 : cost;
 
-    if (weightedPrevious + (current + 1) * D <= budget) {
-      const counted = current + 1;
+    if (weightedPrevious + (current + need) * D <= budget) {
+      const counted = current + cost;
       out.allowed = true;
       out.remaining = floorDiv(budget - weightedPrevious - counted * D, D);
       out.retryAfterMs = 0;
       // The current window's requests weigh on the estimate until the end of the next window.
-      out.resetMs = windowStart + 2 * D;
+      out.resetMs = counted > 0 ? windowStart + 2 * D : windowStart + D;
       out.a = windowStart;
       out.b = counted;
       out.c = previous;
@@ -45,8 +47,8 @@ export const slidingWindow: Algorithm = {
     out.allowed = false;
     out.remaining = 0;
     out.resetMs = current > 0 ? windowStart + 2 * D : windowStart + D;
-    // Earliest elapsed time e in this window with previous × (D − e) ≤ (limit − 1 − current) × D.
-    const roomThisWindow = limit - 1 - current;
+    // Earliest elapsed time e in this window with previous × (D − e) ≤ (limit − need − current) × D.
+    const roomThisWindow = limit - need - current;
     if (roomThisWindow >= 0 && previous > 0) {
       const e = D - floorDiv(roomThisWindow * D, previous);
       if (e < D) {
@@ -55,8 +57,8 @@ export const slidingWindow: Algorithm = {
       }
     }
     // Otherwise in the next window, where this window's count becomes `previous`:
-    // earliest e with current × (D − e) ≤ (limit − 1) × D. e = D means the window after.
-    const e = current === 0 ? 0 : Math.max(0, D - floorDiv((limit - 1) * D, current));
+    // earliest e with current × (D − e) ≤ (limit − need) × D. e = D means the window after.
+    const e = current === 0 ? 0 : Math.max(0, D - floorDiv((limit - need) * D, current));
     out.retryAfterMs = D + e - elapsed;
   },
 

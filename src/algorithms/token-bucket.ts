@@ -3,7 +3,7 @@ import type { Algorithm, LimitState } from "./types.js";
 
 /**
  * Capacity `limit`, starts full, refills continuously at limit/D tokens per second, a
- * request takes one token. Levels are kept in units of 1/D_ms of a token, so the refill
+ * request takes `cost` tokens (one by default). Levels are kept in units of 1/D_ms of a token, so the refill
  * is exactly `limit` units per millisecond and one token is D_ms units: integers only.
  *
  * What is kept across requests is the consumption (tokens taken and not yet refilled),
@@ -17,11 +17,13 @@ export const tokenBucket: Algorithm = {
   name: "token-bucket",
   code: 2,
 
-  step(state, limit, D, now, out) {
+  step(state, limit, D, now, out, cost = 1) {
     const capacity = limit * D;
     const level = state === null ? capacity : capacity - consumedAt(state, limit, D, now);
-    if (level >= D) {
-      const after = level - D;
+    // A peek (cost 0) asks whether one token is there, and takes none.
+    const need = (cost === 0 ? 1 : cost) * D;
+    if (level >= need) {
+      const after = level - cost * D;
       out.allowed = true;
       out.remaining = floorDiv(after, D);
       out.retryAfterMs = 0;
@@ -32,7 +34,8 @@ export const tokenBucket: Algorithm = {
     } else {
       out.allowed = false;
       out.remaining = 0;
-      out.retryAfterMs = ceilDiv(D - level, limit);
+      // The level rises by `limit` units per ms up to capacity, and need ≤ capacity.
+      out.retryAfterMs = ceilDiv(need - level, limit);
       out.resetMs = now + ceilDiv(capacity - level, limit);
     }
   },

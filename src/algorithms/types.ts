@@ -29,9 +29,9 @@ export interface Step extends LimitState {
   remaining: number;
   /** unix ms at which the key is back to its full limit if nothing else arrives (= state expiry) */
   resetMs: number;
-  /** blocked only: the shortest wait in whole ms after which one request is allowed; 0 when allowed */
+  /** blocked only: the shortest wait in whole ms after which the request (its whole cost) is allowed; 0 when allowed */
   retryAfterMs: number;
-  /** when allowed, the state to store (a, b, c) */
+  /** when allowed with a cost above 0, the state to store (a, b, c) */
 }
 
 export interface Algorithm {
@@ -39,11 +39,18 @@ export interface Algorithm {
   /** stable small integer used on the peer wire and in state hand-off */
   readonly code: number;
   /**
-   * Decide one request. `state` is null when the key has no stored state.
-   * On a blocked request the state is not counted: `out.a/b/c` are left meaningless and
-   * the caller must not store them.
+   * Decide one request that weighs `cost` (default 1; the caller keeps 0 ≤ cost ≤ limit).
+   * It is allowed when the whole cost fits now, and then counts as `cost` requests of
+   * weight 1 made at `now` would, one after another. `state` is null when the key has no
+   * stored state.
+   *
+   * `cost` 0 is a peek: allowed when a request of cost 1 would be, with `remaining` and
+   * `resetMs` as the state stands, and nothing to store.
+   *
+   * On a blocked request, or any request of cost 0, nothing is counted: `out.a/b/c` are
+   * left meaningless and the caller must not store them.
    */
-  step(state: Readonly<LimitState> | null, limit: number, durationMs: number, now: number, out: Step): void;
+  step(state: Readonly<LimitState> | null, limit: number, durationMs: number, now: number, out: Step, cost?: number): void;
   /**
    * Combine two states of one key that counted disjoint sets of requests (a key whose
    * owner changed), so that the result forgets no request either side counted and

@@ -4,14 +4,16 @@ import { prng } from "../harness/prng.js";
 export { prng };
 import { newStep, type Algorithm, type LimitState, type Step } from "../../src/algorithms/index.js";
 
-export function run(alg: Algorithm, state: LimitState | null, limit: number, D: number, now: number): Step {
+export function run(alg: Algorithm, state: LimitState | null, limit: number, D: number, now: number, cost?: number): Step {
   const out = newStep();
-  alg.step(state, limit, D, now, out);
+  if (cost === undefined) alg.step(state, limit, D, now, out);
+  else alg.step(state, limit, D, now, out, cost);
   return out;
 }
 
-export function apply(state: LimitState | null, step: Step): LimitState | null {
-  return step.allowed ? { a: step.a, b: step.b, c: step.c } : state;
+/** The state after `step`: what the table stores (nothing for a blocked request or a peek). */
+export function apply(state: LimitState | null, step: Step, cost = 1): LimitState | null {
+  return step.allowed && cost > 0 ? { a: step.a, b: step.b, c: step.c } : state;
 }
 
 /** How many requests in a row would be allowed at `now` starting from `state`. */
@@ -77,4 +79,71 @@ function checkReset(t: Test, alg: Algorithm, state: LimitState, limit: number, D
   if (admitsNow(alg, state, limit, D, resetMs) !== limit) t.fail(`not full at reset ${resetMs - now} ms ahead: ${where}`);
   if (resetMs > now && admitsNow(alg, state, limit, D, resetMs - 1) === limit) t.fail(`already full 1 ms before reset: ${where}`);
   if (alg.expiresAt(state, limit, D) > resetMs && alg.name !== "sliding-window") t.fail(`expires after reset: ${where}`);
+}
+
+/**
+ * Random sequences of requests with random costs (0 = peek, up to the limit) against the
+ * rules of `cost`, on every step:
+ *  - a request of cost c is allowed exactly when c requests of cost 1 would all be allowed
+ *    now, and then leaves the very state those c requests leave;
+ *  - a blocked request changes nothing, and its retryAfterMs is exact: the same request is
+ *    blocked at now + retry − 1 and allowed at now + retry;
+ *  - a 200 has `remaining` = how many requests of cost 1 would still be allowed now;
+ *  - a peek is allowed when a request of cost 1 would be, with the same retry, `remaining`
+ *    as the state stands, and it counts nothing.
+ */
+export function checkCostInvariants(t: Test, alg: Algorithm, seeds: number): void {
+  let steps = 0;
+  let blocked = 0;
+  let peeks = 0;
+  for (let seed = 1; seed <= seeds; seed++) {
+    const rnd = prng(seed * 104729 + alg.code);
+    let limit = 1 + Math.floor(rnd() * 30);
+    const D = (1 + Math.floor(rnd() * 90)) * 1000;
+    let now = 1_700_000_000_000 + Math.floor(rnd() * 10_000_000);
+    let state: LimitState | null = null;
+    for (let i = 0; i < 60; i++) {
+      const r = rnd();
+      if (r < 0.4) now += 0;
+      else if (r < 0.8) now += Math.floor(rnd() * (D / limit));
+      else if (r < 0.95) now += Math.floor(rnd() * D * 2);
+      else limit = 1 + Math.floor(rnd() * 30);
+      const u = rnd();
+      const cost = u < 0.15 ? 0 : u < 0.35 ? 1 : u < 0.45 ? limit : 1 + Math.floor(rnd() * limit);
+      const s = run(alg, state, limit, D, now, cost);
+      steps++;
+      const where = `seed ${seed} step ${i} (${alg.name}, limit ${limit}, cost ${cost}, D ${D})`;
+      const admits = admitsNow(alg, state, limit, D, now);
+      if (cost === 0) {
+        peeks++;
+        const one = run(alg, state, limit, D, now, 1);
+        if (s.allowed !== one.allowed) return void t.fail(`peek allowed ${s.allowed}, cost 1 ${one.allowed}: ${where}`);
+        if (s.allowed && s.remaining !== admits) return void t.fail(`peek remaining ${s.remaining} but ${admits} admitted: ${where}`);
+        if (!s.allowed && (s.remaining !== 0 || s.retryAfterMs !== one.retryAfterMs)) return void t.fail(`peek retry differs from cost 1: ${where}`);
+        if (state !== null && admits < limit) checkReset(t, alg, state, limit, D, now, s.resetMs, where);
+        continue;
+      }
+      if (s.allowed !== admits >= cost) return void t.fail(`allowed ${s.allowed} with ${admits} admissible: ${where}`);
+      if (s.allowed) {
+        let sequential = state;
+        for (let k = 0; k < cost; k++) sequential = apply(sequential, run(alg, sequential, limit, D, now));
+        const after: LimitState = apply(state, s, cost)!;
+        if (after.a !== sequential!.a || after.b !== sequential!.b || after.c !== sequential!.c) {
+          return void t.fail(`state differs from ${cost} requests of cost 1: ${where}`);
+        }
+        const more = admitsNow(alg, after, limit, D, now);
+        if (s.remaining !== more) return void t.fail(`remaining ${s.remaining} but ${more} more admitted: ${where}`);
+        if (s.retryAfterMs !== 0) return void t.fail(`retry on allowed: ${where}`);
+        checkReset(t, alg, after, limit, D, now, s.resetMs, where);
+        state = after;
+      } else {
+        blocked++;
+        if (!(s.retryAfterMs > 0) || !Number.isInteger(s.retryAfterMs)) return void t.fail(`bad retry ${s.retryAfterMs}: ${where}`);
+        if (s.remaining !== 0) return void t.fail(`blocked with remaining: ${where}`);
+        if (run(alg, state, limit, D, now + s.retryAfterMs - 1, cost).allowed) return void t.fail(`allowed 1 ms before retry: ${where}`);
+        if (!run(alg, state, limit, D, now + s.retryAfterMs, cost).allowed) return void t.fail(`blocked at retry: ${where}`);
+      }
+    }
+  }
+  t.ok(blocked > steps / 20 && peeks > steps / 20, `${steps} steps with costs checked, ${blocked} blocked, ${peeks} peeks`);
 }

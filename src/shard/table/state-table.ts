@@ -70,10 +70,10 @@ export class StateTable {
   }
 
   /**
-   * Run one request for `key` through `algorithm` and store the result if it was allowed.
-   * The answer is in `out`.
+   * Run one request of weight `cost` for `key` through `algorithm` and store the result if
+   * it was allowed and counted something (cost 0 is a peek). The answer is in `out`.
    */
-  decide(key: string, algorithm: Algorithm, limit: number, durationMs: number, now: number, out: Step): void {
+  decide(key: string, algorithm: Algorithm, limit: number, durationMs: number, now: number, out: Step, cost = 1): void {
     let slot = this.index.get(key);
     let state: LimitState | null = null;
     if (slot !== undefined) {
@@ -83,8 +83,8 @@ export class StateTable {
       view.c = this.c[slot]!;
       state = view;
     }
-    algorithm.step(state, limit, durationMs, now, out);
-    if (!out.allowed) return;
+    algorithm.step(state, limit, durationMs, now, out, cost);
+    if (!out.allowed || cost === 0) return;
     if (slot === undefined) slot = this.insert(key);
     this.write(slot, out.a, out.b, out.c, Math.ceil(out.resetMs / 1000));
   }
