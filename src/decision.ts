@@ -1,4 +1,4 @@
-import type { Algorithm } from "./algorithms/index.js";
+import type { Algorithm, AlgorithmName } from "./algorithms/index.js";
 
 /** A validated request, ready for a decision. */
 export interface LimitQuery {
@@ -9,6 +9,8 @@ export interface LimitQuery {
   /** seconds */
   duration: number;
   algorithm: Algorithm;
+  /** what this request weighs: 1 by default, 0 is a peek (counts nothing); never above `limit` */
+  cost: number;
 }
 
 /**
@@ -22,6 +24,8 @@ export const REQUEST_BOUNDS = Object.freeze({
   identifier: { min: 1, max: 512 },
   limit: { min: 1, max: 1_000_000 },
   duration: { min: 1, max: 31_536_000 },
+  /** and never above the request's `limit` */
+  cost: { min: 0, max: 1_000_000 },
 } as const);
 
 /** Why an answer was a fail-open one; also the `reason` label of the degraded metric. */
@@ -41,6 +45,35 @@ export interface Decision {
 }
 
 /**
+ * The answer to an all-or-nothing batch: one decision per query, in order. Every item is
+ * counted when every one is allowed, and none otherwise. `degraded` set means the batch
+ * failed open as a whole (every decision is a fail-open one and nothing was counted).
+ */
+export interface BatchOutcome {
+  decisions: Decision[];
+  degraded: DegradedReason | null;
+}
+
+/** POST /limit/reset: the states of one identifier, all of them or the one named. */
+export interface ResetQuery {
+  namespace: string;
+  identifier: string;
+  algorithm: Algorithm | undefined;
+  /** seconds */
+  duration: number | undefined;
+}
+
+/** One removed state. */
+export interface RemovedState {
+  algorithm: AlgorithmName;
+  /** seconds */
+  duration: number;
+}
+
+/** A reset's answer: what was removed, or why it could not be done (the owner was not reached). */
+export type ResetOutcome = { ok: true; removed: RemovedState[] } | { ok: false; reason: DegradedReason };
+
+/**
  * Where the front end gets decisions: the local state table, or the owning peer. `done`
  * may be called synchronously (local) or later (forwarded); the Decision object it gets
  * is only valid for the duration of the call.
@@ -53,6 +86,10 @@ export interface Decider {
    * the next call. It spares the front end a `done` closure per request.
    */
   decideSync?(query: LimitQuery, now: number): Decision | undefined;
+  /** All or nothing over 1..100 queries (docs/api.md, POST /limit/batch). `done` owns the outcome. */
+  decideBatch(queries: readonly LimitQuery[], now: number, done: (outcome: BatchOutcome) => void): void;
+  /** Remove the states of one identifier on its owner (docs/api.md, POST /limit/reset). */
+  reset(query: ResetQuery, now: number, done: (outcome: ResetOutcome) => void): void;
 }
 
 /** The fail-open answer (DESIGN §2): allowed, one counted, full window ahead. */
@@ -63,6 +100,11 @@ export function failOpenDecision(query: LimitQuery, now: number, reason: Degrade
   out.retryAfterMs = 0;
   out.degraded = reason;
   return out;
+}
+
+/** The fail-open answer of a whole batch: nothing counted, every item allowed. */
+export function failOpenBatch(queries: readonly LimitQuery[], now: number, reason: DegradedReason): BatchOutcome {
+  return { decisions: queries.map((q) => failOpenDecision(q, now, reason, newDecision())), degraded: reason };
 }
 
 export function newDecision(): Decision {

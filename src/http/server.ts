@@ -14,16 +14,21 @@ import {
   type ClusterMemberView,
   type DecisionFields,
 } from "./envelope.js";
+import { answerBatchRequest, answerResetRequest, type ExchangeEnds } from "./batch-reset.js";
 import { Errors, type ErrorDef, type FieldProblem } from "./errors.js";
 import type { IdGenerator } from "./ids.js";
 import { listenExclusive } from "./listen.js";
 import type { LimitQuery } from "../decision.js";
+import { Exchange } from "./exchange.js";
 import { toLimitQuery } from "./validation.js";
+import { Endpoint } from "../metrics/metrics.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";
 
 /** DESIGN §2: bodies above 16 KiB are refused with 413. */
 export const MAX_BODY_BYTES = 16 * 1024;
+/** POST /limit/batch: 100 requests of up to ~1 KiB each (docs/api.md). */
+export const MAX_BATCH_BODY_BYTES = 128 * 1024;
 const JSON_TYPE = "application/json";
 /**
  * Header names of the hot path handed to uWS as bytes: a string argument goes through
@@ -74,32 +79,6 @@ export interface RingDirectory {
 }
 
 /**
- * One POST /limit in flight. A class rather than an object literal: V8 clones literals of
- * more than 6 properties through the runtime (CopyJSObjectWithAllocationSite showed in a
- * `perf` profile), while `new` of a class is allocated inline by optimised code.
- */
-class Exchange {
-  aborted = false;
-  done = false;
-  query: LimitQuery | undefined = undefined;
-  /** inFlight already decremented */
-  finished = false;
-  /** inside uWS's onData callback, where writes are already corked */
-  inData = false;
-  /** bytes of the body so far, and the copy of them when it comes in several chunks */
-  received = 0;
-  body: Buffer | undefined = undefined;
-
-  constructor(
-    readonly res: HttpResponse,
-    /** unix ms: the decision's `now` and the envelope timestamp */
-    readonly receivedAt: number,
-    /** performance.now(), for processing_time_ms */
-    readonly startedAt: number,
-  ) {}
-}
-
-/**
  * The uWebSockets.js front end: route → auth (401) → Content-Type (415) → size (413) →
  * JSON (400) → fields (400) → decide, then write the answer. It knows nothing of where a
  * decision comes from: that is the Decider's business.
@@ -112,19 +91,32 @@ export class FrontEnd {
   inFlight = 0;
   private readonly clock: () => number;
   private readonly failOpenScratch: Decision = newDecision();
+  /** What the batch and reset endpoints (batch-reset.ts) need of this front end. */
+  private readonly exchanges: ExchangeEnds;
 
   constructor(
     private readonly options: FrontEndOptions,
     private readonly deps: FrontEndDeps,
   ) {
     this.clock = deps.clock ?? Date.now;
+    this.exchanges = {
+      deps,
+      failOpen: options.failOpen,
+      reject: (x, error, details) => this.reject(x, error, false, details),
+      finish: (x) => this.finish(x),
+      internalError: (x, err) => this.internalError(x, err),
+    };
     this.app = options.tls !== undefined ? SSLApp({ cert_file_name: options.tls.certFile, key_file_name: options.tls.keyFile }) : App();
     const app = this.app;
-    app.post("/limit", (res, req) => this.onLimit(res, req));
-    app.any("/limit", (res) => {
-      res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "POST");
-      this.endError(res, Errors.methodNotAllowed);
-    });
+    app.post("/limit", (res, req) => this.onPost(res, req, Endpoint.limit, MAX_BODY_BYTES));
+    app.post("/limit/batch", (res, req) => this.onPost(res, req, Endpoint.batch, MAX_BATCH_BODY_BYTES));
+    app.post("/limit/reset", (res, req) => this.onPost(res, req, Endpoint.reset, MAX_BODY_BYTES));
+    for (const path of ["/limit", "/limit/batch", "/limit/reset"]) {
+      app.any(path, (res) => {
+        res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "POST");
+        this.endError(res, Errors.methodNotAllowed);
+      });
+    }
     app.get("/cluster", (res, req) => this.onCluster(res, req));
     app.any("/cluster", (res) => {
       res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "GET");
@@ -185,8 +177,8 @@ export class FrontEnd {
     this.adminApp?.close();
   }
 
-  private onLimit(res: HttpResponse, req: HttpRequest): void {
-    const x = new Exchange(res, this.clock(), performance.now());
+  private onPost(res: HttpResponse, req: HttpRequest, endpoint: Endpoint, maxBytes: number): void {
+    const x = new Exchange(res, endpoint, this.clock(), performance.now());
     this.inFlight++;
     res.onAborted(() => {
       x.aborted = true;
@@ -196,14 +188,14 @@ export class FrontEnd {
     if (!this.deps.verifier.verifyHeader(req.getHeader(AUTHORIZATION))) return this.reject(x, Errors.unauthorized);
     if (!isJsonContentType(req.getHeader(CONTENT_TYPE_LC))) return this.reject(x, Errors.unsupportedMediaType);
     const declaredLength = req.getHeader(CONTENT_LENGTH);
-    if (declaredLength !== "" && !(Number(declaredLength) <= MAX_BODY_BYTES)) return this.reject(x, Errors.payloadTooLarge, true);
+    if (declaredLength !== "" && !(Number(declaredLength) <= maxBytes)) return this.reject(x, Errors.payloadTooLarge, true);
 
     res.onData((chunk, isLast) => {
       if (x.done) return;
       x.inData = true;
       try {
         x.received += chunk.byteLength;
-        if (x.received > MAX_BODY_BYTES) return this.reject(x, Errors.payloadTooLarge, true);
+        if (x.received > maxBytes) return this.reject(x, Errors.payloadTooLarge, true);
         if (isLast && x.body === undefined) {
           // The common case: the whole body in one chunk, decoded straight from uWS's buffer.
           return this.onBody(x, chunk);
@@ -233,6 +225,8 @@ export class FrontEnd {
     } catch {
       return this.reject(x, Errors.badRequest, false, [{ field: "body", message: "must be valid JSON" }]);
     }
+    if (x.endpoint === Endpoint.batch) return answerBatchRequest(this.exchanges, x, parsed);
+    if (x.endpoint === Endpoint.reset) return answerResetRequest(this.exchanges, x, parsed);
     const result = toLimitQuery(parsed);
     if (!result.ok) return this.reject(x, Errors.badRequest, false, result.problems);
     const query = result.query;
@@ -317,7 +311,8 @@ export class FrontEnd {
         res.writeHeader("Content-Type", JSON_TYPE).end(body, closeConnection);
       });
     }
-    this.deps.metrics.countRequest(error.status, x.query?.algorithm.code ?? -1);
+    if (x.endpoint === Endpoint.limit) this.deps.metrics.countRequest(error.status, x.query?.algorithm.code ?? -1);
+    else this.deps.metrics.countEndpoint(x.endpoint, error.status);
     this.finish(x);
   }
 

@@ -1,6 +1,6 @@
 import typia, { tags } from "typia";
 import { ALGORITHM_NAMES, algorithmByName, DEFAULT_ALGORITHM, type AlgorithmName } from "../algorithms/index.js";
-import { REQUEST_BOUNDS, type LimitQuery } from "../decision.js";
+import { REQUEST_BOUNDS, type LimitQuery, type ResetQuery } from "../decision.js";
 import type { FieldProblem } from "./errors.js";
 import { SlugCache } from "../slug.js";
 
@@ -16,15 +16,32 @@ export interface LimitRequestBody {
   limit: Integer<"limit">;
   duration: Integer<"duration">;
   algorithm?: AlgorithmName;
+  /** what the request weighs (docs/api.md): 0 is a peek; never above `limit` */
+  cost?: Integer<"cost">;
 }
+
+/** The body of POST /limit/reset: the states of one identifier, all of them or the one named. */
+export interface ResetRequestBody {
+  namespace: Text<"namespace">;
+  product?: Text<"product">;
+  identifier: Text<"identifier">;
+  algorithm?: AlgorithmName;
+  duration?: Integer<"duration">;
+}
+
+/** POST /limit/batch takes 1 to this many requests. */
+export const MAX_BATCH_ITEMS = 100;
+export const DEFAULT_COST = 1;
 
 // The valid case is checked with is() and only a refused body goes through validate() to
 // explain why: validate() builds an errors array and result object for every call.
 const isBody = typia.createIs<LimitRequestBody>();
 const validateBody = typia.createValidate<LimitRequestBody>();
+const isResetBody = typia.createIs<ResetRequestBody>();
+const validateResetBody = typia.createValidate<ResetRequestBody>();
 
 const text = (k: "namespace" | "product" | "identifier") => `must be a string of ${REQUEST_BOUNDS[k].min} to ${REQUEST_BOUNDS[k].max} characters`;
-const integer = (k: "limit" | "duration") => `must be an integer from ${REQUEST_BOUNDS[k].min} to ${REQUEST_BOUNDS[k].max}`;
+const integer = (k: "limit" | "duration" | "cost") => `must be an integer from ${REQUEST_BOUNDS[k].min} to ${REQUEST_BOUNDS[k].max}`;
 
 /** What a 400 says about each field: the rule, never the value sent. */
 export const FIELD_RULES: Readonly<Record<string, string>> = Object.freeze({
@@ -34,25 +51,26 @@ export const FIELD_RULES: Readonly<Record<string, string>> = Object.freeze({
   limit: integer("limit"),
   duration: integer("duration") + " (seconds)",
   algorithm: `must be one of ${ALGORITHM_NAMES.join(", ")}`,
+  cost: integer("cost"),
 });
 
 export type ParseResult = { ok: true; query: LimitQuery } | { ok: false; problems: FieldProblem[] };
+export type BatchParseResult = { ok: true; queries: LimitQuery[] } | { ok: false; problems: FieldProblem[] };
+export type ResetParseResult = { ok: true; query: ResetQuery } | { ok: false; problems: FieldProblem[] };
 
 const slugs = new SlugCache();
 
 /** Validate a parsed JSON body. Messages name the field and the rule, never the value. */
-export function toLimitQuery(body: unknown): ParseResult {
+export function toLimitQuery(body: unknown, prefix = ""): ParseResult {
   if (!isBody(body)) {
     const result = validateBody(body);
-    return { ok: false, problems: result.success ? [{ field: "body", message: "is invalid" }] : describe(result.errors, body) };
+    return { ok: false, problems: result.success ? [{ field: prefix || "body", message: "is invalid" }] : describe(result.errors, body, prefix) };
   }
   const valid = body;
-  let namespace = valid.namespace;
-  if (valid.product !== undefined) {
-    const slug = slugs.get(valid.product);
-    if (slug === "") return { ok: false, problems: [{ field: "product", message: "must contain at least one letter or digit" }] };
-    namespace = namespace + "." + slug;
-  }
+  const namespace = effectiveNamespace(valid.namespace, valid.product);
+  if (namespace === undefined) return { ok: false, problems: [{ field: prefix + "product", message: "must contain at least one letter or digit" }] };
+  const cost = valid.cost ?? DEFAULT_COST;
+  if (cost > valid.limit) return { ok: false, problems: [{ field: prefix + "cost", message: "must not be above limit" }] };
   return {
     ok: true,
     query: {
@@ -61,13 +79,57 @@ export function toLimitQuery(body: unknown): ParseResult {
       limit: valid.limit,
       duration: valid.duration,
       algorithm: algorithmByName(valid.algorithm ?? DEFAULT_ALGORITHM)!,
+      cost,
     },
   };
 }
 
-function describe(errors: typia.IValidation.IError[], body: unknown): FieldProblem[] {
+/** `{"requests": [ <limit request>, … ]}` with 1..100 items; problems name `requests[i].field`. */
+export function toBatchQueries(body: unknown): BatchParseResult {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return { ok: false, problems: [{ field: "body", message: "must be a JSON object" }] };
+  const requests = (body as { requests?: unknown }).requests;
+  if (requests === undefined) return { ok: false, problems: [{ field: "requests", message: "is required" }] };
+  if (!Array.isArray(requests) || requests.length < 1 || requests.length > MAX_BATCH_ITEMS) {
+    return { ok: false, problems: [{ field: "requests", message: `must be an array of 1 to ${MAX_BATCH_ITEMS} limit requests` }] };
+  }
+  const queries: LimitQuery[] = [];
+  const problems: FieldProblem[] = [];
+  for (let i = 0; i < requests.length; i++) {
+    const r = toLimitQuery(requests[i], `requests[${i}].`);
+    if (r.ok) queries.push(r.query);
+    else problems.push(...r.problems);
+  }
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, queries };
+}
+
+export function toResetQuery(body: unknown): ResetParseResult {
+  if (!isResetBody(body)) {
+    const result = validateResetBody(body);
+    return { ok: false, problems: result.success ? [{ field: "body", message: "is invalid" }] : describe(result.errors, body, "") };
+  }
+  const namespace = effectiveNamespace(body.namespace, body.product);
+  if (namespace === undefined) return { ok: false, problems: [{ field: "product", message: "must contain at least one letter or digit" }] };
+  return {
+    ok: true,
+    query: {
+      namespace,
+      identifier: body.identifier,
+      algorithm: body.algorithm === undefined ? undefined : algorithmByName(body.algorithm)!,
+      duration: body.duration,
+    },
+  };
+}
+
+/** `namespace.slug` when a product was sent; undefined when the product's slug is empty. */
+function effectiveNamespace(namespace: string, product: string | undefined): string | undefined {
+  if (product === undefined) return namespace;
+  const slug = slugs.get(product);
+  return slug === "" ? undefined : namespace + "." + slug;
+}
+
+function describe(errors: typia.IValidation.IError[], body: unknown, prefix: string): FieldProblem[] {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    return [{ field: "body", message: "must be a JSON object" }];
+    return [{ field: prefix === "" ? "body" : prefix.slice(0, -1), message: "must be a JSON object" }];
   }
   const problems: FieldProblem[] = [];
   const seen = new Set<string>();
@@ -77,7 +139,7 @@ function describe(errors: typia.IValidation.IError[], body: unknown): FieldProbl
     if (seen.has(field)) continue;
     seen.add(field);
     const missing = (body as Record<string, unknown>)[field] === undefined;
-    problems.push({ field, message: missing ? "is required" : (FIELD_RULES[field] ?? "is invalid") });
+    problems.push({ field: prefix + field, message: missing ? "is required" : (FIELD_RULES[field] ?? "is invalid") });
   }
   return problems;
 }

@@ -5,6 +5,11 @@ import { FastHistogram } from "./fast-histogram.js";
 
 const STATUSES = [200, 400, 401, 404, 405, 413, 415, 429, 500, 503] as const;
 
+/** The POST endpoints, as the `endpoint` label of ringlimit_endpoint_requests_total names them. */
+export const Endpoint = Object.freeze({ limit: 0, batch: 1, reset: 2 });
+export type Endpoint = (typeof Endpoint)[keyof typeof Endpoint];
+const ENDPOINT_PATHS = ["/limit", "/limit/batch", "/limit/reset"] as const;
+
 /**
  * Prometheus metrics. Hot-path counters are plain numbers in arrays, turned into
  * prom-client values only when /metrics is scraped: a labelled prom-client inc() builds a
@@ -15,6 +20,9 @@ export class Metrics {
   /** [statusIndex * (ALGORITHMS.length + 1) + algorithmCode + 1]; algorithm slot 0 = none */
   private readonly requestCounts = new Float64Array(STATUSES.length * (ALGORITHMS.length + 1));
   private readonly degradedCounts = new Float64Array(DEGRADED_REASONS.length);
+  /** [endpoint * STATUSES.length + statusIndex], for the endpoints other than /limit (that one is requestCounts) */
+  private readonly endpointCounts = new Float64Array(ENDPOINT_PATHS.length * STATUSES.length);
+  private batchItems = 0;
   readonly decisionSeconds: FastHistogram;
 
   constructor(sources: { storedKeys: () => number; evictions: () => number; expirations: () => number }) {
@@ -34,6 +42,36 @@ export class Metrics {
             if (n > 0) this.inc({ status: String(status), algorithm: a < 0 ? "none" : ALGORITHMS[a]!.name }, n);
           }
         });
+      },
+    });
+    const endpointCounts = this.endpointCounts;
+    // Added beside ringlimit_requests_total, whose name and labels stay as they were (POST /limit only).
+    new Counter({
+      name: "ringlimit_endpoint_requests_total",
+      help: "Answers by endpoint (/limit, /limit/batch, /limit/reset) and HTTP status",
+      labelNames: ["endpoint", "status"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        STATUSES.forEach((status, s) => {
+          let single = 0;
+          for (let a = 0; a <= ALGORITHMS.length; a++) single += requestCounts[s * (ALGORITHMS.length + 1) + a]!;
+          if (single > 0) this.inc({ endpoint: "/limit", status: String(status) }, single);
+          for (let e = 1; e < ENDPOINT_PATHS.length; e++) {
+            const n = endpointCounts[e * STATUSES.length + s]!;
+            if (n > 0) this.inc({ endpoint: ENDPOINT_PATHS[e]!, status: String(status) }, n);
+          }
+        });
+      },
+    });
+    const metrics = this;
+    new Counter({
+      name: "ringlimit_batch_items_total",
+      help: "Requests carried by answered POST /limit/batch calls",
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(metrics.batchItems);
       },
     });
     const degradedCounts = this.degradedCounts;
@@ -85,6 +123,17 @@ export class Metrics {
     let s = STATUSES.indexOf(status as (typeof STATUSES)[number]);
     if (s < 0) s = STATUSES.indexOf(500);
     this.requestCounts[s * (ALGORITHMS.length + 1) + algorithmCode + 1]!++;
+  }
+
+  /** An answer of /limit/batch or /limit/reset (POST /limit is countRequest). */
+  countEndpoint(endpoint: Endpoint, status: number): void {
+    let s = STATUSES.indexOf(status as (typeof STATUSES)[number]);
+    if (s < 0) s = STATUSES.indexOf(500);
+    this.endpointCounts[endpoint * STATUSES.length + s]!++;
+  }
+
+  countBatchItems(n: number): void {
+    this.batchItems += n;
   }
 
   countDegraded(reason: DegradedReason): void {

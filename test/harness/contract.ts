@@ -45,13 +45,17 @@ export interface Asserts {
  * Checks the envelope of any /limit answer. Returns a list of problems (empty when fine)
  * so that bulk tests can collect failures instead of emitting thousands of assertions.
  */
-export function envelopeProblems(r: Reply, kind: "rate_limit" | "error", sentAt?: { before: number; after: number }): string[] {
+export function envelopeProblems(
+  r: Reply,
+  kind: "rate_limit" | "rate_limit_batch" | "rate_limit_reset" | "error",
+  sentAt?: { before: number; after: number },
+): string[] {
   const p: string[] = [];
   const ct = String(r.headers["content-type"] ?? "");
   if (!/^application\/json/i.test(ct)) p.push(`content-type ${JSON.stringify(ct)}`);
   const j = r.json;
   if (j === undefined || j === null || typeof j !== "object" || Array.isArray(j)) return [...p, `body is not a JSON object: ${r.text.slice(0, 200)}`];
-  const prefix = kind === "rate_limit" ? "req_" : "err_";
+  const prefix = kind === "error" ? "err_" : "req_";
   if (typeof j.id !== "string" || !j.id.startsWith(prefix) || j.id.length <= prefix.length) p.push(`id ${JSON.stringify(j.id)} lacks ${prefix}`);
   if (typeof j.timestamp !== "number" || !Number.isInteger(j.timestamp)) p.push(`timestamp ${JSON.stringify(j.timestamp)}`);
   else if (sentAt !== undefined && (j.timestamp < sentAt.before - 5 || j.timestamp > sentAt.after + 5))

@@ -76,3 +76,12 @@ export function closeAgents(): void {
   httpAgent.destroy();
   httpsAgent.destroy();
 }
+
+/** POST to any path (e.g. /limit/batch, /limit/reset) with a valid key and JSON content type. */
+export function post(baseUrl: string, path: string, body: unknown, headers: Record<string, string> = {}): Promise<Reply> {
+  return request(baseUrl + path, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+}

@@ -11,13 +11,19 @@ import { FrontEnd } from "../../src/http/server.js";
 import { IdGenerator } from "../../src/http/ids.js";
 import { createLogger } from "../../src/logger.js";
 import { Metrics } from "../../src/metrics/metrics.js";
-import { closeAgents, limit, request, TEST_KEY } from "../harness/http-client.js";
+import { closeAgents, limit, post, request, TEST_KEY } from "../harness/http-client.js";
 
 t.teardown(closeAgents);
 
 const throwing: Decider = {
   decide() {
     throw new Error("boom: internal failure at /secret/path/decider.ts:42");
+  },
+  decideBatch() {
+    throw new Error("boom: internal failure at /secret/path/batch.ts:42");
+  },
+  reset() {
+    throw new Error("boom: internal failure at /secret/path/reset.ts:42");
   },
 };
 
@@ -64,4 +70,27 @@ t.test("FAIL_OPEN=false: a throwing decision answers an enveloped 500 without de
   t.equal(r.json.data.status, 500);
   t.match(r.json.id, /^err_/);
   t.notMatch(r.text, /boom|secret|\.ts:|at /, "no message or stack trace reaches the client");
+});
+
+t.test("a throwing batch fails open as a whole; a throwing reset is a 500", async (t) => {
+  const { url, front } = await serve(true);
+  t.teardown(() => front.close());
+  const items = [
+    { namespace: "ns", identifier: "u", limit: 10, duration: 60, cost: 3 },
+    { namespace: "ns", identifier: "v", limit: 5, duration: 60 },
+  ];
+  const r = await post(url, "/limit/batch", { requests: items });
+  t.equal(r.status, 200);
+  t.equal(r.json.data.degraded, true);
+  t.same(
+    r.json.data.results.map((x: { degraded: boolean; remaining: number }) => [x.degraded, x.remaining]),
+    [
+      [true, 9],
+      [true, 4],
+    ],
+  );
+  t.notMatch(r.text, /boom|secret|\.ts:/);
+  const reset = await post(url, "/limit/reset", { namespace: "ns", identifier: "u" });
+  t.equal(reset.status, 500);
+  t.notMatch(reset.text, /boom|secret|\.ts:/);
 });

@@ -1,4 +1,5 @@
-import { newDecision, failOpenDecision, type Decider, type Decision, type DegradedReason } from "../../decision.js";
+import { newDecision, failOpenBatch, failOpenDecision, type BatchOutcome, type Decider, type Decision, type DegradedReason } from "../../decision.js";
+import type { ResetOutcome, ResetQuery } from "../../decision.js";
 import type { LimitQuery } from "../../decision.js";
 import type { PeerClient, PeerError } from "../../peer/index.js";
 import type { BlockedCache } from "./blocked-cache.js";
@@ -82,5 +83,20 @@ export class ClusterDecider implements Decider {
       this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
       done(d);
     });
+  }
+
+  /** Batches whose every item this node may decide are decided here; across owners: see docs/api.md (until then they fail open). */
+  decideBatch(queries: readonly LimitQuery[], now: number, done: (outcome: BatchOutcome) => void): void {
+    for (const q of queries) {
+      const verdict = ownership(this.view, ringKeyOf(q.namespace, q.identifier), q.algorithm.code, q.duration, now, "local");
+      if (verdict.kind !== "decide") return done(failOpenBatch(queries, now, verdict.kind === "fail_open" ? verdict.reason : "peer_error"));
+    }
+    this.local.decideBatch(queries, now, done);
+  }
+
+  reset(query: ResetQuery, now: number, done: (outcome: ResetOutcome) => void): void {
+    const owner = this.view.ring.owner(ringKeyOf(query.namespace, query.identifier));
+    if (this.view.frozen || (owner !== undefined && owner !== this.view.self)) return done({ ok: false, reason: "peer_error" });
+    this.local.reset(query, now, done);
   }
 }

@@ -1,6 +1,8 @@
 import { newStep, type Algorithm } from "../../algorithms/index.js";
-import { newDecision, type Decider, type Decision } from "../../decision.js";
+import { newDecision, type BatchOutcome, type Decider, type Decision, type ResetOutcome, type ResetQuery } from "../../decision.js";
 import type { LimitQuery } from "../../decision.js";
+import { decideBatchOn } from "./batch.js";
+import { resetOn } from "./reset.js";
 import { ringKeyOf, stateKeyOf } from "./state-key.js";
 import type { StateTable } from "./state-table.js";
 
@@ -20,13 +22,13 @@ export class LocalDecider implements Decider {
   }
 
   decideNow(query: LimitQuery, ringKey: string, now: number): Decision {
-    return this.decideKey(ringKey, query.algorithm, query.limit, query.duration, now);
+    return this.decideKey(ringKey, query.algorithm, query.limit, query.duration, now, query.cost);
   }
 
   /** The entry point for decisions forwarded by peers: they arrive as fields, with no LimitQuery. */
-  decideKey(ringKey: string, algorithm: Algorithm, limit: number, duration: number, now: number): Decision {
+  decideKey(ringKey: string, algorithm: Algorithm, limit: number, duration: number, now: number, cost = 1): Decision {
     const step = this.step;
-    this.table.decide(stateKeyOf(algorithm.code, duration, ringKey), algorithm, limit, duration * 1000, now, step);
+    this.table.decide(stateKeyOf(algorithm.code, duration, ringKey), algorithm, limit, duration * 1000, now, step, cost);
     const d = this.decision;
     d.allowed = step.allowed;
     d.remaining = step.remaining;
@@ -34,5 +36,14 @@ export class LocalDecider implements Decider {
     d.retryAfterMs = step.retryAfterMs;
     d.degraded = null;
     return d;
+  }
+
+  decideBatch(queries: readonly LimitQuery[], now: number, done: (outcome: BatchOutcome) => void): void {
+    const ringKeys = queries.map((q) => ringKeyOf(q.namespace, q.identifier));
+    done({ decisions: decideBatchOn(this.table, queries, ringKeys, now, true).decisions, degraded: null });
+  }
+
+  reset(query: ResetQuery, _now: number, done: (outcome: ResetOutcome) => void): void {
+    done({ ok: true, removed: resetOn(this.table, ringKeyOf(query.namespace, query.identifier), query.algorithm, query.duration) });
   }
 }

@@ -1,9 +1,12 @@
 import type { Algorithm, LimitState, Step } from "../../algorithms/types.js";
 import { KeyIndex } from "./key-index.js";
+import { parseStateKey } from "./state-key.js";
 
 /** How many random slots an eviction looks at to pick the one closest to expiry (as Redis does). */
 const EVICTION_SAMPLES = 5;
 const INITIAL_CAPACITY = 1024;
+/** Distinct durations remembered for resets; past this, a reset of every state of an identifier scans the table. */
+const MAX_TRACKED_DURATIONS = 4096;
 
 export interface StoredState extends LimitState {
   /** unix seconds after which the state is equivalent to no state */
@@ -48,6 +51,13 @@ export class StateTable {
   private readonly sweepHeads = new Map<number, number>();
   private lastSweptSecond: number;
 
+  /**
+   * Every duration (seconds) a stored state has had, so that removing all the states of
+   * one identifier looks up (algorithm × duration) keys instead of scanning. Callers use a
+   * handful of durations; undefined once more than MAX_TRACKED_DURATIONS were seen.
+   */
+  private durationsSeen: Set<number> | undefined = new Set();
+
   /** scratch view handed to algorithms, refilled per decision */
   private readonly view: LimitState = { a: 0, b: 0, c: 0 };
 
@@ -85,7 +95,10 @@ export class StateTable {
     }
     algorithm.step(state, limit, durationMs, now, out, cost);
     if (!out.allowed || cost === 0) return;
-    if (slot === undefined) slot = this.insert(key);
+    if (slot === undefined) {
+      slot = this.insert(key);
+      this.noteDuration(durationMs / 1000);
+    }
     this.write(slot, out.a, out.b, out.c, Math.ceil(out.resetMs / 1000));
   }
 
@@ -95,10 +108,13 @@ export class StateTable {
     return { a: this.a[slot]!, b: this.b[slot]!, c: this.c[slot]!, expiresAt: this.expiry[slot]! };
   }
 
-  /** Store a state as it is (hand-off receive path, tests). */
+  /** Store a state as it is (hand-off receive path, batches, tests). */
   set(key: string, state: StoredState): void {
     let slot = this.index.get(key);
-    if (slot === undefined) slot = this.insert(key);
+    if (slot === undefined) {
+      slot = this.insert(key);
+      this.noteDuration(parseStateKey(key)?.duration);
+    }
     this.write(slot, state.a, state.b, state.c, state.expiresAt);
   }
 
@@ -107,6 +123,18 @@ export class StateTable {
     if (slot === undefined) return false;
     this.removeSlot(slot);
     return true;
+  }
+
+  /** The durations (seconds) stored states have had, or undefined when too many to track (then scan with forEach). */
+  knownDurations(): ReadonlySet<number> | undefined {
+    return this.durationsSeen;
+  }
+
+  private noteDuration(duration: number | undefined): void {
+    const seen = this.durationsSeen;
+    if (seen === undefined || duration === undefined || seen.has(duration)) return;
+    if (seen.size >= MAX_TRACKED_DURATIONS) this.durationsSeen = undefined;
+    else seen.add(duration);
   }
 
   /** Visit every stored state (hand-off send path). The visitor must not modify the table. */

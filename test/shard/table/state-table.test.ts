@@ -25,7 +25,7 @@ t.test("keys: length-prefixed, so no namespace/identifier pair collides", async 
 t.test("limits with different durations or algorithms on one identifier never share state", async (t) => {
   const table = new StateTable(1000, T0);
   const decider = new LocalDecider(table);
-  const q = (duration: number, alg = 0) => ({ namespace: "ns", identifier: "u", limit: 2, duration, algorithm: ALGORITHMS[alg]! });
+  const q = (duration: number, alg = 0) => ({ namespace: "ns", identifier: "u", limit: 2, duration, algorithm: ALGORITHMS[alg]!, cost: 1 });
   t.equal(decider.decideNow(q(60), ringKeyOf("ns", "u"), T0).remaining, 1);
   t.equal(decider.decideNow(q(60), ringKeyOf("ns", "u"), T0).remaining, 0);
   t.equal(decider.decideNow(q(60), ringKeyOf("ns", "u"), T0).allowed, false);
