@@ -1,0 +1,117 @@
+/**
+ * docs/openapi.yaml against a real node: every documented status of POST /limit (200,
+ * 400, 401, 404, 405, 413, 415, 429), GET /cluster, /health and /ready is provoked on a
+ * real uWS listener, and the body is validated with ajv against the schema the document
+ * gives for that path, method and status (additionalProperties: false, so an undocumented
+ * field fails too), and the documented headers against their schemas.
+ */
+import { readFileSync } from "node:fs";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import addFormatsModule from "ajv-formats";
+import t, { type Test } from "tap";
+import { parse } from "yaml";
+import { limit, request, TEST_KEY, type Reply } from "../harness/http-client.js";
+import { useTestNode } from "../harness/in-process-node.js";
+
+// ajv-formats is CommonJS with a default export.
+const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
+
+interface Schema {
+  [key: string]: unknown;
+}
+interface OpenApi {
+  openapi: string;
+  paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Schema }>; headers?: Record<string, Schema> }> }>>;
+  components: { schemas: Record<string, Schema>; headers: Record<string, Schema> };
+}
+
+const doc = parse(readFileSync(new URL("../../../docs/openapi.yaml", import.meta.url), "utf8")) as OpenApi;
+// The document's refs (#/components/schemas/X) become refs into one registered schema
+// whose $defs are the document's component schemas.
+const relocate = (schema: unknown): Schema => JSON.parse(JSON.stringify(schema).replaceAll('"#/components/schemas/', '"openapi.yaml#/$defs/')) as Schema;
+const ajv = new Ajv2020({ allErrors: true, strict: true });
+addFormats(ajv);
+ajv.addSchema(relocate({ $id: "openapi.yaml", $defs: doc.components.schemas }));
+
+function resolveHeader(h: Schema): Schema {
+  const ref = h.$ref as string | undefined;
+  return ref === undefined ? h : doc.components.headers[ref.split("/").pop()!]!;
+}
+
+/** Validate a reply against the document's response for (path, method, status). */
+function conforms(t: Test, path: string, method: string, reply: Reply, contentType = "application/json"): void {
+  const response = doc.paths[path]?.[method]?.responses[String(reply.status)];
+  if (response === undefined) return void t.fail(`${method.toUpperCase()} ${path} ${reply.status} is not documented`);
+  const schema = response.content?.[contentType]?.schema;
+  t.ok(schema, `a ${contentType} schema for ${reply.status}`);
+  const validate = ajv.compile(relocate(schema));
+  t.ok(validate(reply.json), `${method.toUpperCase()} ${path} ${reply.status} body conforms: ${ajv.errorsText(validate.errors)} in ${reply.text}`);
+  for (const [name, header] of Object.entries(response.headers ?? {})) {
+    const value = reply.headers[name.toLowerCase()];
+    t.ok(value !== undefined, `${reply.status} carries ${name}`);
+    const headerSchema = relocate(resolveHeader(header).schema);
+    const checkHeader = ajv.compile(headerSchema);
+    const typed = (headerSchema as { type?: string }).type === "integer" ? Number(value) : value;
+    t.ok(checkHeader(typed), `${name}: ${String(value)} conforms: ${ajv.errorsText(checkHeader.errors)}`);
+  }
+}
+
+t.equal(doc.openapi, "3.1.0", "OpenAPI 3.1");
+
+const node = useTestNode(t);
+const auth = { authorization: `Bearer ${TEST_KEY}` };
+const body = (extra: Record<string, unknown> = {}) => ({ namespace: "docs", identifier: "openapi", limit: 1, duration: 60, ...extra });
+
+t.test("POST /limit: 200 and 429 (with product and every algorithm)", async (t) => {
+  for (const algorithm of ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"]) {
+    const first = await limit(node.url, body({ algorithm, product: "Café Pro!", identifier: `id-${algorithm}` }));
+    t.equal(first.status, 200);
+    conforms(t, "/limit", "post", first);
+    const second = await limit(node.url, body({ algorithm, product: "Café Pro!", identifier: `id-${algorithm}` }));
+    t.equal(second.status, 429);
+    conforms(t, "/limit", "post", second);
+  }
+});
+
+t.test("POST /limit: 400, 401, 405, 413, 415; 404 elsewhere", async (t) => {
+  const json = { ...auth, "content-type": "application/json" };
+  const replies: [string, string, Reply][] = [
+    ["/limit", "post", await request(node.url + "/limit", { method: "POST", headers: json, body: "{not json" })],
+    ["/limit", "post", await request(node.url + "/limit", { method: "POST", headers: json, body: "[1]" })],
+    ["/limit", "post", await limit(node.url, body({ limit: 0, duration: "60", algorithm: "nope", namespace: "" }))],
+    ["/limit", "post", await limit(node.url, { identifier: "x" })],
+    ["/limit", "post", await limit(node.url, body({ product: "!!!" }))],
+    ["/limit", "post", await request(node.url + "/limit", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body()) })],
+    ["/limit", "post", await limit(node.url, body(), { authorization: "Bearer svc_sk_" + "x".repeat(40) })],
+    ["/limit", "post", await request(node.url + "/limit", { method: "GET", headers: auth })],
+    ["/limit", "post", await limit(node.url, { ...body(), pad: "x".repeat(17 * 1024) })],
+    [
+      "/limit",
+      "post",
+      await request(node.url + "/limit", { method: "POST", headers: { ...auth, "content-type": "text/plain" }, body: JSON.stringify(body()) }),
+    ],
+    ["/{path}", "get", await request(node.url + "/no-such-path", { headers: auth })],
+  ];
+  t.same(
+    replies.map(([, , r]) => r.status),
+    [400, 400, 400, 400, 400, 401, 401, 405, 413, 415, 404],
+  );
+  for (const [path, method, reply] of replies) conforms(t, path, method, reply);
+});
+
+t.test("GET /cluster, /health, /ready", async (t) => {
+  conforms(t, "/cluster", "get", await request(node.url + "/cluster", { headers: auth }));
+  conforms(t, "/cluster", "get", await request(node.url + "/cluster"));
+  conforms(t, "/health", "get", await request(node.url + "/health"));
+  conforms(t, "/ready", "get", await request(node.url + "/ready"));
+});
+
+t.test("the document's schemas are strict enough to catch drift", async (t) => {
+  const allowed = await limit(node.url, body({ identifier: "drift" }));
+  const validate = ajv.compile(relocate({ $ref: "#/components/schemas/AllowedEnvelope" }));
+  t.ok(validate(allowed.json), "the real body passes");
+  t.notOk(validate({ ...allowed.json, extra: 1 }), "an undocumented field fails");
+  t.notOk(validate({ ...allowed.json, data: { ...allowed.json.data, remaining: -1 } }), "a bound is checked");
+  const { count: _count, ...withoutCount } = allowed.json.data;
+  t.notOk(validate({ ...allowed.json, data: withoutCount }), "a missing required field fails");
+});
