@@ -4,7 +4,7 @@ import { createSecureContext } from "node:tls";
 import { parseArgs } from "node:util";
 import { isAdvertiseUrl } from "./shard/cluster/self-address.js";
 
-/** Every setting and its default, in one place (DESIGN §5). Units are in the names. */
+/** Every setting and its default, in one place (docs/operations.md; `ringlimit --help` prints them). Units are in the names. */
 export const DEFAULTS = Object.freeze({
   host: "0.0.0.0" as string,
   port: 8080 as number,

@@ -92,7 +92,7 @@ export interface Decider {
   reset(query: ResetQuery, now: number, done: (outcome: ResetOutcome) => void): void;
 }
 
-/** The fail-open answer (DESIGN §2): allowed, one counted, full window ahead. */
+/** The fail-open answer (docs/api.md, Fail-open): allowed, one counted, full window ahead. */
 export function failOpenDecision(query: LimitQuery, now: number, reason: DegradedReason, out: Decision): Decision {
   out.allowed = true;
   out.remaining = query.limit - 1;

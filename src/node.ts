@@ -35,7 +35,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
 
   let apiKeys = config.apiKeys;
   if (apiKeys.length === 0 && config.apiKeyHashes.length === 0) {
-    // DESIGN §5: a first run works without configuration; the key is shown this once.
+    // docs/api.md, Authentication: a first run works without configuration; the key is shown this once.
     const generated = generateApiKey();
     apiKeys = [generated.key];
     logger.warn({ generatedApiKey: generated.key, sha256: generated.sha256 }, "no API_KEYS or API_KEY_HASHES configured: generated an API key for this run");

@@ -2,7 +2,7 @@
 // (src/client) computes it with this same code: it imports nothing.
 
 /**
- * The product slug (README "The request"): Unicode NFKD, combining marks removed, lower-cased, every
+ * The product slug (docs/api.md, Request body): Unicode NFKD, combining marks removed, lower-cased, every
  * run of characters outside [a-z0-9] replaced by "-", leading and trailing "-" trimmed.
  */
 export function slugify(product: string): string {

@@ -1,5 +1,5 @@
 /**
- * DESIGN §1 as a test: data flows one way, nothing in src/algorithms imports anything
+ * The layout rule (README, Layout) as a test: data flows one way, nothing in src/algorithms imports anything
  * outside it, and there are no circular imports anywhere in src/ (as madge -c would say).
  * Reads the TypeScript sources themselves.
  */

@@ -1,5 +1,5 @@
 /**
- * The product slug (DESIGN §2): NFKD, combining marks removed, lower-cased, runs of
+ * The product slug (docs/api.md, Request body): NFKD, combining marks removed, lower-cased, runs of
  * characters outside [a-z0-9] become "-", leading/trailing "-" trimmed.
  */
 import t from "tap";

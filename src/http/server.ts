@@ -25,7 +25,7 @@ import { Endpoint } from "../metrics/metrics.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";
 
-/** DESIGN §2: bodies above 16 KiB are refused with 413. */
+/** Bodies above 16 KiB are refused with 413 (docs/api.md, Errors). */
 export const MAX_BODY_BYTES = 16 * 1024;
 /** POST /limit/batch: 100 requests of up to ~1 KiB each (docs/api.md). */
 export const MAX_BATCH_BODY_BYTES = 128 * 1024;

@@ -5,7 +5,7 @@ import { apply, run } from "./properties.js";
 const D = 3_600_000;
 const T0 = 1_800_000_000_000;
 
-// DESIGN §3: a changed limit applies to the stored state; counts are kept, remaining clamps at 0.
+// docs/api.md, Algorithm semantics: a changed limit applies to the stored state; counts are kept, remaining clamps at 0.
 for (const alg of ALGORITHMS) {
   t.test(`${alg.name}: a changed limit keeps the count`, async (t) => {
     let state = null;

@@ -28,7 +28,7 @@ export function admitsNow(alg: Algorithm, state: LimitState | null, limit: numbe
 }
 
 /**
- * Random request sequences (bursts, pauses, limit changes) checked against the DESIGN §3
+ * Random request sequences (bursts, pauses, limit changes) checked against the docs/api.md
  * invariants on every single step:
  *  - a 200 has count + remaining = limit, and `remaining` is exactly how many more would be allowed now;
  *  - a blocked request changes nothing and has retryAfterMs > 0 that is exact: blocked at

@@ -1,6 +1,6 @@
 /**
  * The wire contract of POST /limit against a real uWS listener: every field of the
- * spec's 200 and 429 bodies, the envelope, the RateLimit headers, and the DESIGN §2/§3
+ * spec's 200 and 429 bodies, the envelope, the RateLimit headers, and the docs/api.md
  * rules that are visible from outside (effective namespace, default algorithm, unknown
  * fields, independent durations, a changed limit keeps the count).
  */

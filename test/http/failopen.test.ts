@@ -1,7 +1,7 @@
 /**
  * Fail-open as a caller sees it, with a real fault and no mocks: in a two-node cluster the
  * owner of a key is frozen (SIGSTOP), so the other node cannot get a decision in time.
- * With FAIL_OPEN (default) the answer is the DESIGN §2 fail-open body; with FAIL_OPEN=false
+ * With FAIL_OPEN (default) the answer is the fail-open body of docs/api.md; with FAIL_OPEN=false
  * it is an enveloped 503. The failure detector is set slow (5 s) so the fault lasts.
  */
 import t from "tap";

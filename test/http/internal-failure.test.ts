@@ -1,5 +1,5 @@
 /**
- * Fail-open when a decision itself throws (DESIGN §2: reason "internal"). No request can
+ * Fail-open when a decision itself throws (docs/api.md, Fail-open: reason "internal"). No request can
  * make the real deciders throw, so the fault enters through the front end's Decider
  * interface: a decider that throws, behind a real uWS listener, real auth, real metrics.
  */

@@ -9,7 +9,7 @@ interface Block {
 }
 
 /**
- * A non-owner's memory of "the owner said this key is blocked until T" (DESIGN §4). Until
+ * A non-owner's memory of "the owner said this key is blocked until T" (docs/api.md, Cluster behaviour). Until
  * T nothing can unblock the key, unless its limit changes, which is part of the entry; so
  * answering 429 locally until T is exact and spares the owner a round trip per rejected
  * request, the traffic an abusive caller generates most of.
