@@ -42,6 +42,7 @@ const { values: args } = parseArgs({
     memory: { type: 'boolean', default: false },
     list: { type: 'boolean', default: false },
     markdown: { type: 'boolean', default: false },
+    baseline: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 })
@@ -57,6 +58,8 @@ if (args.help) {
   --connections N    connections in total, spread over a row's nodes (default 50)
   --memory           also run the memory scenarios (bench/memory.mjs)
   --markdown         also print the tables as Markdown
+  --baseline PATH    also run every selected ringlimit row against another build's main.js
+                     (rows named <row>@base): before/after figures from one run
   --list             list the scenarios and exit
 `)
   process.exit(0)
@@ -116,6 +119,20 @@ if (args.only) {
   selected = SCENARIOS.filter((s) => match(s.name))
 }
 
+// Before/after in one run: each ringlimit row gets a twin started from another build
+// (for example a worktree of the previous commit, built there).
+if (args.baseline) {
+  if (!existsSync(args.baseline)) {
+    process.stderr.write(`bench: --baseline ${args.baseline} does not exist\n`)
+    process.exit(2)
+  }
+  selected = selected.flatMap((s) =>
+    s.server.kind === 'ringlimit'
+      ? [s, { ...s, name: `${s.name}@base`, desc: `${s.desc} [${args.baseline}]`, server: { ...s.server, main: args.baseline } }]
+      : [s],
+  )
+}
+
 const tmp = mkdtempSync(join(tmpdir(), 'ringlimit-bench-'))
 installCleanup(() => rmSync(tmp, { recursive: true, force: true }))
 const apiKey = srv.makeApiKey()
@@ -158,7 +175,7 @@ async function startServer(s) {
   const tls = k.tls ? tlsFiles : undefined
   if (k.kind === 'floor') return srv.startFloor({ tls })
   if (k.kind === 'fastify') return srv.startFastify({ store: k.store, apiKey })
-  if (k.kind === 'ringlimit') return srv.startRinglimit({ apiKey, nodes: k.nodes ?? 1, tls })
+  if (k.kind === 'ringlimit') return srv.startRinglimit({ apiKey, nodes: k.nodes ?? 1, tls, ...(k.main ? { main: k.main } : {}) })
   throw new Error(`unknown server kind ${k.kind}`)
 }
 

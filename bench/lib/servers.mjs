@@ -164,7 +164,7 @@ export async function startFastify({ store, apiKey }) {
  * ringlimit from the repo's build: `node dist/src/main.js`, configured by environment.
  * nodes > 1: a static-peer cluster on loopback sharing a random CLUSTER_SECRET.
  */
-export async function startRinglimit({ apiKey, nodes = 1, tls, maxKeys = 5000000, extraEnv = {}, nodeArgs = [] }) {
+export async function startRinglimit({ apiKey, nodes = 1, tls, maxKeys = 5000000, extraEnv = {}, nodeArgs = [], main = ringlimitMain }) {
   const ports = []
   for (let i = 0; i < nodes; i++) ports.push({ http: await freePort(), peer: await freePort() })
   const common = {
@@ -181,7 +181,7 @@ export async function startRinglimit({ apiKey, nodes = 1, tls, maxKeys = 5000000
     common.CLUSTER_SECRET = randomBytes(32).toString('hex')
   }
   const recs = ports.map((p, i) =>
-    spawnTracked(`ringlimit${nodes > 1 ? ' n' + (i + 1) : ''}`, process.execPath, [...nodeArgs, ringlimitMain], {
+    spawnTracked(`ringlimit${nodes > 1 ? ' n' + (i + 1) : ''}`, process.execPath, [...nodeArgs, main], {
       cwd: repoRoot,
       env: { ...common, PORT: String(p.http), PEER_PORT: String(p.peer), ...(nodes > 1 ? { NODE_ID: `n${i + 1}` } : {}) },
     }),
