@@ -299,21 +299,35 @@ export class FrontEnd {
   private reject(x: Exchange, error: ErrorDef, closeConnection = false, details?: readonly FieldProblem[]): void {
     if (x.done) return;
     x.done = true;
-    const res = x.res;
-    if (!x.aborted) {
-      const body = errorBody(this.deps.ids.error(), x.receivedAt, error, details);
-      res.cork(() => {
-        res.writeStatus(error.statusLine);
-        // RFC 9110 §11.6.1: a 401 must say which scheme it wants. Callers without a key are
-        // not told the ring version either.
-        if (error === Errors.unauthorized) res.writeHeader("WWW-Authenticate", "Bearer");
-        else res.writeHeader(RING_VERSION_HEADER, this.deps.directory.version);
-        res.writeHeader("Content-Type", JSON_TYPE).end(body, closeConnection);
-      });
-    }
     if (x.endpoint === Endpoint.limit) this.deps.metrics.countRequest(error.status, x.query?.algorithm.code ?? -1);
     else this.deps.metrics.countEndpoint(x.endpoint, error.status);
+    if (x.aborted) return this.finish(x);
+    const body = errorBody(this.deps.ids.error(), x.receivedAt, error, details);
+    if (closeConnection) {
+      // Inside uWS's parser the socket is corked, and end(body, true) only marks the
+      // connection for closing after the parse; a request pipelined behind the oversized
+      // body then resets that mark and is served. Answered from the next turn instead,
+      // uncorked, end(body, true) writes, shuts down and closes at once; a request
+      // parsed meanwhile finds this response pending and uWS closes the connection. pause()
+      // stops reading the rest of the body from the kernel until then.
+      x.res.pause();
+      setImmediate(() => {
+        if (!x.aborted) x.res.cork(() => this.writeError(x.res, error, body, true));
+        this.finish(x);
+      });
+      return;
+    }
+    x.res.cork(() => this.writeError(x.res, error, body, false));
     this.finish(x);
+  }
+
+  private writeError(res: HttpResponse, error: ErrorDef, body: string, closeConnection: boolean): void {
+    res.writeStatus(error.statusLine);
+    // RFC 9110 §11.6.1: a 401 must say which scheme it wants. Callers without a key are
+    // not told the ring version either.
+    if (error === Errors.unauthorized) res.writeHeader("WWW-Authenticate", "Bearer");
+    else res.writeHeader(RING_VERSION_HEADER, this.deps.directory.version);
+    res.writeHeader("Content-Type", JSON_TYPE).end(body, closeConnection);
   }
 
   private internalError(x: Exchange, err: unknown): void {

@@ -59,6 +59,8 @@ export type BatchParseResult = { ok: true; queries: LimitQuery[] } | { ok: false
 export type ResetParseResult = { ok: true; query: ResetQuery } | { ok: false; problems: FieldProblem[] };
 
 const slugs = new SlugCache();
+const isWellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
+const NOT_WELL_FORMED = "must be well-formed Unicode (no lone surrogate code points)";
 
 /** Validate a parsed JSON body. Messages name the field and the rule, never the value. */
 export function toLimitQuery(body: unknown, prefix = ""): ParseResult {
@@ -67,6 +69,13 @@ export function toLimitQuery(body: unknown, prefix = ""): ParseResult {
     return { ok: false, problems: result.success ? [{ field: prefix || "body", message: "is invalid" }] : describe(result.errors, body, prefix) };
   }
   const valid = body;
+  // Refused rather than carried: the peer channel and hand-off encode keys as UTF-8, where a
+  // lone surrogate becomes U+FFFD, so "\ud800" and "\udbff" would share a counter when
+  // forwarded and have another one locally. For a string V8 holds in one byte per character
+  // (every ASCII or Latin-1 key) isWellFormed() answers from the representation without a
+  // scan: 6-20 ns per call; a two-byte string is scanned (512 CJK characters: ~360 ns).
+  const malformed = malformedUnicode(valid, prefix);
+  if (malformed !== undefined) return { ok: false, problems: malformed };
   const namespace = effectiveNamespace(valid.namespace, valid.product);
   if (namespace === undefined) return { ok: false, problems: [{ field: prefix + "product", message: "must contain at least one letter or digit" }] };
   const cost = valid.cost ?? DEFAULT_COST;
@@ -107,6 +116,8 @@ export function toResetQuery(body: unknown): ResetParseResult {
     const result = validateResetBody(body);
     return { ok: false, problems: result.success ? [{ field: "body", message: "is invalid" }] : describe(result.errors, body, "") };
   }
+  const malformed = malformedUnicode(body, "");
+  if (malformed !== undefined) return { ok: false, problems: malformed };
   const namespace = effectiveNamespace(body.namespace, body.product);
   if (namespace === undefined) return { ok: false, problems: [{ field: "product", message: "must contain at least one letter or digit" }] };
   return {
@@ -125,6 +136,17 @@ function effectiveNamespace(namespace: string, product: string | undefined): str
   if (product === undefined) return namespace;
   const slug = slugs.get(product);
   return slug === "" ? undefined : namespace + "." + slug;
+}
+
+/** Problems for namespace, product and identifier that are not well-formed Unicode; undefined when none. */
+function malformedUnicode(body: { namespace: string; product?: string | undefined; identifier: string }, prefix: string): FieldProblem[] | undefined {
+  if (isWellFormed(body.namespace) && isWellFormed(body.identifier) && (body.product === undefined || isWellFormed(body.product))) return undefined;
+  const problems: FieldProblem[] = [];
+  for (const field of ["namespace", "product", "identifier"] as const) {
+    const value = body[field];
+    if (value !== undefined && !isWellFormed(value)) problems.push({ field: prefix + field, message: NOT_WELL_FORMED });
+  }
+  return problems;
 }
 
 function describe(errors: typia.IValidation.IError[], body: unknown, prefix: string): FieldProblem[] {
