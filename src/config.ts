@@ -31,6 +31,8 @@ export const DEFAULTS = Object.freeze({
   maxKeys: 5_000_000 as number,
   metricsPort: undefined as number | undefined, // set: /metrics moves to this port
   advertiseUrl: undefined as string | undefined, // the URL clients reach this node at (GET /cluster); default: http(s)://host:port, see defaultAdvertiseUrl
+  metricsToken: undefined as string | undefined, // set: /metrics requires `Authorization: Bearer <token>`
+  metricsCacheMs: 1000 as number, // /metrics text is rendered at most once per this many ms (0: every scrape)
   logLevel: "info" as string,
 });
 
@@ -57,6 +59,36 @@ const list: Parser = (raw) =>
     .split(",")
     .map((s) => s.trim())
     .filter((s) => s !== "");
+/**
+ * API_KEYS / API_KEY_HASHES: comma-separated entries, each a key optionally scoped to
+ * namespace prefixes with `@`: `svc_sk_A@checkout.,search.,svc_sk_B`. A part that does not
+ * start a new key continues the prefix list of the scoped key before it.
+ */
+const keyList =
+  (startsKey: RegExp, what: string): Parser =>
+  (raw, name) => {
+    const entries: string[] = [];
+    const parts = list(raw, name) as string[];
+    for (const [i, part] of parts.entries()) {
+      if (startsKey.test(part)) entries.push(part);
+      else if (entries.length > 0 && entries[entries.length - 1]!.includes("@")) entries[entries.length - 1] += "," + part;
+      // Never echoed: a mistyped entry may be a secret.
+      else throw new ConfigError(name, `entry ${i + 1} is not ${what}, nor a namespace prefix after a key@prefix entry`);
+    }
+    for (const entry of entries) {
+      const at = entry.indexOf("@");
+      if (
+        at >= 0 &&
+        entry
+          .slice(at + 1)
+          .split(",")
+          .some((prefix) => prefix === "")
+      ) {
+        throw new ConfigError(name, "a key scope needs non-empty namespace prefixes: key@checkout.,search.");
+      }
+    }
+    return entries;
+  };
 const bool: Parser = (raw, name) => {
   const v = raw.trim().toLowerCase();
   if (["true", "1", "yes", "on"].includes(v)) return true;
@@ -78,8 +110,16 @@ const oneOf =
 const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]> = {
   host: ["HOST", str, "address the HTTP listener binds"],
   port: ["PORT", int(0, 65535), "HTTP port for POST /limit, /health, /ready, /metrics (0: any free port)"],
-  apiKeys: ["API_KEYS", list, "comma-separated API keys (svc_sk_…); with neither this nor API_KEY_HASHES a key is generated and logged once"],
-  apiKeyHashes: ["API_KEY_HASHES", list, "comma-separated SHA-256 hex digests of API keys (keeps plaintext keys out of configuration)"],
+  apiKeys: [
+    "API_KEYS",
+    keyList(/^svc_sk_/, "an API key (svc_sk_…)"),
+    "comma-separated API keys (svc_sk_…), each optionally scoped to namespace prefixes: svc_sk_…@checkout.,search.; with neither this nor API_KEY_HASHES a key is generated and logged once",
+  ],
+  apiKeyHashes: [
+    "API_KEY_HASHES",
+    keyList(/^[0-9a-fA-F]{64}(@|$)/, "a SHA-256 in hex"),
+    "comma-separated SHA-256 hex digests of API keys (keeps plaintext keys out of configuration), scoped like API_KEYS: <sha256>@checkout.",
+  ],
   tlsCertFile: ["TLS_CERT_FILE", str, "PEM certificate (chain) for HTTPS; set together with TLS_KEY_FILE (unset: plain HTTP)"],
   tlsKeyFile: ["TLS_KEY_FILE", str, "PEM private key for HTTPS"],
   nodeId: ["NODE_ID", str, "this node's ring name (unset: its entry in PEERS / PEERS_DNS, else PEER_HOST:PEER_PORT)"],
@@ -104,6 +144,8 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   failOpen: ["FAIL_OPEN", bool, "answer 200 with degraded: true when no exact decision can be made (false: 500 or 503 instead)"],
   maxKeys: ["MAX_KEYS", int(1, 1_000_000_000), "rate-limit states kept in memory; beyond it a sampled state near expiry is evicted"],
   metricsPort: ["METRICS_PORT", int(0, 65535), "serve /metrics on this port instead of PORT (unset: on PORT)"],
+  metricsToken: ["METRICS_TOKEN", str, "when set (16+ characters), /metrics requires Authorization: Bearer <token>"],
+  metricsCacheMs: ["METRICS_CACHE_MS", int(0, 60_000), "render /metrics at most once per this many ms; scrapes in between get the same text (0: every scrape)"],
   advertiseUrl: ["ADVERTISE_URL", str, "the URL clients reach this node at, listed by GET /cluster (unset: http(s)://HOST:PORT)"],
   logLevel: ["LOG_LEVEL", oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"]), "fatal, error, warn, info, debug, trace or silent"],
 };
@@ -139,10 +181,11 @@ export function configFrom(env: NodeJS.ProcessEnv, flags: ReadonlyMap<string, st
     if (config.port > 64535) throw new ConfigError("PEER_PORT", `default PORT + 1000 is out of range; set PEER_PORT`);
     config.peerPort = config.port === 0 ? 0 : config.port + 1000;
   }
-  for (const key of config.apiKeys) {
+  const keyOf = (entry: string) => (entry.includes("@") ? entry.slice(0, entry.indexOf("@")) : entry);
+  for (const key of config.apiKeys.map(keyOf)) {
     if (!API_KEY.test(key)) throw new ConfigError("API_KEYS", "every key must be svc_sk_ followed by at least 32 characters of [A-Za-z0-9_-]");
   }
-  for (const hash of config.apiKeyHashes) {
+  for (const hash of config.apiKeyHashes.map(keyOf)) {
     if (!/^[0-9a-fA-F]{64}$/.test(hash)) throw new ConfigError("API_KEY_HASHES", "every entry must be 64 hex characters (SHA-256)");
   }
   checkTlsFiles("TLS_CERT_FILE", config.tlsCertFile, "TLS_KEY_FILE", config.tlsKeyFile);
@@ -164,6 +207,9 @@ export function configFrom(env: NodeJS.ProcessEnv, flags: ReadonlyMap<string, st
   if (config.clusterSecret !== undefined) {
     const weakness = clusterSecretWeakness(config.clusterSecret);
     if (weakness !== undefined) throw new ConfigError("CLUSTER_SECRET", `${weakness}; npm run keygen prints a strong one`);
+  }
+  if (config.metricsToken !== undefined && config.metricsToken.length < 16) {
+    throw new ConfigError("METRICS_TOKEN", "must be at least 16 characters");
   }
   if (config.failureTimeoutMs <= config.heartbeatIntervalMs) {
     throw new ConfigError("FAILURE_TIMEOUT_MS", "must be greater than HEARTBEAT_INTERVAL_MS");

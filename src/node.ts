@@ -41,7 +41,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
     logger.warn({ generatedApiKey: generated.key, sha256: generated.sha256 }, "no API_KEYS or API_KEY_HASHES configured: generated an API key for this run");
   }
   const verifier = new ApiKeyVerifier(apiKeys, config.apiKeyHashes);
-  const metrics = new Metrics({ storedKeys: () => table.size, evictions: () => table.evictions, expirations: () => table.expirations });
+  const metrics = new Metrics({ storedKeys: () => table.size, evictions: () => table.evictions, expirations: () => table.expirations }, config.metricsCacheMs);
   const local = new LocalDecider(table);
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
   const cluster = clustered ? new Cluster(config, local, metrics, logger, readPeerTls(config)) : undefined;
@@ -59,6 +59,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
       failOpen: config.failOpen,
       ...(config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined ? { tls: { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile } } : {}),
       ...(config.metricsPort !== undefined ? { metricsPort: config.metricsPort } : {}),
+      ...(config.metricsToken !== undefined ? { metricsToken: config.metricsToken } : {}),
     },
     { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory },
   );

@@ -264,6 +264,8 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   MAX_KEYS: [["0"], ["-5"], ["1000000001"], ["many"]],
   METRICS_PORT: [["x"], ["65536"]],
   ADVERTISE_URL: [[""], ["10.0.0.1:8080"], ["ftp://x"], ["http://user:pw@x"], ["http://x/?q=1"]],
+  METRICS_TOKEN: [[""], ["short-token"]],
+  METRICS_CACHE_MS: [["-1"], ["60001"], ["1s"]],
   LOG_LEVEL: [["loud"], ["INFO"], [""]],
 };
 

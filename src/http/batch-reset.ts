@@ -28,6 +28,8 @@ export function answerBatchRequest(ends: ExchangeEnds, x: Exchange, parsed: unkn
   const result = toBatchQueries(parsed);
   if (!result.ok) return ends.reject(x, Errors.badRequest, result.problems);
   const queries = result.queries;
+  // All or nothing, like the batch itself: one item outside the key's scope refuses it.
+  for (const q of queries) if (!x.scope.admits(q.namespace)) return ends.reject(x, Errors.forbidden);
   try {
     ends.deps.decider.decideBatch(queries, x.receivedAt, (outcome) => answerBatch(ends, x, queries, outcome));
   } catch (err) {
@@ -72,6 +74,7 @@ export function answerResetRequest(ends: ExchangeEnds, x: Exchange, parsed: unkn
   const result = toResetQuery(parsed);
   if (!result.ok) return ends.reject(x, Errors.badRequest, result.problems);
   const query = result.query;
+  if (!x.scope.admits(query.namespace)) return ends.reject(x, Errors.forbidden);
   const answer = (outcome: ResetOutcome) => {
     if (x.done) return;
     if (x.aborted) {

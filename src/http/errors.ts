@@ -18,6 +18,7 @@ function def(code: string, status: number, reasonPhrase: string, message = reaso
 export const Errors = Object.freeze({
   badRequest: def("BAD_REQUEST", 400, "Bad Request"),
   unauthorized: def("UNAUTHORIZED", 401, "Unauthorized"),
+  forbidden: def("FORBIDDEN", 403, "Forbidden"),
   notFound: def("NOT_FOUND", 404, "Not Found"),
   methodNotAllowed: def("METHOD_NOT_ALLOWED", 405, "Method Not Allowed"),
   payloadTooLarge: def("PAYLOAD_TOO_LARGE", 413, "Payload Too Large"),

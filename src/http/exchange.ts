@@ -1,6 +1,7 @@
 import type { HttpResponse } from "uWebSockets.js";
 import type { LimitQuery } from "../decision.js";
 import type { Endpoint } from "../metrics/metrics.js";
+import { KeyScope } from "./auth.js";
 
 /**
  * One POST (/limit, /limit/batch or /limit/reset) in flight. A class rather than an object literal: V8 clones literals of
@@ -11,6 +12,8 @@ export class Exchange {
   aborted = false;
   done = false;
   query: LimitQuery | undefined = undefined;
+  /** the namespaces the caller's key may use (set once the key is verified) */
+  scope: KeyScope = KeyScope.ANY;
   /** inFlight already decremented */
   finished = false;
   /** inside uWS's onData callback, where writes are already corked */

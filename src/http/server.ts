@@ -3,7 +3,7 @@
 import { performance } from "node:perf_hooks";
 import { App, SSLApp, us_listen_socket_close, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from "uWebSockets.js";
 import { failOpenDecision, newDecision, type Decider, type Decision, type DegradedReason } from "../decision.js";
-import type { ApiKeyVerifier } from "./auth.js";
+import { BearerSecret, type ApiKeyVerifier } from "./auth.js";
 import {
   allowedBody,
   blockedBody,
@@ -55,6 +55,8 @@ export interface FrontEndOptions {
   tls?: { certFile: string; keyFile: string };
   /** serve /metrics on this port instead of the main one */
   metricsPort?: number;
+  /** when set, /metrics requires `Authorization: Bearer <metricsToken>` */
+  metricsToken?: string;
   failOpen: boolean;
 }
 
@@ -80,7 +82,7 @@ export interface RingDirectory {
 
 /**
  * The uWebSockets.js front end: route → auth (401) → Content-Type (415) → size (413) →
- * JSON (400) → fields (400) → decide, then write the answer. It knows nothing of where a
+ * JSON (400) → fields (400) → key scope (403) → decide, then write the answer. It knows nothing of where a
  * decision comes from: that is the Decider's business.
  */
 export class FrontEnd {
@@ -93,6 +95,7 @@ export class FrontEnd {
   private readonly failOpenScratch: Decision = newDecision();
   /** What the batch and reset endpoints (batch-reset.ts) need of this front end. */
   private readonly exchanges: ExchangeEnds;
+  private readonly metricsBearer: BearerSecret | undefined;
 
   constructor(
     private readonly options: FrontEndOptions,
@@ -106,6 +109,7 @@ export class FrontEnd {
       finish: (x) => this.finish(x),
       internalError: (x, err) => this.internalError(x, err),
     };
+    this.metricsBearer = options.metricsToken !== undefined ? new BearerSecret(options.metricsToken) : undefined;
     this.app = options.tls !== undefined ? SSLApp({ cert_file_name: options.tls.certFile, key_file_name: options.tls.keyFile }) : App();
     const app = this.app;
     app.post("/limit", (res, req) => this.onPost(res, req, Endpoint.limit, MAX_BODY_BYTES));
@@ -134,10 +138,10 @@ export class FrontEnd {
           .end(this.draining ? '{"status":"draining"}' : '{"status":"not ready"}');
     });
     if (options.metricsPort === undefined) {
-      app.get("/metrics", (res) => this.onMetrics(res));
+      app.get("/metrics", (res, req) => this.onMetrics(res, req));
     } else {
       this.adminApp = App()
-        .get("/metrics", (res) => this.onMetrics(res))
+        .get("/metrics", (res, req) => this.onMetrics(res, req))
         .any("/*", (res) => this.endError(res.writeStatus(Errors.notFound.statusLine), Errors.notFound));
     }
     app.any("/*", (res) => {
@@ -185,7 +189,9 @@ export class FrontEnd {
       this.finish(x);
     });
 
-    if (!this.deps.verifier.verifyHeader(req.getHeader(AUTHORIZATION))) return this.reject(x, Errors.unauthorized);
+    const scope = this.deps.verifier.scopeOf(req.getHeader(AUTHORIZATION));
+    if (scope === undefined) return this.reject(x, Errors.unauthorized);
+    x.scope = scope;
     if (!isJsonContentType(req.getHeader(CONTENT_TYPE_LC))) return this.reject(x, Errors.unsupportedMediaType);
     const declaredLength = req.getHeader(CONTENT_LENGTH);
     if (declaredLength !== "" && !(Number(declaredLength) <= maxBytes)) return this.reject(x, Errors.payloadTooLarge, true);
@@ -231,6 +237,9 @@ export class FrontEnd {
     if (!result.ok) return this.reject(x, Errors.badRequest, false, result.problems);
     const query = result.query;
     x.query = query;
+    // Checked on the effective namespace (with the product slug): the one the counters live
+    // under and the answer names. A 403 does not count.
+    if (!x.scope.admits(query.namespace)) return this.reject(x, Errors.forbidden);
     const decider = this.deps.decider;
     try {
       // A local decision comes back synchronously, without a `done` closure per request.
@@ -356,12 +365,17 @@ export class FrontEnd {
     res.writeStatus("200 OK").writeHeader(RING_VERSION_HEADER, dir.version).writeHeader("Content-Type", JSON_TYPE).end(body);
   }
 
-  private onMetrics(res: HttpResponse): void {
+  private onMetrics(res: HttpResponse, req: HttpRequest): void {
+    if (this.metricsBearer !== undefined && !this.metricsBearer.matches(req.getHeader(AUTHORIZATION))) {
+      res.writeStatus(Errors.unauthorized.statusLine).writeHeader("WWW-Authenticate", "Bearer");
+      return this.endError(res, Errors.unauthorized);
+    }
     let aborted = false;
     res.onAborted(() => (aborted = true));
-    this.deps.metrics.render().then(
-      ({ contentType, body }) => {
-        if (!aborted) res.cork(() => res.writeStatus("200 OK").writeHeader("Content-Type", contentType).end(body));
+    const metrics = this.deps.metrics;
+    metrics.render().then(
+      (body) => {
+        if (!aborted) res.cork(() => res.writeStatus("200 OK").writeHeader("Content-Type", metrics.contentType).end(body));
       },
       (err: unknown) => {
         this.deps.logger.error({ err }, "metrics failed");

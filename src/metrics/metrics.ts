@@ -2,8 +2,15 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import { ALGORITHMS } from "../algorithms/index.js";
 import { DEGRADED_REASONS, type DegradedReason } from "../decision.js";
 import { FastHistogram } from "./fast-histogram.js";
+import { RenderCache } from "./render-cache.js";
 
-const STATUSES = [200, 400, 401, 404, 405, 413, 415, 429, 500, 503] as const;
+const STATUSES = [200, 400, 401, 403, 404, 405, 413, 415, 429, 500, 503] as const;
+
+export interface MetricSources {
+  storedKeys: () => number;
+  evictions: () => number;
+  expirations: () => number;
+}
 
 /** The POST endpoints, as the `endpoint` label of ringlimit_endpoint_requests_total names them. */
 export const Endpoint = Object.freeze({ limit: 0, batch: 1, reset: 2 });
@@ -24,9 +31,12 @@ export class Metrics {
   private readonly endpointCounts = new Float64Array(ENDPOINT_PATHS.length * STATUSES.length);
   private batchItems = 0;
   readonly decisionSeconds: FastHistogram;
+  private readonly rendered: RenderCache;
 
-  constructor(sources: { storedKeys: () => number; evictions: () => number; expirations: () => number }) {
+  /** `renderIntervalMs`: /metrics text is rendered at most once per this many ms (0: every scrape). */
+  constructor(sources: MetricSources, renderIntervalMs = 0, clock: () => number = Date.now) {
     const registry = this.registry;
+    this.rendered = new RenderCache(() => registry.metrics(), renderIntervalMs, clock);
     collectDefaultMetrics({ register: registry });
     const requestCounts = this.requestCounts;
     new Counter({
@@ -108,6 +118,16 @@ export class Metrics {
         this.inc(sources.evictions());
       },
     });
+    const rendered = this.rendered;
+    new Counter({
+      name: "ringlimit_metrics_renders_total",
+      help: "Times the /metrics text was rendered (at most once per METRICS_CACHE_MS; scrapes in between get the same text)",
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(rendered.renders + 1);
+      },
+    });
     new Counter({
       name: "ringlimit_expirations_total",
       help: "States dropped by the expiry sweep",
@@ -140,7 +160,12 @@ export class Metrics {
     this.degradedCounts[DEGRADED_REASONS.indexOf(reason)]!++;
   }
 
-  async render(): Promise<{ contentType: string; body: string }> {
-    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** The exposition text, rendered at most once per interval. */
+  render(): Promise<string> {
+    return this.rendered.get();
   }
 }

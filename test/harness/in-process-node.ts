@@ -11,7 +11,7 @@ export interface TestNode {
 
 /** A real node (real uWS listener on 127.0.0.1, free port) inside the test process. */
 export async function startTestNode(env: Record<string, string> = {}): Promise<TestNode> {
-  const config = loadConfig({ HOST: "127.0.0.1", PORT: "0", API_KEYS: TEST_KEY, LOG_LEVEL: "silent", DRAIN_TIMEOUT_MS: "2000", ...env });
+  const config = loadConfig({ HOST: "127.0.0.1", PORT: "0", API_KEYS: TEST_KEY, LOG_LEVEL: "silent", DRAIN_TIMEOUT_MS: "2000", METRICS_CACHE_MS: "0", ...env });
   const node = await startNode(config, createLogger("silent"));
   const scheme = config.tlsCertFile !== undefined ? "https" : "http";
   return { url: `${scheme}://127.0.0.1:${node.port}`, node, stop: () => node.stop() };

@@ -52,6 +52,8 @@ export async function spawnNode(env: Record<string, string>, options: { waitRead
     HOST: "127.0.0.1",
     API_KEYS: TEST_KEY,
     LOG_LEVEL: "warn",
+    // Tests read counters right after the requests they count; test/http/metrics.test.ts covers the cache.
+    METRICS_CACHE_MS: "0",
     PEER_PORT: String(await freePort()),
     ...env,
     PORT: String(port),
