@@ -68,6 +68,18 @@ t.test("scoped and unscoped keys, plaintext and hashed", async (t) => {
   t.equal((await ask(checkout, { namespace: "search.x", limit: 0 })).status, 400);
   t.equal((await ask(newKey(), { namespace: "checkout.x" })).status, 401);
 
+  // Batch and reset: the same scope, all or nothing.
+  const post = (key: string, path: string, body: unknown) =>
+    request(node.url + path, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  const item = (namespace: string) => ({ namespace, identifier: "b", limit: 5, duration: 60 });
+  t.equal((await post(checkout, "/limit/batch", { requests: [item("checkout.a"), item("billing.eu1")] })).status, 200, "batch in scope");
+  const mixed = await post(checkout, "/limit/batch", { requests: [item("checkout.a"), item("search.a")] });
+  t.equal(mixed.status, 403, "a batch with one item out of scope is refused");
+  t.equal(mixed.json?.data?.error, "Forbidden");
+  t.equal((await ask(admin, { namespace: "checkout.a", identifier: "b", limit: 5 })).json?.data?.count, 2, "and none of it counted");
+  t.equal((await post(checkout, "/limit/reset", { namespace: "search.web", identifier: "u1" })).status, 403, "reset out of scope");
+  t.equal((await post(checkout, "/limit/reset", { namespace: "checkout.web", identifier: "u1" })).status, 200, "reset in scope");
+
   const metrics = await request(node.url + "/metrics");
   t.match(metrics.text, /ringlimit_requests_total\{status="403",algorithm="fixed-window"\} \d+/, "403s are counted in metrics");
 });

@@ -5,7 +5,7 @@
  * exactly. The cluster half of this is test/shard/cluster/lossless-keys.test.ts.
  */
 import t from "tap";
-import { limit } from "../harness/http-client.js";
+import { limit, request, TEST_KEY } from "../harness/http-client.js";
 import { useTestNode } from "../harness/in-process-node.js";
 
 const node = useTestNode(t);
@@ -28,6 +28,32 @@ t.test("a lone surrogate in namespace, product or identifier: 400 naming each fi
   }
   const all = await limit(node.url, { namespace: "\ud800", product: "\udc00", identifier: "\ud800", limit: 5, duration: 60 });
   t.same(all.json?.data?.details?.map((d: { field: string }) => d.field).sort(), ["identifier", "namespace", "product"], "every bad field named");
+});
+
+t.test("batch items and resets: the field is named with its item", async (t) => {
+  const post = (path: string, body: unknown) =>
+    request(node.url + path, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  const batch = await post("/limit/batch", {
+    requests: [
+      { namespace: "u", identifier: "ok", limit: 5, duration: 60 },
+      { namespace: "u", identifier: "\ud800", limit: 5, duration: 60 },
+    ],
+  });
+  t.equal(batch.status, 400);
+  t.same(
+    batch.json?.data?.details?.map((d: { field: string }) => d.field),
+    ["requests[1].identifier"],
+  );
+  const reset = await post("/limit/reset", { namespace: "\udc00", identifier: "x" });
+  t.equal(reset.status, 400);
+  t.same(
+    reset.json?.data?.details?.map((d: { field: string }) => d.field),
+    ["namespace"],
+  );
 });
 
 t.test("well-formed text of every plane is accepted and echoed exactly", async (t) => {
