@@ -3,10 +3,10 @@
 
 /** Frame types (the `u8 type` after the length). Anything else closes the connection. */
 export const FrameType = {
-  HELLO: 1, // client → server: nonceC, clientNodeId
-  CHALLENGE: 2, // server → client: nonceS, serverMac, serverNodeId
-  PROOF: 3, // client → server: clientMac
-  READY: 4, // server → client: empty; the connection is now authenticated
+  HELLO: 1, // client → server: version, nonceC, clientNodeId, serverNodeId (the node it means to reach)
+  CHALLENGE: 2, // server → client: nonceS, serverProof
+  PROOF: 3, // client → server: clientProof
+  READY: 4, // server → client: empty, the first sealed frame; the connection is now authenticated
   PING: 5, // client → server: f64 timestamp
   PONG: 6, // server → client: the PING's timestamp echoed
   DECIDE: 7, // client → server: a batch of decision requests
@@ -17,11 +17,30 @@ export const FrameType = {
 export type FrameTypeCode = (typeof FrameType)[keyof typeof FrameType];
 export const MAX_FRAME_TYPE = 10;
 
-/** `u32 length` counts the type byte and the payload, not itself. */
+/** `u32 length` counts the type byte, the payload and (after the handshake) the tag, not itself. */
 export const FRAME_HEADER_BYTES = 5;
 
-/** Largest accepted `length`; a bigger one closes the connection before its body arrives. */
-export const MAX_FRAME_BYTES = 1024 * 1024;
+/**
+ * Every frame after the handshake ends in this many bytes of HMAC-SHA256 (truncated, as
+ * in RFC 2104 §5 / TLS's truncated_hmac) over the per-direction sequence number and the
+ * frame. 128 bits: a forger's chance per attempt is 2^-128, and one failure closes the connection.
+ */
+export const TAG_BYTES = 16;
+
+/**
+ * Largest accepted `length`; a bigger one closes the connection before its body arrives.
+ * Hand-off batches are cut at 256 KiB (plus one record of at most 64 KiB), which this
+ * fits; a DECIDE frame is bounded more tightly by MAX_DECIDE_ITEMS.
+ */
+export const MAX_FRAME_BYTES = 512 * 1024;
+
+/**
+ * Most items one DECIDE frame may carry; a frame with more is refused whole, before any
+ * item is decided. Deciding an item costs ~1-13 µs (more when it creates a state), so a
+ * frame holds the event loop for well under 10 ms. (Uncapped, one 1 MiB frame of ~60 k
+ * minimal items held it ~750 ms.) Writers start a new frame at this count.
+ */
+export const MAX_DECIDE_ITEMS = 512;
 
 /**
  * Largest frame accepted before the handshake completes. The HMAC handshake
@@ -30,19 +49,16 @@ export const MAX_FRAME_BYTES = 1024 * 1024;
  */
 export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
 
-/** Nonce and HMAC-SHA256 sizes in the handshake. */
+/** Version byte at the start of HELLO; a server refuses any other (this is protocol 2). */
+export const PROTOCOL_VERSION = 2;
+/** Nonce and proof (HMAC-SHA256) sizes in the handshake. */
 export const NONCE_BYTES = 32;
 export const MAC_BYTES = 32;
 /** Node ids travel as u16 length + UTF-8; more than this is refused. */
 export const MAX_NODE_ID_BYTES = 1024;
 
-/**
- * Labels that make the two proofs of the handshake distinct, so a server's
- * proof can never be reflected back as a client's (same length on purpose:
- * label ‖ nonce ‖ nonce then has one parse).
- */
-export const SERVER_PROOF_LABEL = "ringlimit/server";
-export const CLIENT_PROOF_LABEL = "ringlimit/client";
+/** Start of the handshake transcript that every proof and session key is derived from (docs/peer-protocol.md). */
+export const TRANSCRIPT_LABEL = "ringlimit peer protocol 2";
 
 /** Algorithm codes on the wire (`u8 algorithm`), index = code. */
 export const ALGORITHMS = ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"] as const;
@@ -70,15 +86,18 @@ export const MAX_CALL_ERROR_BYTES = 1024;
 
 /**
  * Hard limit on the time a server gives a new connection to complete the
- * HMAC handshake. The client uses the same limit for its side.
+ * handshake (TLS included). The client uses the same limit for its side. A
+ * member completes it in one round trip; kept short so unauthenticated
+ * connections cannot sit on slots.
  */
-export const HANDSHAKE_TIMEOUT_MS = 10_000;
+export const HANDSHAKE_TIMEOUT_MS = 2_000;
 
 /** Defaults for PeerServer and PeerClient options. */
 export const PEER_DEFAULTS = Object.freeze({
   handshakeTimeoutMs: HANDSHAKE_TIMEOUT_MS, // ms, server and client
   idleTimeoutMs: 5_000, // ms, server: an authenticated connection silent this long is closed (clients ping every 200 ms)
-  maxPendingHandshakes: 256, // count, server: unauthenticated connections beyond this are dropped on accept
+  maxPendingHandshakes: 256, // count, server: unauthenticated connections held at once; beyond it the oldest is closed
+  maxPendingPerSource: 16, // count, server: the same from one source address
   timeoutMs: 100, // ms, client: deadline of one decide() (the service's PEER_TIMEOUT_MS)
   heartbeatIntervalMs: 200, // ms, client: PING period
   failureTimeoutMs: 1_000, // ms, client: no frame received this long ⇒ 'down'

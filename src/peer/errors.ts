@@ -26,6 +26,14 @@ export class FrameError extends Error {
   }
 }
 
+/** A frame after the handshake whose tag is not the next one in sequence: forged, altered, replayed, reordered or injected. */
+export class FrameAuthError extends FrameError {
+  constructor() {
+    super("frame authentication failed");
+    this.name = "FrameAuthError";
+  }
+}
+
 // The hot path answers a whole batch with the same error when a peer is slow
 // or gone, at request rate. Capturing a stack per waiter would cost more than
 // the decision itself, so decide() callbacks get these shared, frozen

@@ -1,13 +1,15 @@
 // Length-prefixed framing: `u32 BE length` (bytes after the length field),
-// then `u8 type`, then the payload. The decoder turns arbitrary TCP chunks
-// back into whole frames.
+// then `u8 type`, then the payload, then (after the handshake) a TAG_BYTES
+// tag. The decoder turns arbitrary TCP chunks back into whole frames and,
+// once it has an opener, checks every tag before a frame is delivered.
 
-import { FRAME_HEADER_BYTES, MAX_FRAME_BYTES, MAX_FRAME_TYPE } from "./constants.js";
-import { FrameError } from "./errors.js";
+import { FRAME_HEADER_BYTES, MAX_FRAME_BYTES, MAX_FRAME_TYPE, TAG_BYTES } from "./constants.js";
+import { FrameAuthError, FrameError } from "./errors.js";
+import type { FrameOpener } from "./session.js";
 
 /**
- * Called once per complete frame. `body` (the payload, without length and
- * type) is a view into a buffer the decoder reuses: it is valid only until
+ * Called once per complete frame. `body` (the payload, without length, type
+ * and tag) is a view into a buffer the decoder reuses: it is valid only until
  * the callback returns. Copy anything kept longer.
  */
 export type FrameHandler = (type: number, body: Buffer) => void;
@@ -19,6 +21,11 @@ const INITIAL_ACCUMULATOR_BYTES = 16 * 1024;
 export class FrameDecoder {
   /** Largest accepted `length`; lowered while unauthenticated, raised after the handshake. */
   maxFrameBytes: number;
+  /**
+   * Set once the handshake has made session keys: from then on every frame must end in
+   * the tag of the next sequence number, and one that does not throws before delivery.
+   */
+  opener: FrameOpener | null = null;
   private readonly onFrame: FrameHandler;
   // Bytes of an incomplete frame carried over between chunks. In the common
   // case (a chunk holds only whole frames) this stays empty and frames are
@@ -75,8 +82,16 @@ export class FrameDecoder {
       const type = buf[pos + 4]!;
       if (type === 0 || type > MAX_FRAME_TYPE) throw new FrameError(`unknown frame type ${type}`);
       if (avail < 4 + len) break;
-      const body = buf.subarray(pos + FRAME_HEADER_BYTES, pos + 4 + len);
-      pos += 4 + len;
+      const frameEnd = pos + 4 + len;
+      const opener = this.opener;
+      let body: Buffer;
+      if (opener === null) {
+        body = buf.subarray(pos + FRAME_HEADER_BYTES, frameEnd);
+      } else {
+        if (!opener.open(buf, pos, frameEnd)) throw new FrameAuthError();
+        body = buf.subarray(pos + FRAME_HEADER_BYTES, frameEnd - TAG_BYTES);
+      }
+      pos = frameEnd;
       this.onFrame(type, body);
     }
     if (this.stopped) return;
@@ -110,18 +125,36 @@ export class FrameDecoder {
   }
 }
 
-/** Write a frame header for a payload of `payloadBytes` at `offset`. */
+/**
+ * Write the header of a sealed frame (one sent after the handshake) whose payload is
+ * `payloadBytes`: the length counts the TAG_BYTES of room the caller leaves after the
+ * payload for FrameSealer.
+ */
 export function writeFrameHeader(buf: Buffer, offset: number, type: number, payloadBytes: number): void {
-  buf.writeUInt32BE(payloadBytes + 1, offset);
+  buf.writeUInt32BE(payloadBytes + 1 + TAG_BYTES, offset);
   buf[offset + 4] = type;
 }
 
-/** A whole frame (header + payload) in a new buffer; for the cold path. */
+/** Bytes of a sealed frame with a payload of `payloadBytes`. */
+export function sealedFrameBytes(payloadBytes: number): number {
+  return FRAME_HEADER_BYTES + payloadBytes + TAG_BYTES;
+}
+
+/** A whole sealed frame (header, payload, room for its tag) in a new buffer; for the cold path. */
 export function encodeFrame(type: number, payload?: Buffer): Buffer {
   const n = payload === undefined ? 0 : payload.length;
-  if (n + 1 > MAX_FRAME_BYTES) throw new FrameError(`payload of ${n} bytes exceeds the frame limit`);
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + n);
+  if (n + 1 + TAG_BYTES > MAX_FRAME_BYTES) throw new FrameError(`payload of ${n} bytes exceeds the frame limit`);
+  const frame = Buffer.alloc(sealedFrameBytes(n));
   writeFrameHeader(frame, 0, type, n);
   if (payload !== undefined) payload.copy(frame, FRAME_HEADER_BYTES);
+  return frame;
+}
+
+/** A handshake frame (HELLO, CHALLENGE, PROOF): no tag, there are no keys yet. */
+export function encodeHandshakeFrame(type: number, payload: Buffer): Buffer {
+  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.length);
+  frame.writeUInt32BE(payload.length + 1, 0);
+  frame[4] = type;
+  payload.copy(frame, FRAME_HEADER_BYTES);
   return frame;
 }

@@ -1,24 +1,32 @@
-// The HMAC nonce handshake that opens every peer connection.
+// The handshake that opens every peer connection (docs/peer-protocol.md).
 //
-//   client → HELLO(nonceC, clientNodeId)
-//   server → CHALLENGE(nonceS, serverNodeId, HMAC(secret, "ringlimit/server" ‖ nonceC ‖ nonceS))
-//   client → PROOF(HMAC(secret, "ringlimit/client" ‖ nonceS ‖ nonceC))
-//   server → READY
+//   client → HELLO(version, nonceC, clientId, serverId)   serverId: the member it dialed
+//   server → CHALLENGE(nonceS, serverProof)                only if serverId is its own id
+//   client → PROOF(clientProof)
+//   server → READY                                         the first sealed frame
 //
-// The secret never crosses the wire. Both sides contribute a fresh 32-byte
-// nonce, so a recorded proof is useless on another connection, and the two
-// directions use different labels, so a server's proof cannot be reflected
-// back as a client's. Without TLS this authenticates the opening only: an
-// attacker on the path could still inject into an established connection,
-// which is what the `tls` option is for.
+// Everything is derived from one HKDF-SHA256 over the cluster secret, salted
+// with both nonces, whose info is the transcript
+//   "ringlimit peer protocol 2" ‖ u16 len ‖ clientId ‖ u16 len ‖ serverId ‖ nonceC ‖ nonceS
+// and whose 128 bytes of output are, in order: serverProof, clientProof, the
+// client→server frame key and the server→client frame key. So a proof holds
+// only for this pair of nodes, in this direction, on this connection:
+//  - relayed to another node, it was made for a different serverId (and that
+//    node refuses a HELLO naming someone else before it answers at all);
+//  - reflected back to the node that made it (its own proof opening its own
+//    server), the roles are swapped, so the transcript differs; and a server
+//    refuses a client claiming the server's own id;
+//  - a server's proof is never a client's: they are different output bytes.
+// The secret never crosses the wire, and the frame keys never do either.
 
-import { createHmac, createSecretKey, randomBytes, timingSafeEqual, type KeyObject } from "node:crypto";
-import { CLIENT_PROOF_LABEL, FrameType, MAC_BYTES, NONCE_BYTES, SERVER_PROOF_LABEL } from "./constants.js";
+import { createSecretKey, hkdfSync, randomBytes, timingSafeEqual, type KeyObject } from "node:crypto";
+import { FrameType, MAC_BYTES, NONCE_BYTES, TRANSCRIPT_LABEL } from "./constants.js";
 import { encodeFrame } from "./frame.js";
-import { decodeChallenge, decodeHello, decodeProof, encodeChallenge, encodeHello, encodeProof, expectEmpty } from "./messages.js";
+import { decodeChallenge, decodeHello, decodeProof, encodeChallenge, encodeHello, encodeProof, expectEmpty, nodeIdBytes } from "./messages.js";
+import { FrameOpener, FrameSealer, type Session } from "./session.js";
 
-const SERVER_LABEL = Buffer.from(SERVER_PROOF_LABEL, "utf8");
-const CLIENT_LABEL = Buffer.from(CLIENT_PROOF_LABEL, "utf8");
+const LABEL = Buffer.from(TRANSCRIPT_LABEL, "utf8");
+const KEY_BYTES = 32;
 
 /** The cluster secret as a key object, made once per server or client. */
 export function secretKey(secret: string): KeyObject {
@@ -26,12 +34,36 @@ export function secretKey(secret: string): KeyObject {
   return createSecretKey(Buffer.from(secret, "utf8"));
 }
 
-export function serverProof(key: KeyObject, nonceC: Buffer, nonceS: Buffer): Buffer {
-  return createHmac("sha256", key).update(SERVER_LABEL).update(nonceC).update(nonceS).digest();
+/** What one handshake derives; both sides compute the same. */
+export interface HandshakeSecrets {
+  serverProof: Buffer;
+  clientProof: Buffer;
+  clientToServer: KeyObject;
+  serverToClient: KeyObject;
 }
 
-export function clientProof(key: KeyObject, nonceC: Buffer, nonceS: Buffer): Buffer {
-  return createHmac("sha256", key).update(CLIENT_LABEL).update(nonceS).update(nonceC).digest();
+/** The transcript both sides bind: who calls whom, and both nonces. */
+export function transcript(clientId: string, serverId: string, nonceC: Buffer, nonceS: Buffer): Buffer {
+  const c = nodeIdBytes(clientId);
+  const s = nodeIdBytes(serverId);
+  return Buffer.concat([LABEL, u16(c.length), c, u16(s.length), s, nonceC, nonceS]);
+}
+
+function u16(n: number): Buffer {
+  const b = Buffer.allocUnsafe(2);
+  b.writeUInt16BE(n, 0);
+  return b;
+}
+
+export function deriveSecrets(key: KeyObject, clientId: string, serverId: string, nonceC: Buffer, nonceS: Buffer): HandshakeSecrets {
+  const salt = Buffer.concat([nonceC, nonceS]);
+  const out = Buffer.from(hkdfSync("sha256", key, salt, transcript(clientId, serverId, nonceC, nonceS), 2 * MAC_BYTES + 2 * KEY_BYTES));
+  return {
+    serverProof: out.subarray(0, MAC_BYTES),
+    clientProof: out.subarray(MAC_BYTES, 2 * MAC_BYTES),
+    clientToServer: createSecretKey(out.subarray(2 * MAC_BYTES, 2 * MAC_BYTES + KEY_BYTES)),
+    serverToClient: createSecretKey(out.subarray(2 * MAC_BYTES + KEY_BYTES)),
+  };
 }
 
 /** Constant-time comparison of a received proof with the expected one. */
@@ -39,19 +71,23 @@ export function proofMatches(expected: Buffer, received: Buffer): boolean {
   return received.length === MAC_BYTES && expected.length === MAC_BYTES && timingSafeEqual(expected, received);
 }
 
-/** Raised when the other side fails to prove the secret or breaks the handshake order. */
+/** Raised when the other side fails to prove the secret, names the wrong node, or breaks the handshake order. */
 export class HandshakeError extends Error {
-  constructor(message: string) {
+  /** A short stable reason, for counting refusals without logging each one. */
+  readonly reason: string;
+  constructor(reason: string, message: string) {
     super(message);
     this.name = "HandshakeError";
+    this.reason = reason;
   }
 }
 
-/** Server side: feed it the frames received before READY. */
+/** Server side: feed it the frames received before the connection is authenticated. */
 export class ServerHandshake {
   remoteNodeId = "";
-  private nonceC: Buffer | null = null;
-  private nonceS: Buffer | null = null;
+  /** Set once the client's proof is accepted; READY must then be sent sealed with it. */
+  session: Session | null = null;
+  private secrets: HandshakeSecrets | null = null;
 
   constructor(
     private readonly key: KeyObject,
@@ -59,58 +95,75 @@ export class ServerHandshake {
   ) {}
 
   /**
-   * Returns true once the client has proven the secret (READY has then been
-   * sent). Throws HandshakeError or FrameError on anything unexpected.
+   * Returns true once the client has proven the secret; the caller then seals and
+   * sends READY with `session`. Throws HandshakeError or FrameError on anything unexpected.
    */
   receive(type: number, body: Buffer, send: (frame: Buffer) => void): boolean {
-    if (this.nonceC === null) {
-      if (type !== FrameType.HELLO) throw new HandshakeError(`expected HELLO, got frame type ${type}`);
+    if (this.secrets === null) {
+      if (type !== FrameType.HELLO) throw new HandshakeError("order", `expected HELLO, got frame type ${type}`);
       const hello = decodeHello(body);
-      this.nonceC = hello.nonce;
-      this.remoteNodeId = hello.nodeId;
-      this.nonceS = randomBytes(NONCE_BYTES);
-      send(encodeChallenge(this.nonceS, serverProof(this.key, this.nonceC, this.nonceS), this.nodeId));
+      if (hello.serverNodeId !== this.nodeId) {
+        throw new HandshakeError("wrong_node", `client dialed node ${JSON.stringify(hello.serverNodeId)}, this is ${JSON.stringify(this.nodeId)}`);
+      }
+      if (hello.clientNodeId === this.nodeId) throw new HandshakeError("reflected", "client claims this node's own id");
+      const nonceS = randomBytes(NONCE_BYTES);
+      this.remoteNodeId = hello.clientNodeId;
+      this.secrets = deriveSecrets(this.key, hello.clientNodeId, this.nodeId, hello.nonce, nonceS);
+      send(encodeChallenge(nonceS, this.secrets.serverProof));
       return false;
     }
-    if (type !== FrameType.PROOF) throw new HandshakeError(`expected PROOF, got frame type ${type}`);
-    const proof = decodeProof(body);
-    if (!proofMatches(clientProof(this.key, this.nonceC, this.nonceS!), proof)) {
-      throw new HandshakeError("client proof does not match the cluster secret");
+    if (type !== FrameType.PROOF) throw new HandshakeError("order", `expected PROOF, got frame type ${type}`);
+    if (!proofMatches(this.secrets.clientProof, decodeProof(body))) {
+      throw new HandshakeError("bad_proof", "client proof does not match the cluster secret and this handshake");
     }
-    send(encodeFrame(FrameType.READY));
+    this.session = { sealer: new FrameSealer(this.secrets.serverToClient), opener: new FrameOpener(this.secrets.clientToServer) };
     return true;
   }
 }
 
+/** The READY frame, unsealed (seal it with the session's sealer). */
+export function readyFrame(): Buffer {
+  return encodeFrame(FrameType.READY);
+}
+
 /** Client side: start() gives the HELLO, then feed it the frames received before READY. */
 export class ClientHandshake {
-  remoteNodeId = "";
+  /** Set once the server's proof is accepted: frames from then on (READY first) are sealed. */
+  session: Session | null = null;
   private readonly nonceC = randomBytes(NONCE_BYTES);
-  private proved = false;
 
+  /**
+   * @param nodeId this node's id
+   * @param serverNodeId the id of the node this client dials: any other is refused
+   */
   constructor(
     private readonly key: KeyObject,
     private readonly nodeId: string,
+    readonly serverNodeId: string,
   ) {}
 
   start(): Buffer {
-    return encodeHello(this.nonceC, this.nodeId);
+    return encodeHello(this.nonceC, this.nodeId, this.serverNodeId);
   }
 
-  /** Returns true on READY. Throws HandshakeError or FrameError on anything unexpected. */
+  /**
+   * Returns true on READY. Throws HandshakeError or FrameError on anything unexpected.
+   * After the CHALLENGE is accepted, `session` is set and the caller must open every
+   * later frame with its opener (READY included).
+   */
   receive(type: number, body: Buffer, send: (frame: Buffer) => void): boolean {
-    if (!this.proved) {
-      if (type !== FrameType.CHALLENGE) throw new HandshakeError(`expected CHALLENGE, got frame type ${type}`);
+    if (this.session === null) {
+      if (type !== FrameType.CHALLENGE) throw new HandshakeError("order", `expected CHALLENGE, got frame type ${type}`);
       const ch = decodeChallenge(body);
-      if (!proofMatches(serverProof(this.key, this.nonceC, ch.nonce), ch.mac)) {
-        throw new HandshakeError("server proof does not match the cluster secret");
+      const secrets = deriveSecrets(this.key, this.nodeId, this.serverNodeId, this.nonceC, ch.nonce);
+      if (!proofMatches(secrets.serverProof, ch.proof)) {
+        throw new HandshakeError("bad_proof", `server proof does not match the cluster secret and node ${JSON.stringify(this.serverNodeId)}`);
       }
-      this.remoteNodeId = ch.nodeId;
-      this.proved = true;
-      send(encodeProof(clientProof(this.key, this.nonceC, ch.nonce)));
+      this.session = { sealer: new FrameSealer(secrets.clientToServer), opener: new FrameOpener(secrets.serverToClient) };
+      send(encodeProof(secrets.clientProof));
       return false;
     }
-    if (type !== FrameType.READY) throw new HandshakeError(`expected READY, got frame type ${type}`);
+    if (type !== FrameType.READY) throw new HandshakeError("order", `expected READY, got frame type ${type}`);
     expectEmpty(body, "READY");
     return true;
   }

@@ -16,81 +16,86 @@ import {
   FrameType,
   MAC_BYTES,
   MAX_ALGORITHM,
+  MAX_DECIDE_ITEMS,
   MAX_FRAME_BYTES,
   MAX_NODE_ID_BYTES,
   MAX_STRING_BYTES,
   NONCE_BYTES,
+  PROTOCOL_VERSION,
+  TAG_BYTES,
 } from "./constants.js";
 import { FrameError } from "./errors.js";
-import { encodeFrame, writeFrameHeader } from "./frame.js";
+import { encodeHandshakeFrame, sealedFrameBytes, writeFrameHeader } from "./frame.js";
 
 // ---------------------------------------------------------------- handshake
 
 export interface Hello {
   nonce: Buffer;
-  nodeId: string;
+  /** who is calling */
+  clientNodeId: string;
+  /** whom the caller means to reach; the server refuses a HELLO not meant for it */
+  serverNodeId: string;
 }
 export interface Challenge {
   nonce: Buffer;
-  mac: Buffer;
-  nodeId: string;
+  proof: Buffer;
 }
 
-function nodeIdBytes(nodeId: string): Buffer {
+export function nodeIdBytes(nodeId: string): Buffer {
   const b = Buffer.from(nodeId, "utf8");
-  if (b.length === 0 || b.length > MAX_NODE_ID_BYTES) {
-    throw new FrameError(`node id must be 1..${MAX_NODE_ID_BYTES} UTF-8 bytes`);
+  if (b.length === 0 || b.length > MAX_NODE_ID_BYTES || !isUtf8(b) || b.toString("utf8") !== nodeId) {
+    throw new FrameError(`node id must be 1..${MAX_NODE_ID_BYTES} bytes of well-formed UTF-8`);
   }
   return b;
 }
 
-function readNodeId(body: Buffer, at: number): string {
+/** A u16-length-prefixed node id at `at`; returns it and where it ends. */
+function readNodeId(body: Buffer, at: number): { id: string; end: number } {
   if (body.length < at + 2) throw new FrameError("node id length missing");
   const n = body.readUInt16BE(at);
-  if (n === 0 || n > MAX_NODE_ID_BYTES || body.length !== at + 2 + n) throw new FrameError("bad node id length");
-  const raw = body.subarray(at + 2);
+  const end = at + 2 + n;
+  if (n === 0 || n > MAX_NODE_ID_BYTES || body.length < end) throw new FrameError("bad node id length");
+  const raw = body.subarray(at + 2, end);
   if (!isUtf8(raw)) throw new FrameError("node id is not UTF-8");
-  return raw.toString("utf8");
+  return { id: raw.toString("utf8"), end };
 }
 
-/** HELLO body: nonceC[32], u16 idLen, clientNodeId. */
-export function encodeHello(nonce: Buffer, nodeId: string): Buffer {
-  const id = nodeIdBytes(nodeId);
-  const body = Buffer.allocUnsafe(NONCE_BYTES + 2 + id.length);
-  nonce.copy(body, 0, 0, NONCE_BYTES);
-  body.writeUInt16BE(id.length, NONCE_BYTES);
-  id.copy(body, NONCE_BYTES + 2);
-  return encodeFrame(FrameType.HELLO, body);
+/** HELLO body: u8 version (2), nonceC[32], u16 len + clientNodeId, u16 len + serverNodeId. */
+export function encodeHello(nonce: Buffer, clientNodeId: string, serverNodeId: string): Buffer {
+  const c = nodeIdBytes(clientNodeId);
+  const s = nodeIdBytes(serverNodeId);
+  const body = Buffer.allocUnsafe(1 + NONCE_BYTES + 2 + c.length + 2 + s.length);
+  body[0] = PROTOCOL_VERSION;
+  nonce.copy(body, 1, 0, NONCE_BYTES);
+  let at = body.writeUInt16BE(c.length, 1 + NONCE_BYTES);
+  at += c.copy(body, at);
+  at = body.writeUInt16BE(s.length, at);
+  s.copy(body, at);
+  return encodeHandshakeFrame(FrameType.HELLO, body);
 }
 
 export function decodeHello(body: Buffer): Hello {
-  if (body.length < NONCE_BYTES) throw new FrameError("HELLO too short");
-  return { nonce: Buffer.from(body.subarray(0, NONCE_BYTES)), nodeId: readNodeId(body, NONCE_BYTES) };
+  if (body.length < 1 + NONCE_BYTES) throw new FrameError("HELLO too short");
+  if (body[0] !== PROTOCOL_VERSION) throw new FrameError(`HELLO of protocol version ${body[0]}, expected ${PROTOCOL_VERSION}`);
+  const client = readNodeId(body, 1 + NONCE_BYTES);
+  const server = readNodeId(body, client.end);
+  if (server.end !== body.length) throw new FrameError("HELLO has trailing bytes");
+  return { nonce: Buffer.from(body.subarray(1, 1 + NONCE_BYTES)), clientNodeId: client.id, serverNodeId: server.id };
 }
 
-/** CHALLENGE body: nonceS[32], serverMac[32], u16 idLen, serverNodeId. */
-export function encodeChallenge(nonce: Buffer, mac: Buffer, nodeId: string): Buffer {
-  const id = nodeIdBytes(nodeId);
-  const body = Buffer.allocUnsafe(NONCE_BYTES + MAC_BYTES + 2 + id.length);
-  nonce.copy(body, 0, 0, NONCE_BYTES);
-  mac.copy(body, NONCE_BYTES, 0, MAC_BYTES);
-  body.writeUInt16BE(id.length, NONCE_BYTES + MAC_BYTES);
-  id.copy(body, NONCE_BYTES + MAC_BYTES + 2);
-  return encodeFrame(FrameType.CHALLENGE, body);
+/** CHALLENGE body: nonceS[32], serverProof[32]. */
+export function encodeChallenge(nonce: Buffer, proof: Buffer): Buffer {
+  return encodeHandshakeFrame(FrameType.CHALLENGE, Buffer.concat([nonce.subarray(0, NONCE_BYTES), proof.subarray(0, MAC_BYTES)]));
 }
 
 export function decodeChallenge(body: Buffer): Challenge {
-  if (body.length < NONCE_BYTES + MAC_BYTES) throw new FrameError("CHALLENGE too short");
-  return {
-    nonce: Buffer.from(body.subarray(0, NONCE_BYTES)),
-    mac: Buffer.from(body.subarray(NONCE_BYTES, NONCE_BYTES + MAC_BYTES)),
-    nodeId: readNodeId(body, NONCE_BYTES + MAC_BYTES),
-  };
+  if (body.length !== NONCE_BYTES + MAC_BYTES) throw new FrameError(`CHALLENGE must be ${NONCE_BYTES + MAC_BYTES} bytes`);
+  return { nonce: Buffer.from(body.subarray(0, NONCE_BYTES)), proof: Buffer.from(body.subarray(NONCE_BYTES)) };
 }
 
-/** PROOF body: clientMac[32]. */
+/** PROOF body: clientProof[32]. */
 export function encodeProof(mac: Buffer): Buffer {
-  return encodeFrame(FrameType.PROOF, mac.subarray(0, MAC_BYTES));
+  return encodeHandshakeFrame(FrameType.PROOF, mac.subarray(0, MAC_BYTES));
 }
 
 export function decodeProof(body: Buffer): Buffer {
@@ -107,7 +112,7 @@ export function expectEmpty(body: Buffer, what: string): void {
 
 /** PING / PONG body: f64 timestamp (the client's monotonic clock, ms); PONG echoes it. */
 export function encodePing(type: number, timestampMs: number): Buffer {
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + 8);
+  const frame = Buffer.allocUnsafe(sealedFrameBytes(8));
   writeFrameHeader(frame, 0, type, 8);
   frame.writeDoubleBE(timestampMs, FRAME_HEADER_BYTES);
   return frame;
@@ -126,7 +131,8 @@ const BATCH_START = FRAME_HEADER_BYTES + BATCH_COUNT_BYTES;
 /**
  * Builds DECIDE frames for one event-loop turn. Items are written straight
  * into one reused buffer that grows by doubling. A batch that would pass the
- * 1 MiB frame limit is split into several frames, all returned by take().
+ * frame limit or MAX_DECIDE_ITEMS is split into several frames, all returned
+ * by take(), each with room for its tag.
  */
 export class DecideBatchWriter {
   private buf: Buffer;
@@ -153,7 +159,7 @@ export class DecideBatchWriter {
     // worst case, then write the strings where they belong, measuring as we go
     // (cheaper than Buffer.byteLength followed by a write).
     const worst = DECIDE_ITEM_FIXED_BYTES + 3 * (ns.length + identifier.length);
-    this.ensure(this.off + FRAME_HEADER_BYTES + BATCH_COUNT_BYTES + worst);
+    this.ensure(this.off + TAG_BYTES + BATCH_START + worst);
     let at = this.off;
     const buf = this.buf;
     const nsLen = writeUtf8(buf, ns, at + DECIDE_ITEM_FIXED_BYTES);
@@ -161,12 +167,13 @@ export class DecideBatchWriter {
     const idLen = writeUtf8(buf, identifier, at + DECIDE_ITEM_FIXED_BYTES + nsLen);
     if (idLen > MAX_STRING_BYTES) return false;
     const itemBytes = DECIDE_ITEM_FIXED_BYTES + nsLen + idLen;
-    if (this.frameItems > 0 && at + itemBytes - this.frameStart - 4 > MAX_FRAME_BYTES) {
-      // Close the current frame and move this item behind a new header.
+    if (this.frameItems > 0 && (this.frameItems === MAX_DECIDE_ITEMS || at + itemBytes + TAG_BYTES - this.frameStart - 4 > MAX_FRAME_BYTES)) {
+      // Close the current frame (its tag room goes where this item starts) and move
+      // this item behind a new header.
       this.sealFrame();
-      this.frameStart = at;
-      buf.copyWithin(at + BATCH_START, at, at + itemBytes);
-      at += BATCH_START;
+      this.frameStart = this.off;
+      buf.copyWithin(this.off + BATCH_START, at, at + itemBytes);
+      at = this.off + BATCH_START;
     }
     // Values were range-checked above, so plain byte stores do (Buffer's
     // write*BE re-check every argument).
@@ -206,10 +213,12 @@ export class DecideBatchWriter {
     this.count = 0;
   }
 
+  /** Finish the frame being filled: header, item count, and TAG_BYTES of room after its last item. */
   private sealFrame(): void {
     const payload = this.off - this.frameStart - FRAME_HEADER_BYTES;
     writeFrameHeader(this.buf, this.frameStart, FrameType.DECIDE, payload);
     this.buf.writeUInt32BE(this.frameItems, this.frameStart + FRAME_HEADER_BYTES);
+    this.off += TAG_BYTES;
     this.frameItems = 0;
   }
 
@@ -272,9 +281,9 @@ export class DecideBatchReader {
     if (end < BATCH_COUNT_BYTES) throw new FrameError("DECIDE without item count");
     const n = body.readUInt32BE(0);
     // Each item takes at least its fixed part; reject impossible counts
-    // before sizing anything by them.
-    if (n === 0 || n > (end - BATCH_COUNT_BYTES) / DECIDE_ITEM_FIXED_BYTES) {
-      throw new FrameError(`DECIDE item count ${n} does not fit ${end} bytes`);
+    // before sizing anything by them, and counts that would hold the loop.
+    if (n === 0 || n > MAX_DECIDE_ITEMS || n > (end - BATCH_COUNT_BYTES) / DECIDE_ITEM_FIXED_BYTES) {
+      throw new FrameError(`DECIDE item count ${n} outside 1..${MAX_DECIDE_ITEMS} or does not fit ${end} bytes`);
     }
     if (n > this.reqIds.length) this.grow(n);
     const { reqIds, algorithms, limits, durations, namespaces, identifiers } = this;
@@ -394,7 +403,7 @@ export class DecideReplyWriter {
   /** Start a reply for `count` items. The frame is a fresh buffer handed to the socket. */
   begin(count: number): void {
     const payload = BATCH_COUNT_BYTES + count * DECIDE_REPLY_ITEM_BYTES;
-    this.buf = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload);
+    this.buf = Buffer.allocUnsafe(sealedFrameBytes(payload));
     writeFrameHeader(this.buf, 0, FrameType.DECIDE_REPLY, payload);
     this.buf.writeUInt32BE(count, FRAME_HEADER_BYTES);
     this.at = BATCH_START;
@@ -432,7 +441,7 @@ export type DecideReplySink = (reqId: number, code: number, remaining: number, r
 export function readDecideReply(body: Buffer, sink: DecideReplySink): number {
   if (body.length < BATCH_COUNT_BYTES) throw new FrameError("DECIDE_REPLY without item count");
   const n = body.readUInt32BE(0);
-  if (body.length !== BATCH_COUNT_BYTES + n * DECIDE_REPLY_ITEM_BYTES) {
+  if (n > MAX_DECIDE_ITEMS || body.length !== BATCH_COUNT_BYTES + n * DECIDE_REPLY_ITEM_BYTES) {
     throw new FrameError(`DECIDE_REPLY count ${n} does not match ${body.length} bytes`);
   }
   for (let i = 0, at = BATCH_COUNT_BYTES; i < n; i++, at += DECIDE_REPLY_ITEM_BYTES) {
@@ -460,12 +469,12 @@ export interface CallReply {
 }
 
 /** Largest call() payload that fits in one frame. */
-export const MAX_CALL_PAYLOAD_BYTES = MAX_FRAME_BYTES - 1 - CALL_HEADER_BYTES;
+export const MAX_CALL_PAYLOAD_BYTES = MAX_FRAME_BYTES - 1 - CALL_HEADER_BYTES - TAG_BYTES;
 
 /** CALL body: u32 callId, u16 method, payload. */
 export function encodeCall(callId: number, method: number, payload: Buffer): Buffer {
   if (payload.length > MAX_CALL_PAYLOAD_BYTES) throw new FrameError("call payload exceeds the frame limit");
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + CALL_HEADER_BYTES + payload.length);
+  const frame = Buffer.allocUnsafe(sealedFrameBytes(CALL_HEADER_BYTES + payload.length));
   writeFrameHeader(frame, 0, FrameType.CALL, CALL_HEADER_BYTES + payload.length);
   frame.writeUInt32BE(callId, FRAME_HEADER_BYTES);
   frame.writeUInt16BE(method, FRAME_HEADER_BYTES + 4);
@@ -484,10 +493,10 @@ export function decodeCall(body: Buffer): CallRequest {
 
 /** CALL_REPLY body: u32 callId, u8 status (0 ok, 1 error), payload or UTF-8 error message. */
 export function encodeCallReply(callId: number, status: number, payload: Buffer): Buffer {
-  if (payload.length > MAX_FRAME_BYTES - 1 - CALL_REPLY_HEADER_BYTES) {
+  if (payload.length > MAX_FRAME_BYTES - 1 - CALL_REPLY_HEADER_BYTES - TAG_BYTES) {
     throw new FrameError("call reply exceeds the frame limit");
   }
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + CALL_REPLY_HEADER_BYTES + payload.length);
+  const frame = Buffer.allocUnsafe(sealedFrameBytes(CALL_REPLY_HEADER_BYTES + payload.length));
   writeFrameHeader(frame, 0, FrameType.CALL_REPLY, CALL_REPLY_HEADER_BYTES + payload.length);
   frame.writeUInt32BE(callId, FRAME_HEADER_BYTES);
   frame[FRAME_HEADER_BYTES + 4] = status;

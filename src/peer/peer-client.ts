@@ -10,6 +10,7 @@ import { CallStatus, FrameType, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, PEER
 import { CLOSED_ERROR, FrameError, INVALID_ERROR, PeerError, TIMEOUT_ERROR, UNAVAILABLE_ERROR } from "./errors.js";
 import { FrameDecoder } from "./frame.js";
 import { ClientHandshake, secretKey } from "./handshake.js";
+import type { FrameSealer } from "./session.js";
 import { NOOP_LOGGER, type PeerLogger } from "./logger.js";
 import {
   DecideBatchWriter,
@@ -33,6 +34,11 @@ export interface PeerClientOptions {
   secret: string;
   /** This node's id, sent in HELLO. */
   nodeId: string;
+  /**
+   * The id of the node at host:port (the member's name on the ring). The handshake binds
+   * it: a server with any other id, or anyone relaying to one, is refused.
+   */
+  serverNodeId: string;
   /** ms, deadline of one decide(); default 100. */
   timeoutMs?: number;
   /** ms between PINGs; default 200. */
@@ -43,7 +49,7 @@ export interface PeerClientOptions {
   reconnectMinMs?: number;
   /** ms, cap of the exponential reconnect backoff; default 2 000. */
   reconnectMaxMs?: number;
-  /** ms for TCP/TLS connect plus the HMAC handshake; default 10 000. */
+  /** ms for TCP/TLS connect plus the handshake; default 2 000. */
   handshakeTimeoutMs?: number;
   /** ms, default deadline of call(); default 5 000. */
   callTimeoutMs?: number;
@@ -78,7 +84,7 @@ export class PeerClient extends EventEmitter {
    * 'up' or 'down'. It stays 'down' across reconnection attempts.
    */
   state: PeerClientState = "connecting";
-  /** The peer's node id, from its CHALLENGE; null before the first handshake. */
+  /** The peer's node id (options.serverNodeId, proven by its CHALLENGE); null before the first handshake. */
   remoteNodeId: string | null = null;
   /** Last PING round trip in ms; NaN until measured. */
   rttMs = NaN;
@@ -88,6 +94,7 @@ export class PeerClient extends EventEmitter {
   private readonly host: string;
   private readonly port: number;
   private readonly nodeId: string;
+  private readonly serverNodeId: string;
   private readonly tls: PeerTlsOptions | undefined;
   private readonly timeoutMs: number;
   private readonly heartbeatIntervalMs: number;
@@ -100,6 +107,7 @@ export class PeerClient extends EventEmitter {
   private socket: PeerSocket | null = null;
   private decoder: FrameDecoder | null = null;
   private handshake: ClientHandshake | null = null;
+  private sealer: FrameSealer | null = null;
   private ready = false;
   private closed = false;
   private lastRx = 0;
@@ -142,6 +150,7 @@ export class PeerClient extends EventEmitter {
     this.host = opts.host;
     this.port = opts.port;
     this.nodeId = opts.nodeId;
+    this.serverNodeId = opts.serverNodeId;
     this.tls = opts.tls;
     this.timeoutMs = opts.timeoutMs ?? PEER_DEFAULTS.timeoutMs;
     this.heartbeatIntervalMs = opts.heartbeatIntervalMs ?? PEER_DEFAULTS.heartbeatIntervalMs;
@@ -223,7 +232,7 @@ export class PeerClient extends EventEmitter {
         reject(new PeerError("timeout", `call ${method} got no answer within ${timeoutMs} ms`));
       }, timeoutMs);
       this.calls.set(id, { resolve, reject, timer });
-      socket.write(encodeCall(id, method, payload));
+      this.send(socket, encodeCall(id, method, payload));
     });
   }
 
@@ -255,8 +264,9 @@ export class PeerClient extends EventEmitter {
 
   private open(): void {
     this.reconnectTimer = null;
-    const handshake = new ClientHandshake(this.key, this.nodeId);
+    const handshake = new ClientHandshake(this.key, this.nodeId, this.serverNodeId);
     this.handshake = handshake;
+    this.sealer = null;
     this.ready = false;
     this.decoder = new FrameDecoder((type, body) => this.onFrame(type, body), MAX_HANDSHAKE_FRAME_BYTES);
     const socket = connectSocket(this.host, this.port, this.tls, () => {
@@ -286,10 +296,22 @@ export class PeerClient extends EventEmitter {
     }
   }
 
+  /** Seal and write frames (whole frames, each with room for its tag); sequence order is write order. */
+  private send(socket: PeerSocket, frames: Buffer): void {
+    socket.write(this.sealer!.seal(frames));
+  }
+
   private onFrame(type: number, body: Buffer): void {
     if (!this.ready) {
       const socket = this.socket!;
-      if (this.handshake!.receive(type, body, (frame) => socket.write(frame))) this.onReady();
+      const handshake = this.handshake!;
+      if (handshake.receive(type, body, (frame) => socket.write(frame))) {
+        this.onReady();
+      } else if (handshake.session !== null && this.sealer === null) {
+        // The server proved itself: every frame from here on (READY first) is sealed.
+        this.sealer = handshake.session.sealer;
+        this.decoder!.opener = handshake.session.opener;
+      }
       return;
     }
     switch (type) {
@@ -311,7 +333,7 @@ export class PeerClient extends EventEmitter {
 
   private onReady(): void {
     this.ready = true;
-    this.remoteNodeId = this.handshake!.remoteNodeId;
+    this.remoteNodeId = this.serverNodeId;
     this.handshake = null;
     this.decoder!.maxFrameBytes = MAX_FRAME_BYTES;
     this.attempts = 0;
@@ -324,7 +346,7 @@ export class PeerClient extends EventEmitter {
   }
 
   private ping(): void {
-    this.socket?.write(encodePing(FrameType.PING, performance.now()));
+    if (this.socket !== null) this.send(this.socket, encodePing(FrameType.PING, performance.now()));
   }
 
   private checkSilence(): void {
@@ -346,6 +368,7 @@ export class PeerClient extends EventEmitter {
     this.socket = null;
     this.ready = false;
     this.handshake = null;
+    this.sealer = null;
     this.decoder?.stop();
     this.decoder = null;
     for (const t of [this.handshakeTimer, this.failureTimer]) if (t !== null) clearTimeout(t);
@@ -396,7 +419,7 @@ export class PeerClient extends EventEmitter {
     this.flushScheduled = false;
     const frames = this.batch.take();
     // No socket means setDown already answered the batch's waiters and reset it.
-    if (frames !== null && this.socket !== null) this.socket.write(frames);
+    if (frames !== null && this.socket !== null) this.send(this.socket, frames);
   }
 
   private onDeadline(): void {

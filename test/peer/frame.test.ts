@@ -1,7 +1,11 @@
 import t from "tap";
-import { FrameType, MAX_FRAME_BYTES } from "../../src/peer/constants.js";
-import { FrameError } from "../../src/peer/errors.js";
-import { FrameDecoder, encodeFrame } from "../../src/peer/frame.js";
+import { createSecretKey, randomBytes } from "node:crypto";
+import { FrameType, MAX_FRAME_BYTES, TAG_BYTES } from "../../src/peer/constants.js";
+import { FrameAuthError, FrameError } from "../../src/peer/errors.js";
+import { FrameDecoder, encodeFrame, encodeHandshakeFrame } from "../../src/peer/frame.js";
+import { FrameOpener, FrameSealer } from "../../src/peer/session.js";
+
+// The framing itself is exercised with untagged (handshake) frames; tags are below.
 
 function collect(max?: number): { dec: FrameDecoder; got: Array<[number, string]> } {
   const got: Array<[number, string]> = [];
@@ -10,13 +14,16 @@ function collect(max?: number): { dec: FrameDecoder; got: Array<[number, string]
 }
 
 const payloads = [Buffer.alloc(0), Buffer.from("a"), Buffer.from("hello world"), Buffer.alloc(70_000, 7)];
-const frames = payloads.map((p, i) => encodeFrame((i % 10) + 1, p));
+const frames = payloads.map((p, i) => encodeHandshakeFrame((i % 10) + 1, p));
 const stream = Buffer.concat(frames);
 const expected = payloads.map((p, i): [number, string] => [(i % 10) + 1, p.toString("hex")]);
 
 t.test("frame layout is u32 BE length (type + payload), u8 type, payload", async (t) => {
-  const f = encodeFrame(FrameType.PING, Buffer.from([1, 2, 3]));
+  const f = encodeHandshakeFrame(FrameType.PING, Buffer.from([1, 2, 3]));
   t.same([...f], [0, 0, 0, 4, FrameType.PING, 1, 2, 3]);
+  const sealed = encodeFrame(FrameType.PING, Buffer.from([1, 2, 3]));
+  t.same([...sealed.subarray(0, 8)], [0, 0, 0, 4 + TAG_BYTES, FrameType.PING, 1, 2, 3], "a sealed frame's length counts its tag");
+  t.equal(sealed.length, 8 + TAG_BYTES);
 });
 
 t.test("round trip: all frames in one chunk", async (t) => {
@@ -54,7 +61,7 @@ t.test("a body handed to the callback is valid during the callback", async (t) =
   // Split so that the second frame is decoded from the decoder's own buffer.
   const seen: string[] = [];
   const dec = new FrameDecoder((_type, body) => seen.push(body.toString()));
-  const s = Buffer.concat([encodeFrame(1, Buffer.from("first")), encodeFrame(2, Buffer.from("second"))]);
+  const s = Buffer.concat([encodeHandshakeFrame(1, Buffer.from("first")), encodeHandshakeFrame(2, Buffer.from("second"))]);
   dec.push(s.subarray(0, 13));
   dec.push(s.subarray(13));
   t.same(seen, ["first", "second"]);
@@ -70,14 +77,14 @@ t.test("a length above the maximum is an error as soon as the header arrives", a
 
 t.test("the maximum length itself is accepted", async (t) => {
   const { dec, got } = collect();
-  dec.push(encodeFrame(FrameType.CALL, Buffer.alloc(MAX_FRAME_BYTES - 1)));
+  dec.push(encodeHandshakeFrame(FrameType.CALL, Buffer.alloc(MAX_FRAME_BYTES - 1)));
   t.equal(got.length, 1);
-  t.throws(() => encodeFrame(FrameType.CALL, Buffer.alloc(MAX_FRAME_BYTES)), FrameError);
+  t.throws(() => encodeFrame(FrameType.CALL, Buffer.alloc(MAX_FRAME_BYTES - TAG_BYTES)), FrameError);
 });
 
 t.test("a lowered maximum (before the handshake) is enforced", async (t) => {
   const { dec } = collect(4096);
-  t.throws(() => dec.push(encodeFrame(FrameType.HELLO, Buffer.alloc(5000))), FrameError);
+  t.throws(() => dec.push(encodeHandshakeFrame(FrameType.HELLO, Buffer.alloc(5000))), FrameError);
 });
 
 t.test("zero length and unknown types are errors", async (t) => {
@@ -109,4 +116,74 @@ t.test("stop() inside the callback drops the rest of the chunk", async (t) => {
   dec.push(stream);
   dec.push(stream);
   t.same(got, [1]);
+});
+
+// ------------------------------------------------------------------ tags
+
+function sealedPair(): { sealer: FrameSealer; dec: FrameDecoder; got: string[] } {
+  const key = createSecretKey(randomBytes(32));
+  const got: string[] = [];
+  const dec = new FrameDecoder((_type, body) => got.push(body.toString()));
+  dec.opener = new FrameOpener(key);
+  return { sealer: new FrameSealer(key), dec, got };
+}
+const ping = (text: string): Buffer => encodeFrame(FrameType.PING, Buffer.from(text));
+
+t.test("sealed frames open in order, across chunks, and the tag is not delivered", async (t) => {
+  const { sealer, dec, got } = sealedPair();
+  const bytes = Buffer.concat([sealer.seal(ping("a")), sealer.seal(Buffer.concat([ping("bb"), ping("ccc")]))]);
+  for (let i = 0; i < bytes.length; i += 7) dec.push(bytes.subarray(i, i + 7));
+  t.same(got, ["a", "bb", "ccc"]);
+  t.equal(sealer.seq, 3);
+  t.equal(dec.opener!.seq, 3);
+});
+
+t.test("every flipped bit of a sealed frame is refused", async (t) => {
+  const key = createSecretKey(randomBytes(32));
+  const frame = new FrameSealer(key).seal(ping("payload"));
+  let refused = 0;
+  for (let bit = 0; bit < frame.length * 8; bit++) {
+    const bad = Buffer.from(frame);
+    bad[bit >> 3]! ^= 1 << (bit & 7);
+    const got: Buffer[] = [];
+    const dec = new FrameDecoder((_type, body) => got.push(body));
+    dec.opener = new FrameOpener(key);
+    try {
+      dec.push(bad);
+      // A flipped length bit may only make the decoder wait for more bytes.
+      if (got.length === 0) refused++;
+    } catch (err) {
+      if (err instanceof FrameError) refused++;
+    }
+  }
+  t.equal(refused, frame.length * 8, `all ${frame.length * 8} single-bit changes refused or never delivered`);
+});
+
+t.test("replayed, reordered, dropped, foreign and unsealed frames are refused", async (t) => {
+  const { sealer } = sealedPair();
+  const key = createSecretKey(randomBytes(32));
+  const s = new FrameSealer(key);
+  const f0 = s.seal(ping("zero"));
+  const f1 = s.seal(ping("one"));
+  const f2 = s.seal(ping("two"));
+  const attempt = (...chunks: Buffer[]): { got: string[]; error: unknown } => {
+    const got: string[] = [];
+    const dec = new FrameDecoder((_type, body) => got.push(body.toString()));
+    dec.opener = new FrameOpener(key);
+    try {
+      for (const c of chunks) dec.push(c);
+      return { got, error: null };
+    } catch (err) {
+      return { got, error: err };
+    }
+  };
+  t.same(attempt(f0, f1, f2).got, ["zero", "one", "two"], "in order: all delivered");
+  const replay = attempt(f0, f1, f1);
+  t.same(replay.got, ["zero", "one"]);
+  t.type(replay.error, FrameAuthError, "replayed");
+  t.type(attempt(f1).error, FrameAuthError, "reordered / first one dropped");
+  t.type(attempt(f0, f2).error, FrameAuthError, "one dropped");
+  t.type(attempt(sealer.seal(ping("zero"))).error, FrameAuthError, "sealed with another connection's key");
+  t.type(attempt(ping("zero")).error, FrameAuthError, "not sealed at all");
+  t.type(attempt(Buffer.from([0, 0, 0, 5, FrameType.PING, 1, 2, 3, 4])).error, FrameAuthError, "shorter than a tag");
 });

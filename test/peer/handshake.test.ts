@@ -1,8 +1,8 @@
 import t from "tap";
 import { randomBytes } from "node:crypto";
 import { FrameType, MAX_FRAME_BYTES } from "../../src/peer/constants.js";
-import { FrameDecoder, encodeFrame } from "../../src/peer/frame.js";
-import { ClientHandshake, HandshakeError, ServerHandshake, clientProof, secretKey, serverProof } from "../../src/peer/handshake.js";
+import { FrameDecoder, encodeFrame, encodeHandshakeFrame } from "../../src/peer/frame.js";
+import { ClientHandshake, HandshakeError, ServerHandshake, deriveSecrets, readyFrame, secretKey } from "../../src/peer/handshake.js";
 import { DecideBatchWriter, decodeChallenge, encodeHello, encodeProof } from "../../src/peer/messages.js";
 import { HOST, SECRET, echoHandler, makeClient, rawAuthenticatedClient, rawConnect, sleep, startServer, waitEvent, within } from "./helpers.js";
 
@@ -12,21 +12,26 @@ function decideFrame(): Buffer {
   return w.take()!;
 }
 
-t.test("in memory: both sides agree only with the same secret", async (t) => {
-  const run = (clientSecret: string, serverSecret: string): string => {
-    const c = new ClientHandshake(secretKey(clientSecret), "c");
+t.test("in memory: both sides agree only with the same secret and the same server id", async (t) => {
+  const run = (clientSecret: string, serverSecret: string, dialed = "s"): string => {
+    const c = new ClientHandshake(secretKey(clientSecret), "c", dialed);
     const s = new ServerHandshake(secretKey(serverSecret), "s");
     const toServer: Buffer[] = [c.start()];
     const toClient: Buffer[] = [];
+    const serverDecoder = new FrameDecoder((type, body) => {
+      if (s.receive(type, body, (x) => toClient.push(x))) toClient.push(s.session!.sealer.seal(readyFrame()));
+    });
+    let done = false;
+    const clientDecoder: FrameDecoder = new FrameDecoder((type, body) => {
+      done = c.receive(type, body, (x) => toServer.push(x));
+      if (c.session !== null) clientDecoder.opener = c.session.opener;
+    });
     try {
       for (let round = 0; round < 3; round++) {
-        for (const f of toServer.splice(0)) {
-          new FrameDecoder((type, body) => s.receive(type, body, (x) => toClient.push(x))).push(f);
-        }
+        for (const f of toServer.splice(0)) serverDecoder.push(f);
         for (const f of toClient.splice(0)) {
-          let done = false;
-          new FrameDecoder((type, body) => (done = c.receive(type, body, (x) => toServer.push(x)))).push(f);
-          if (done) return `ready ${c.remoteNodeId} ${s.remoteNodeId}`;
+          clientDecoder.push(f);
+          if (done) return `ready ${c.serverNodeId} ${s.remoteNodeId}`;
         }
       }
       return "stuck";
@@ -36,14 +41,38 @@ t.test("in memory: both sides agree only with the same secret", async (t) => {
   };
   t.equal(run("a", "a"), "ready s c");
   t.match(run("a", "b"), /server proof does not match/);
+  t.match(run("a", "a", "t"), /client dialed node "t", this is "s"/);
 });
 
-t.test("the two proofs differ, so neither can be reflected as the other", async (t) => {
+t.test("proofs and keys are bound to both ids, both nonces and the direction", async (t) => {
   const key = secretKey(SECRET);
   const a = randomBytes(32);
   const b = randomBytes(32);
-  t.notSame(serverProof(key, a, b), clientProof(key, a, b));
-  t.notSame(serverProof(key, a, b), clientProof(key, b, a));
+  const base = deriveSecrets(key, "c", "s", a, b);
+  const all = (x: ReturnType<typeof deriveSecrets>): string[] => [
+    x.serverProof.toString("hex"),
+    x.clientProof.toString("hex"),
+    x.clientToServer.export().toString("hex"),
+    x.serverToClient.export().toString("hex"),
+  ];
+  const mine = all(base);
+  t.equal(new Set(mine).size, 4, "the four outputs differ from each other");
+  for (const [name, other] of [
+    ["roles swapped", deriveSecrets(key, "s", "c", a, b)],
+    ["other server id", deriveSecrets(key, "c", "t", a, b)],
+    ["other client id", deriveSecrets(key, "d", "s", a, b)],
+    ["nonces swapped", deriveSecrets(key, "c", "s", b, a)],
+    ["other nonce", deriveSecrets(key, "c", "s", a, randomBytes(32))],
+    ["other secret", deriveSecrets(secretKey("other"), "c", "s", a, b)],
+  ] as const) {
+    const theirs = all(other);
+    t.same(
+      mine.filter((x) => theirs.includes(x)),
+      [],
+      `${name}: nothing in common`,
+    );
+  }
+  t.throws(() => deriveSecrets(key, "cs", "", a, b), "an empty node id is refused (so ids cannot shift across their boundary)");
   t.throws(() => secretKey(""), TypeError);
 });
 
@@ -112,9 +141,9 @@ t.test("a bad PROOF is refused by the server", async (t) => {
     });
     socket.on("data", (c: Buffer) => dec.push(c));
   });
-  socket.write(encodeHello(nonceC, "attacker"));
+  socket.write(encodeHello(nonceC, "attacker", "server-1"));
   const ch = decodeChallenge(await challenge);
-  socket.write(encodeProof(ch.mac));
+  socket.write(encodeProof(ch.proof));
   socket.write(decideFrame());
   t.ok(await within(closed, 2_000), "closed");
   t.equal(handler.decided, 0);
@@ -127,9 +156,9 @@ t.test("a bad PROOF is refused by the server", async (t) => {
     const dec = new FrameDecoder((_type, body) => resolve(Buffer.from(body)));
     second.socket.on("data", (c: Buffer) => dec.push(c));
   });
-  second.socket.write(encodeHello(nonceC, "attacker"));
+  second.socket.write(encodeHello(nonceC, "attacker", "server-1"));
   const ch2 = decodeChallenge(await dec2Challenge);
-  second.socket.write(encodeProof(clientProof(secretKey("guess"), nonceC, ch2.nonce)));
+  second.socket.write(encodeProof(deriveSecrets(secretKey("guess"), "attacker", "server-1", nonceC, ch2.nonce).clientProof));
   t.ok(await within(second.closed, 2_000), "closed");
   t.equal(handler.decided, 0);
 });
@@ -145,10 +174,12 @@ t.test("garbage and out-of-order frames before READY close the connection", asyn
     ["PING first", [encodeFrame(FrameType.PING, Buffer.alloc(8))]],
     ["READY from a client", [encodeFrame(FrameType.READY)]],
     ["PROOF first", [encodeProof(randomBytes(32))]],
-    ["HELLO then DECIDE", [encodeHello(randomBytes(32), "x"), decideFrame()]],
-    ["HELLO twice", [encodeHello(randomBytes(32), "x"), encodeHello(randomBytes(32), "x")]],
-    ["malformed HELLO", [encodeFrame(FrameType.HELLO, Buffer.alloc(10))]],
-    ["handshake frame over 4 KiB", [encodeFrame(FrameType.HELLO, Buffer.alloc(5000))]],
+    ["HELLO then DECIDE", [encodeHello(randomBytes(32), "x", "server-1"), decideFrame()]],
+    ["HELLO twice", [encodeHello(randomBytes(32), "x", "server-1"), encodeHello(randomBytes(32), "x", "server-1")]],
+    ["HELLO for another node", [encodeHello(randomBytes(32), "x", "server-2")]],
+    ["HELLO claiming the server's own id", [encodeHello(randomBytes(32), "server-1", "server-1")]],
+    ["malformed HELLO", [encodeHandshakeFrame(FrameType.HELLO, Buffer.alloc(10))]],
+    ["handshake frame over 4 KiB", [encodeHandshakeFrame(FrameType.HELLO, Buffer.alloc(5000))]],
   ];
   for (const [name, writes] of cases) {
     const { socket, closed } = await rawConnect(port);
@@ -172,7 +203,7 @@ t.test("silence before the handshake: closed after handshakeTimeoutMs", async (t
 
   // A half-finished handshake (HELLO, then nothing) is timed out too.
   const second = await rawConnect(port);
-  second.socket.write(encodeHello(randomBytes(32), "slow"));
+  second.socket.write(encodeHello(randomBytes(32), "slow", "server-1"));
   t.ok(await within(second.closed, 1_000), "HELLO-only connection closed");
   t.equal(server.connections, 0);
 });
@@ -196,7 +227,7 @@ t.test("after READY: a frame the server does not accept, or a bad body, closes",
   t.teardown(() => server.close());
   const bad: Array<[string, Buffer]> = [
     ["DECIDE_REPLY to a server", encodeFrame(FrameType.DECIDE_REPLY, Buffer.from([0, 0, 0, 0]))],
-    ["second HELLO", encodeHello(randomBytes(32), "again")],
+    ["second HELLO", encodeFrame(FrameType.HELLO, encodeHello(randomBytes(32), "again", "server-1").subarray(5))],
     ["truncated DECIDE body", encodeFrame(FrameType.DECIDE, decideFrame().subarray(5, 20))],
     [
       "DECIDE with a trailing byte",
@@ -210,11 +241,12 @@ t.test("after READY: a frame the server does not accept, or a bad body, closes",
     ["PING of 7 bytes", encodeFrame(FrameType.PING, Buffer.alloc(7))],
   ];
   for (const [name, frame] of bad) {
-    const { socket, closed } = await rawAuthenticatedClient(port);
-    socket.write(frame);
+    const { send, closed } = await rawAuthenticatedClient(port);
+    send(frame);
     t.ok(await within(closed, 1_000), `${name}: closed`);
   }
   t.equal(handler.decided, 0);
+  t.equal(server.stats.framesRefused, 0, "each was refused for its content: its tag was right");
 });
 
 t.test("after READY: a silent connection is closed after idleTimeoutMs, a pinging one is not", async (t) => {
@@ -234,28 +266,43 @@ t.test("after READY: a silent connection is closed after idleTimeoutMs, a pingin
   t.ok(client.rttMs >= 0 && client.rttMs < 100, `rtt ${client.rttMs.toFixed(3)} ms`);
 });
 
-t.test("the server refuses connections beyond maxPendingHandshakes", async (t) => {
+t.test("beyond maxPendingHandshakes the oldest unauthenticated connection goes, silent ones first", async (t) => {
   const { server, port } = await startServer(echoHandler(), { maxPendingHandshakes: 2 });
   t.teardown(() => server.close());
-  const a = await rawConnect(port);
-  const b = await rawConnect(port);
-  const c = await rawConnect(port);
-  t.ok(await within(c.closed, 1_000), "third closed");
-  t.equal(server.connections, 2);
-  a.socket.destroy();
-  b.socket.destroy();
-  await Promise.all([a.closed, b.closed]);
-  await sleep(50); // let the server see both closes
-  // Freed slots are usable again.
+  const talker = await rawConnect(port);
+  talker.socket.write(encodeHello(randomBytes(32), "talker", "server-1"));
+  await sleep(50);
+  const silent = await rawConnect(port);
+  const third = await rawConnect(port);
+  t.ok(await within(silent.closed, 1_000), "the silent one is closed, though the talker is older");
+  t.notOk(await within(talker.closed, 100), "the one mid-handshake stays");
+  const fourth = await rawConnect(port);
+  t.ok(await within(third.closed, 1_000), "then the oldest silent one again");
+  t.equal(server.pendingHandshakes, 2);
+  // A real client always gets in: it evicts the oldest, and completes in one round trip.
   const client = makeClient(port);
   t.teardown(() => client.close());
   client.connect();
   await waitEvent(client, "up");
-  t.pass("a real client still gets in");
+  t.pass("a real client gets in with the slots full");
+  t.ok(server.stats.pendingEvicted >= 3);
+  t.ok(server.refusals.total("evicted") >= 3, "evictions are counted for the summary log");
+  talker.socket.destroy();
+  fourth.socket.destroy();
+});
+
+t.test("the per-source bound evicts only that source's connections", async (t) => {
+  const { server, port } = await startServer(echoHandler(), { maxPendingPerSource: 3 });
+  t.teardown(() => server.close());
+  const conns = [];
+  for (let i = 0; i < 10; i++) conns.push(await rawConnect(port));
+  await sleep(100);
+  t.equal(server.pendingHandshakes, 3, "one source holds at most 3");
+  for (const c of conns) c.socket.destroy();
 });
 
 t.test("HandshakeError is what a client sees for an unexpected frame", async (t) => {
-  const c = new ClientHandshake(secretKey(SECRET), "c");
+  const c = new ClientHandshake(secretKey(SECRET), "c", "s");
   c.start();
   t.throws(() => c.receive(FrameType.READY, Buffer.alloc(0), () => {}), HandshakeError);
   t.equal(HOST, "127.0.0.1");

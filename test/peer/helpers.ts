@@ -7,7 +7,8 @@ import net from "node:net";
 import type { EventEmitter } from "node:events";
 import { FrameType } from "../../src/peer/constants.js";
 import { FrameDecoder, encodeFrame } from "../../src/peer/frame.js";
-import { ClientHandshake, ServerHandshake, secretKey } from "../../src/peer/handshake.js";
+import { ClientHandshake, ServerHandshake, readyFrame, secretKey } from "../../src/peer/handshake.js";
+import type { FrameSealer } from "../../src/peer/session.js";
 import { decodePing, encodePing } from "../../src/peer/messages.js";
 import { PeerClient, PeerServer, type DecideResult, type PeerClientOptions, type PeerServerHandler, type PeerServerOptions } from "../../src/peer/index.js";
 
@@ -36,7 +37,7 @@ export async function startServer(handler: PeerServerHandler, opts: Partial<Peer
 }
 
 export function makeClient(port: number, opts: Partial<PeerClientOptions> = {}): PeerClient {
-  return new PeerClient({ host: HOST, port, secret: SECRET, nodeId: "client-1", ...opts });
+  return new PeerClient({ host: HOST, port, secret: SECRET, nodeId: "client-1", serverNodeId: "server-1", ...opts });
 }
 
 /** Resolve on `event`, reject after `ms`, so a broken test fails instead of hanging. */
@@ -114,14 +115,23 @@ export async function within(p: Promise<unknown>, ms: number): Promise<boolean> 
 
 /**
  * A hand-driven client: completes the real handshake with `secret`, then
- * lets the test write anything. `frames` records what the server sent after READY.
+ * lets the test write anything: `send` seals frames (made with encodeFrame or
+ * the message encoders) as the next in sequence, `socket.write` sends raw
+ * bytes. `frames` records what the server sent after READY (tags checked).
  */
 export async function rawAuthenticatedClient(
   port: number,
   secret = SECRET,
-): Promise<{ socket: net.Socket; closed: Promise<number>; frames: Array<{ type: number; body: Buffer }> }> {
+  serverNodeId = "server-1",
+): Promise<{
+  socket: net.Socket;
+  closed: Promise<number>;
+  frames: Array<{ type: number; body: Buffer }>;
+  sealer: FrameSealer;
+  send(frames: Buffer): Buffer;
+}> {
   const { socket, closed } = await rawConnect(port);
-  const hs = new ClientHandshake(secretKey(secret), "raw-client");
+  const hs = new ClientHandshake(secretKey(secret), "raw-client", serverNodeId);
   const frames: Array<{ type: number; body: Buffer }> = [];
   let ready = false;
   const readyP = new Promise<void>((resolve, reject) => {
@@ -130,14 +140,26 @@ export async function rawAuthenticatedClient(
       else if (hs.receive(type, body, (f) => socket.write(f))) {
         ready = true;
         resolve();
+      } else if (hs.session !== null) dec.opener = hs.session.opener;
+    });
+    socket.on("data", (c: Buffer) => {
+      try {
+        dec.push(c);
+      } catch {
+        socket.destroy();
       }
     });
-    socket.on("data", (c: Buffer) => dec.push(c));
     closed.then(() => reject(new Error("closed during handshake")));
   });
   socket.write(hs.start());
   await readyP;
-  return { socket, closed, frames };
+  const sealer = hs.session!.sealer;
+  const send = (f: Buffer): Buffer => {
+    const sealed = sealer.seal(Buffer.from(f));
+    socket.write(sealed);
+    return sealed;
+  };
+  return { socket, closed, frames, sealer, send };
 }
 
 /**
@@ -145,7 +167,10 @@ export async function rawAuthenticatedClient(
  * DECIDE or CALL, and answers PINGs only while `answerPings` is true. It
  * stands for a peer that is stuck, or SIGSTOPped, with its TCP connection open.
  */
-export async function startStuckServer(secret = SECRET): Promise<{
+export async function startStuckServer(
+  secret = SECRET,
+  nodeId = "server-1",
+): Promise<{
   port: number;
   answerPings: boolean;
   decideFrames: number;
@@ -172,15 +197,19 @@ export async function startStuckServer(secret = SECRET): Promise<{
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
     socket.on("error", () => {});
-    const hs = new ServerHandshake(key, "stuck-server");
+    const hs = new ServerHandshake(key, nodeId);
     let ready = false;
     const dec = new FrameDecoder((type, body) => {
       if (!ready) {
         ready = hs.receive(type, body, (f) => socket.write(f));
+        if (ready) {
+          dec.opener = hs.session!.opener;
+          socket.write(hs.session!.sealer.seal(readyFrame()));
+        }
         return;
       }
       if (type === FrameType.DECIDE) state.decideFrames++;
-      if (type === FrameType.PING && state.answerPings) socket.write(encodePing(FrameType.PONG, decodePing(body)));
+      if (type === FrameType.PING && state.answerPings) socket.write(hs.session!.sealer.seal(encodePing(FrameType.PONG, decodePing(body))));
     });
     socket.on("data", (c: Buffer) => {
       try {

@@ -1,7 +1,9 @@
 import t from "tap";
-import { FRAME_HEADER_BYTES, FrameType, MAX_FRAME_BYTES } from "../../src/peer/constants.js";
+import { createSecretKey, randomBytes } from "node:crypto";
+import { FRAME_HEADER_BYTES, FrameType, MAX_DECIDE_ITEMS, MAX_FRAME_BYTES, TAG_BYTES } from "../../src/peer/constants.js";
 import { FrameError } from "../../src/peer/errors.js";
 import { FrameDecoder } from "../../src/peer/frame.js";
+import { FrameOpener, FrameSealer } from "../../src/peer/session.js";
 import {
   DecideBatchWriter,
   DecideReplyWriter,
@@ -22,36 +24,49 @@ import {
   type DecideItem,
 } from "../../src/peer/messages.js";
 
-/** Split a byte stream back into [type, body] frames with the real decoder. */
+/** Seal sealed frames with a fresh key and split them back into [type, body] with the real, tag-checking decoder. */
 function frames(bytes: Buffer): Array<{ type: number; body: Buffer }> {
+  const key = createSecretKey(randomBytes(32));
   const out: Array<{ type: number; body: Buffer }> = [];
-  new FrameDecoder((type, body) => out.push({ type, body: Buffer.from(body) })).push(bytes);
+  const dec = new FrameDecoder((type, body) => out.push({ type, body: Buffer.from(body) }), MAX_FRAME_BYTES);
+  dec.opener = new FrameOpener(key);
+  dec.push(new FrameSealer(key).seal(Buffer.from(bytes)));
   return out;
 }
+/** The body of a handshake frame (those carry no tag). */
 const body = (frame: Buffer): Buffer => frame.subarray(FRAME_HEADER_BYTES);
 
 t.test("handshake messages round trip", async (t) => {
   const n1 = Buffer.alloc(32, 1);
   const n2 = Buffer.alloc(32, 2);
   const mac = Buffer.alloc(32, 3);
-  t.same(decodeHello(body(encodeHello(n1, "node-ä:7001"))), { nonce: n1, nodeId: "node-ä:7001" });
-  t.same(decodeChallenge(body(encodeChallenge(n2, mac, "srv"))), { nonce: n2, mac, nodeId: "srv" });
+  t.same(decodeHello(body(encodeHello(n1, "node-ä:7001", "srv:7002"))), { nonce: n1, clientNodeId: "node-ä:7001", serverNodeId: "srv:7002" });
+  t.same(decodeChallenge(body(encodeChallenge(n2, mac))), { nonce: n2, proof: mac });
   t.same(decodeProof(body(encodeProof(mac))), mac);
-  t.equal(decodePing(body(encodePing(FrameType.PING, 1234.5678))), 1234.5678);
+  const ping = encodePing(FrameType.PING, 1234.5678);
+  t.equal(ping.length, FRAME_HEADER_BYTES + 8 + TAG_BYTES, "sealed frames carry room for their tag");
+  t.equal(decodePing(frames(ping)[0]!.body), 1234.5678);
 });
 
 t.test("handshake messages reject bad bodies", async (t) => {
-  const hello = body(encodeHello(Buffer.alloc(32), "abc"));
+  const hello = body(encodeHello(Buffer.alloc(32), "abc", "def"));
+  t.equal(hello[0], 2, "HELLO starts with the protocol version");
   t.throws(() => decodeHello(hello.subarray(0, hello.length - 1)), FrameError, "truncated");
   t.throws(() => decodeHello(Buffer.concat([hello, Buffer.from([0])])), FrameError, "trailing byte");
   t.throws(() => decodeHello(hello.subarray(0, 20)), FrameError, "short nonce");
-  const badUtf8 = Buffer.concat([Buffer.alloc(32), Buffer.from([0, 2, 0xc3, 0x28])]);
+  const v1 = Buffer.from(hello);
+  v1[0] = 1;
+  t.throws(() => decodeHello(v1), FrameError, "another protocol version");
+  const badUtf8 = Buffer.concat([Buffer.from([2]), Buffer.alloc(32), Buffer.from([0, 2, 0xc3, 0x28, 0, 1, 0x41])]);
   t.throws(() => decodeHello(badUtf8), FrameError, "node id not UTF-8");
-  t.throws(() => decodeHello(Buffer.concat([Buffer.alloc(32), Buffer.from([0, 0])])), FrameError, "empty node id");
+  t.throws(() => decodeHello(Buffer.concat([Buffer.from([2]), Buffer.alloc(32), Buffer.from([0, 0, 0, 1, 0x41])])), FrameError, "empty node id");
+  t.throws(() => decodeHello(Buffer.concat([Buffer.from([2]), Buffer.alloc(32), Buffer.from([0, 1, 0x41])])), FrameError, "no server id");
   t.throws(() => decodeProof(Buffer.alloc(31)), FrameError);
-  t.throws(() => decodeChallenge(Buffer.alloc(64)), FrameError);
+  t.throws(() => decodeChallenge(Buffer.alloc(63)), FrameError);
+  t.throws(() => decodeChallenge(Buffer.alloc(65)), FrameError);
   t.throws(() => decodePing(Buffer.alloc(7)), FrameError);
-  t.throws(() => encodeHello(Buffer.alloc(32), ""), FrameError);
+  t.throws(() => encodeHello(Buffer.alloc(32), "", "x"), FrameError);
+  t.throws(() => encodeHello(Buffer.alloc(32), "x", "a\ud800"), FrameError, "a node id must be well-formed Unicode");
 });
 
 const items: DecideItem[] = [
@@ -105,16 +120,35 @@ t.test("DECIDE writer refuses what the wire cannot carry, and stays usable", asy
   t.same(decodeDecideItems(frames(w.take()!)[0]!.body).length, 1);
 });
 
-t.test("DECIDE batches over 1 MiB split into several valid frames", async (t) => {
+t.test("DECIDE batches split at MAX_DECIDE_ITEMS items", async (t) => {
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [];
-  for (let i = 0; i < 5000; i++) {
-    list.push({ reqId: i, algorithm: i % 4, limit: i, duration: 60, ns: "ns", identifier: `${i}-`.padEnd(500, "z") });
+  for (let i = 0; i < 2 * MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, ns: "ns", identifier: `k${i}` });
+  writeAll(w, list);
+  const out = frames(w.take()!);
+  t.same(
+    out.map((f) => decodeDecideItems(f.body).length),
+    [MAX_DECIDE_ITEMS, MAX_DECIDE_ITEMS, 3],
+  );
+  t.same(
+    out.flatMap((f) => decodeDecideItems(f.body)),
+    list,
+  );
+  const tooMany = Buffer.alloc(4 + (MAX_DECIDE_ITEMS + 1) * 19);
+  tooMany.writeUInt32BE(MAX_DECIDE_ITEMS + 1, 0);
+  t.throws(() => decodeDecideItems(tooMany), /item count/, "a frame over the item cap is refused whole");
+});
+
+t.test("DECIDE batches over the frame limit split into several valid frames", async (t) => {
+  const w = new DecideBatchWriter();
+  const list: DecideItem[] = [];
+  for (let i = 0; i < 1000; i++) {
+    list.push({ reqId: i, algorithm: i % 4, limit: i, duration: 60, ns: "ns", identifier: `${i}-`.padEnd(5000, "z") });
   }
   writeAll(w, list);
   const out = frames(w.take()!);
   t.ok(out.length >= 3, `${out.length} frames`);
-  for (const f of out) t.ok(f.body.length + 1 <= MAX_FRAME_BYTES);
+  for (const f of out) t.ok(f.body.length + 1 + TAG_BYTES <= MAX_FRAME_BYTES);
   t.same(
     out.flatMap((f) => decodeDecideItems(f.body)),
     list,

@@ -72,7 +72,7 @@ async function run(seconds: number): Promise<void> {
   const child = fork(fileURLToPath(import.meta.url), ["--server"]);
   const next = <T>(): Promise<T> => new Promise((r) => child.once("message", (m) => r(m as T)));
   const { port } = await next<{ port: number }>();
-  const client = new PeerClient({ host: "127.0.0.1", port, secret: SECRET, nodeId: "bench-client", timeoutMs: 1_000 });
+  const client = new PeerClient({ host: "127.0.0.1", port, secret: SECRET, nodeId: "bench-client", serverNodeId: "bench-server", timeoutMs: 1_000 });
   client.connect();
   await new Promise<void>((r) => client.once("up", () => r()));
 

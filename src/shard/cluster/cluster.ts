@@ -94,7 +94,11 @@ export class Cluster implements ClusterView {
   async start(): Promise<number> {
     const port = await this.server.listen();
     this.coordinator.start();
-    this.membership.start((members) => this.pool.setMembers(members));
+    this.membership.start((members) => {
+      this.pool.setMembers(members);
+      // Peers dial this node by its name in the list, and the handshake binds that name.
+      this.server.nodeId = this.pool.self;
+    });
     return port;
   }
 

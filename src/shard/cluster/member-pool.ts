@@ -134,6 +134,8 @@ export class MemberPool {
       port,
       secret: o.secret,
       nodeId: this.self,
+      // The handshake binds the member's name: whoever answers at its address must be it.
+      serverNodeId: member,
       timeoutMs: o.peerTimeoutMs,
       heartbeatIntervalMs: o.heartbeatIntervalMs,
       failureTimeoutMs: o.failureTimeoutMs,

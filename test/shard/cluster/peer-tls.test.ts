@@ -23,6 +23,7 @@ t.test("PEER_TLS_*: the peer channel runs over TLS between real nodes", async (t
     port: Number(cluster.env[1]!.PEER_PORT),
     secret: CLUSTER_SECRET,
     nodeId: "plain",
+    serverNodeId: `127.0.0.1:${cluster.env[1]!.PEER_PORT}`,
     handshakeTimeoutMs: 500,
     reconnectMinMs: 1000,
     reconnectMaxMs: 1000,
