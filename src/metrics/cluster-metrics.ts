@@ -1,7 +1,7 @@
 import { Counter, Gauge, type Registry } from "prom-client";
 import { FastHistogram } from "./fast-histogram.js";
 
-const OUTCOMES = ["allowed", "blocked", "cached_block", "timeout", "unavailable", "error"] as const;
+const OUTCOMES = ["allowed", "blocked", "cached_block", "timeout", "unavailable", "error", "invalid"] as const;
 export type ForwardOutcome = (typeof OUTCOMES)[number];
 
 /** Cluster metrics, registered into the node's registry when peers are configured. */
@@ -13,7 +13,7 @@ export class ClusterMetrics {
     const outcomes = this.outcomes;
     new Counter({
       name: "ringlimit_forwarded_total",
-      help: "Decisions for keys owned by another node, by outcome (cached_block: answered 429 from the owner's earlier block)",
+      help: "Decisions for keys owned by another node, by outcome (cached_block: answered 429 from the owner's earlier block; invalid: the owner's answer was out of bounds, failed open)",
       labelNames: ["outcome"],
       registers: [registry],
       collect() {

@@ -30,7 +30,8 @@ export interface Proxy {
 
 const forward: FrameHook = (frame) => [frame];
 
-export async function startProxy(targetPort: number, hook: FrameHook = forward): Promise<Proxy> {
+/** `listenPort`: a fixed port to take (a stopped member's), or 0 for any. */
+export async function startProxy(targetPort: number, hook: FrameHook = forward, listenPort = 0): Promise<Proxy> {
   const sockets = new Set<net.Socket>();
   const proxy: Proxy = {
     port: 0,
@@ -60,7 +61,10 @@ export async function startProxy(targetPort: number, hook: FrameHook = forward):
     pipeFrames(client, upstream, "toServer", conn, hook);
     pipeFrames(upstream, client, "toClient", conn, hook);
   });
-  await new Promise<void>((r) => server.listen(0, HOST, r));
+  await new Promise<void>((r, j) => {
+    server.once("error", j);
+    server.listen(listenPort, HOST, r);
+  });
   proxy.port = (server.address() as net.AddressInfo).port;
   return proxy;
 }

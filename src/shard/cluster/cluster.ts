@@ -73,6 +73,7 @@ export class Cluster implements ClusterView {
       },
       handoffDone: (from) => this.coordinator.onHandoffDone(from),
       advertise: (payload, from) => this.directory.answerAdvertise(payload, from),
+      statesRefused: (from, count) => logger.warn({ from, count }, "handed-over states out of bounds: not merged"),
       // A member (re)started and reached us: reach it now rather than after our backoff,
       // so it joins every ring and receives its states within milliseconds.
       peerAuthenticated: (member) => pool.reconnectNow(member),

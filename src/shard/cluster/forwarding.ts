@@ -6,6 +6,7 @@ import type { BlockedCache } from "./blocked-cache.js";
 import type { ClusterMetrics } from "../../metrics/cluster-metrics.js";
 import type { LocalDecider } from "../table/local-decider.js";
 import { ownership, type OwnershipView } from "./ownership.js";
+import { replyWithinContract } from "./peer-data.js";
 import { ringKeyOf, stateKeyOf } from "../table/state-key.js";
 
 /** What the decider needs to know about the cluster at the moment of a decision. */
@@ -72,6 +73,12 @@ export class ClusterDecider implements Decider {
         const reason = err !== null ? (REASON[err.code] ?? "peer_error") : "peer_error";
         this.metrics.forwardOutcome(reason === "peer_timeout" ? "timeout" : reason === "peer_unavailable" ? "unavailable" : "error");
         return done(failOpenDecision(query, now, reason, d));
+      }
+      // An answer that does not fit the question (a count beyond the limit, NaN, a reset
+      // years ahead) is the owner's error for this item alone.
+      if (!replyWithinContract(r, query, now)) {
+        this.metrics.forwardOutcome("invalid");
+        return done(failOpenDecision(query, now, "peer_error", d));
       }
       this.metrics.observeForward(performance.now() - sentAt);
       d.allowed = r.code === 0;

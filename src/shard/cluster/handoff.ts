@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import { algorithmByCode, type LimitState } from "../../algorithms/index.js";
 import { parseStateKey } from "../table/state-key.js";
 import type { StateTable, StoredState } from "../table/state-table.js";
@@ -14,7 +15,7 @@ export const CallMethod = Object.freeze({
   ADVERTISE: 4,
 });
 
-/** A batch is cut at this size, well under the peer channel's 1 MiB frame limit. */
+/** A batch is cut at this size (plus one record), within the peer channel's 512 KiB frame limit. */
 export const MAX_BATCH_BYTES = 256 * 1024;
 const RECORD_FIXED_BYTES = 2 + 8 + 8 + 8 + 4;
 
@@ -45,7 +46,11 @@ export function recordBytes(key: string): number {
   return RECORD_FIXED_BYTES + Buffer.byteLength(key);
 }
 
-/** Throws RangeError on a malformed batch: nothing of it is applied then. */
+/**
+ * The records of a batch. Throws RangeError when the batch cannot be split into records
+ * (nothing of it is applied then). A record's values are not judged here: see checkState
+ * (peer-data.ts), which refuses records one by one. A key that is not UTF-8 decodes to "".
+ */
 export function decodeStates(buf: Buffer): StateRecord[] {
   const records: StateRecord[] = [];
   let o = 0;
@@ -53,11 +58,12 @@ export function decodeStates(buf: Buffer): StateRecord[] {
     if (o + 2 > buf.length) throw new RangeError("truncated state record");
     const n = buf.readUInt16BE(o);
     if (o + 2 + n + 28 > buf.length) throw new RangeError("truncated state record");
-    const key = buf.toString("utf8", o + 2, o + 2 + n);
+    let key = buf.toString("utf8", o + 2, o + 2 + n);
+    // Lossy decoding would give two byte strings one key: refuse what is not UTF-8.
+    if (key.includes("\ufffd") && !isUtf8(buf.subarray(o + 2, o + 2 + n))) key = "";
     o += 2 + n;
     const state = { a: buf.readDoubleBE(o), b: buf.readDoubleBE(o + 8), c: buf.readDoubleBE(o + 16), expiresAt: buf.readUInt32BE(o + 24) };
     o += 28;
-    if (parseStateKey(key) === undefined || !Number.isFinite(state.a + state.b + state.c)) throw new RangeError("invalid state record");
     records.push({ key, state });
   }
   return records;

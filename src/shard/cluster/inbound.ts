@@ -5,13 +5,16 @@ import type { LocalDecider } from "../table/local-decider.js";
 import { ringKeyOf } from "../table/state-key.js";
 import { CallMethod, decodeStates, mergeStates } from "./handoff.js";
 import { ownership, type OwnershipView } from "./ownership.js";
+import { checkState } from "./peer-data.js";
 
 /** What inbound requests change elsewhere in the cluster. */
 export interface InboundEvents {
   /** a forwarded key was decided here although this node's ring gives it to another member */
   strayState(): void;
-  /** LEAVE: `member` is leaving and drops out of the ring */
+  /** LEAVE: `member` (the sender itself) is leaving and drops out of the ring */
   memberLeaving(member: string, from: string): void;
+  /** MERGE_STATES from `from` held `count` records out of bounds, not merged */
+  statesRefused(from: string, count: number): void;
   /** HANDOFF_DONE: `from` has handed this node every state that moved to it */
   handoffDone(from: string): void;
   /** ADVERTISE: `from` tells its client-facing URL; the reply is this node's */
@@ -23,7 +26,8 @@ export interface InboundEvents {
 /**
  * What peers ask of this node: forwarded decisions (DECIDE) and the cold-path CALLs of the
  * hand-off. Peer data is validated like callers' data: a forwarded decision outside the
- * request contract is refused, and a malformed state batch is refused whole.
+ * request contract is refused (that item only), a state batch that cannot be parsed is
+ * refused whole, and a state record out of bounds is refused alone (peer-data.ts).
  */
 export class InboundHandler implements PeerServerHandler {
   constructor(
@@ -60,14 +64,28 @@ export class InboundHandler implements PeerServerHandler {
 
   async call(method: number, payload: Buffer, from: string): Promise<Buffer> {
     switch (method) {
-      case CallMethod.LEAVE:
-        this.events.memberLeaving(payload.toString("utf8"), from);
+      case CallMethod.LEAVE: {
+        // The handshake binds `from`: a member may take only itself out of the ring.
+        const member = payload.toString("utf8");
+        if (member !== from) throw new Error("a member may announce only its own leave");
+        this.events.memberLeaving(member, from);
         return Buffer.alloc(0);
+      }
       case CallMethod.MERGE_STATES: {
         // Leaving: whatever arrived now would be stranded here when this process exits.
         // Refused, the sender merges the batch back into its own table.
         if (this.view.frozen) throw new Error("leaving: not accepting states");
-        const n = mergeStates(this.local.table, decodeStates(payload), Date.now());
+        const now = Date.now();
+        const records = decodeStates(payload);
+        const admitted: typeof records = [];
+        let refused = 0;
+        for (const r of records) {
+          const verdict = checkState(r.key, r.state, now);
+          if (verdict === "ok") admitted.push(r);
+          else if (verdict === "invalid") refused++; // an expired state is equivalent to none: dropped quietly
+        }
+        if (refused > 0) this.events.statesRefused(from, refused);
+        const n = mergeStates(this.local.table, admitted, now);
         const reply = Buffer.alloc(4);
         reply.writeUInt32BE(n, 0);
         return reply;

@@ -1,0 +1,100 @@
+import { ALGORITHMS } from "../../algorithms/index.js";
+import { REQUEST_BOUNDS, type LimitQuery } from "../../decision.js";
+import type { DecideResult } from "../../peer/index.js";
+import type { StoredState } from "../table/state-table.js";
+import { parseStateKey, stateKeyOf } from "../table/state-key.js";
+
+/**
+ * What other members send is checked like what callers send (docs/peer-protocol.md,
+ * "Peers' data"): an authenticated peer may still be buggy, out of date, or run by someone
+ * who stole the cluster secret, and one bad number must not block a key for centuries,
+ * make it unlimited, or reach a caller as NaN.
+ *
+ * Clocks of different nodes differ: times up to this far ahead of ours are accepted.
+ */
+export const CLOCK_SKEW_MS = 60_000;
+
+/**
+ * Window counts above this are clamped to it: a count at or above the largest limit blocks
+ * every limit for the rest of its window already, so only forged or runaway counts change.
+ */
+const MAX_COUNT = REQUEST_BOUNDS.limit.max;
+const MAX_DURATION_MS = REQUEST_BOUNDS.duration.max * 1000;
+
+/**
+ * Whether a forwarded decision's answer fits the question asked: `remaining` within the
+ * limit, the reset at most two windows ahead (the sliding window's reach), the wait
+ * finite, non-negative and no longer than that. Anything else is a peer error for that
+ * one item: the caller gets the fail-open answer instead of NaN or a negative count.
+ */
+export function replyWithinContract(r: DecideResult, query: LimitQuery, now: number): boolean {
+  const reach = 2 * query.duration * 1000 + CLOCK_SKEW_MS;
+  return (
+    Number.isInteger(r.remaining) &&
+    r.remaining >= 0 &&
+    r.remaining <= query.limit &&
+    r.resetTime * 1000 >= now - CLOCK_SKEW_MS &&
+    r.resetTime * 1000 <= now + reach &&
+    r.retryAfterMs >= 0 &&
+    r.retryAfterMs <= reach
+  );
+}
+
+export type StateVerdict = "ok" | "expired" | "invalid";
+
+/**
+ * Check one handed-over state record before it is merged: a canonical key of a known
+ * algorithm and a duration within the contract, values that are integers where the
+ * algorithm keeps integers, times not in the future, an expiry at most two windows
+ * ahead. Counts beyond MAX_COUNT and bucket levels beyond their reach are clamped in
+ * place. "expired": a state that is already equivalent to none (dropped, harmlessly).
+ */
+export function checkState(key: string, state: StoredState, now: number): StateVerdict {
+  const parsed = parseStateKey(key);
+  if (parsed === undefined) return "invalid";
+  const { algorithmCode, duration, ringKey } = parsed;
+  if (algorithmCode >= ALGORITHMS.length || !(duration >= REQUEST_BOUNDS.duration.min && duration <= REQUEST_BOUNDS.duration.max)) return "invalid";
+  if (stateKeyOf(algorithmCode, duration, ringKey) !== key || !validRingKey(ringKey)) return "invalid";
+  const D = duration * 1000;
+  const future = now + CLOCK_SKEW_MS;
+  if (state.expiresAt * 1000 > future + 2 * D) return "invalid";
+  if (state.expiresAt * 1000 < now) return "expired";
+  const { a, b, c } = state;
+  if (!Number.isInteger(a) || !Number.isInteger(b) || !Number.isInteger(c)) return "invalid";
+  switch (algorithmCode) {
+    case 0: // fixed window: a = window start (ms), b = count, c = 0
+    case 1: // sliding window: a = window start, b = its count, c = the previous window's count
+      if (a < 0 || a % D !== 0 || a > future || b < 0 || c < 0 || (algorithmCode === 0 && c !== 0)) return "invalid";
+      if (a + (algorithmCode === 0 ? D : 2 * D) <= now) return "expired";
+      state.b = Math.min(b, MAX_COUNT);
+      state.c = Math.min(c, MAX_COUNT);
+      return "ok";
+    case 2: // token bucket: a = tokens left at b (in 1/D units, < 0 when owed), b = time (ms), c = limit
+    case 3: {
+      // leaky bucket: a = meter level at b (in 1/D units), b = time (ms), c = limit
+      if (!(c >= REQUEST_BOUNDS.limit.min && c <= REQUEST_BOUNDS.limit.max) || b < 0 || b > future || b < now - 2 * MAX_DURATION_MS) return "invalid";
+      const capacity = c * D;
+      // Owing (or holding) more than one whole bucket beyond full would block past the two windows an expiry may reach.
+      if (algorithmCode === 2) {
+        if (a > capacity) return "invalid";
+        state.a = Math.max(a, -capacity);
+      } else {
+        if (a < 0) return "invalid";
+        state.a = Math.min(a, 2 * capacity);
+      }
+      return "ok";
+    }
+    default:
+      return "invalid";
+  }
+}
+
+/** `${ns.length}:${ns}${identifier}` with both parts within the contract's lower bounds and the identifier within its upper one. */
+function validRingKey(ringKey: string): boolean {
+  const colon = ringKey.indexOf(":");
+  if (colon < 1 || colon > 10) return false;
+  const nsLength = Number(ringKey.slice(0, colon));
+  if (!Number.isInteger(nsLength) || String(nsLength) !== ringKey.slice(0, colon) || nsLength < REQUEST_BOUNDS.namespace.min) return false;
+  const identifierLength = ringKey.length - colon - 1 - nsLength;
+  return identifierLength >= REQUEST_BOUNDS.identifier.min && identifierLength <= REQUEST_BOUNDS.identifier.max;
+}
