@@ -2,7 +2,12 @@
 // all nodes per decision when about half the decisions are forwarded, against one node
 // deciding everything locally. Same run, same machine, ratios.
 //
-//   npm run build && node bench/forwarding.mjs [--seconds 8] [--rounds 3]
+//   npm run build && node bench/forwarding.mjs [--seconds 8] [--rounds 3] [--baseline DIR]
+//
+// --baseline DIR: also run a 2-node cluster from another build (DIR/dist/src/main.js, e.g.
+// the previous commit, built with `git archive <commit> | tar -x -C DIR`, node_modules
+// linked, `npx tspc -p DIR`) and measure it in the same rounds, alternating, so the two
+// builds are compared on the same machine at the same time.
 //
 // Needs wrk (apt-get install wrk). Servers: one standalone node, and a 2-node cluster
 // driven on both nodes at once, so each node forwards the keys the other owns (~50%).
@@ -22,6 +27,7 @@ const arg = (name, d) => {
 }
 const SECONDS = arg('--seconds', 8)
 const ROUNDS = arg('--rounds', 3)
+const BASELINE = process.argv.includes('--baseline') ? process.argv[process.argv.indexOf('--baseline') + 1] : undefined
 const KEY = 'svc_sk_' + 'f'.repeat(40)
 const SECRET = randomBytes(32).toString('base64url')
 const TICK = Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100
@@ -59,8 +65,8 @@ const kill = () =>
 process.on('exit', kill)
 process.on('SIGINT', () => process.exit(130))
 
-function start(env) {
-  const c = spawn(process.execPath, ['dist/src/main.js'], {
+function start(env, main = 'dist/src/main.js') {
+  const c = spawn(process.execPath, [main], {
     env: { PATH: process.env.PATH, HOST: '127.0.0.1', API_KEYS: KEY, LOG_LEVEL: 'warn', ...env },
     stdio: 'ignore',
     detached: true,
@@ -100,6 +106,17 @@ const b = start({ PORT: String(bp), PEER_HOST: '127.0.0.1', PEER_PORT: String(bp
 await ready(sp)
 await ready(ap, 2)
 await ready(bp, 2)
+let base
+if (BASELINE !== undefined) {
+  const [oap, obp, oapeer, obpeer] = [await freePort(), await freePort(), await freePort(), await freePort()]
+  const opeers = `127.0.0.1:${oapeer},127.0.0.1:${obpeer}`
+  const main = path.join(BASELINE, 'dist/src/main.js')
+  const oa = start({ PORT: String(oap), PEER_HOST: '127.0.0.1', PEER_PORT: String(oapeer), PEERS: opeers, CLUSTER_SECRET: SECRET }, main)
+  const ob = start({ PORT: String(obp), PEER_HOST: '127.0.0.1', PEER_PORT: String(obpeer), PEERS: opeers, CLUSTER_SECRET: SECRET }, main)
+  await ready(oap, 2)
+  await ready(obp, 2)
+  base = { pids: [oa.pid, ob.pid], ports: [oap, obp] }
+}
 
 // 1. Latency: sequential requests on one keep-alive connection, keys owned by A vs by B, sent to A.
 const ring = new HashRing(peers.split(','))
@@ -172,9 +189,13 @@ const rows = []
 for (let r = 0; r < ROUNDS; r++) {
   const local = await measure([single.pid], [sp])
   const cluster = await measure([a.pid, b.pid], [ap, bp])
-  rows.push({ local, cluster, ratio: cluster.usPerReq / local.usPerReq })
+  const baseline = base === undefined ? undefined : await measure(base.pids, base.ports)
+  rows.push({ local, cluster, baseline, ratio: cluster.usPerReq / local.usPerReq })
   console.log(
-    `round ${r + 1}: all local ${local.usPerReq.toFixed(1)} µs/decision (${Math.round(local.reqs / SECONDS)} req/s) | half forwarded, both nodes ${cluster.usPerReq.toFixed(1)} µs/decision (${Math.round(cluster.reqs / SECONDS)} req/s) | ratio ${(cluster.usPerReq / local.usPerReq).toFixed(2)}`,
+    `round ${r + 1}: all local ${local.usPerReq.toFixed(1)} µs/decision (${Math.round(local.reqs / SECONDS)} req/s) | half forwarded, both nodes ${cluster.usPerReq.toFixed(1)} µs/decision (${Math.round(cluster.reqs / SECONDS)} req/s) | ratio ${(cluster.usPerReq / local.usPerReq).toFixed(2)}` +
+      (baseline === undefined
+        ? ''
+        : ` | baseline build, half forwarded ${baseline.usPerReq.toFixed(1)} µs/decision (${Math.round(baseline.reqs / SECONDS)} req/s)`),
   )
 }
 const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]
@@ -187,5 +208,17 @@ const line = (n) =>
 console.log(
   `median CPU ratio, half forwarded / all local: ${median(rows.map((x) => x.ratio)).toFixed(2)} (node A forwarded ${line('ringlimit_forwarded_total{outcome="allowed"}')} decisions, decided ${line('ringlimit_requests_total{status="200",algorithm="fixed-window"}')} requests)`,
 )
+if (base !== undefined) {
+  // Extra CPU a forwarded decision costs over a local one: the cluster's excess over the
+  // all-local node, per forwarded decision (about half of them are forwarded).
+  const perForward = (x) => (x.cluster - x.local) / 0.5
+  const m = (f) => median(rows.map(f))
+  console.log(
+    `median µs/decision, half forwarded: this build ${m((x) => x.cluster.usPerReq).toFixed(1)}, baseline ${m((x) => x.baseline.usPerReq).toFixed(1)}, ratio ${m((x) => x.cluster.usPerReq / x.baseline.usPerReq).toFixed(3)}`,
+  )
+  console.log(
+    `median extra µs per forwarded decision over a local one: this build ${m((x) => perForward({ cluster: x.cluster.usPerReq, local: x.local.usPerReq })).toFixed(1)}, baseline ${m((x) => perForward({ cluster: x.baseline.usPerReq, local: x.local.usPerReq })).toFixed(1)}`,
+  )
+}
 kill()
 process.exit(0)

@@ -287,13 +287,15 @@ export class PeerClient extends EventEmitter {
   private onData(chunk: Buffer): void {
     // One clock read per chunk feeds the failure detector.
     this.lastRx = performance.now();
-    if (this.ready && this.state !== "up") this.setUp(); // a silent peer speaks again
     try {
       this.decoder!.push(chunk);
     } catch (err) {
       this.log.warn({ err, peer: this.remoteNodeId ?? `${this.host}:${this.port}` }, "peer broke the protocol");
       this.lost(this.socket!, `protocol error: ${err instanceof Error ? err.message : String(err)}`);
+      return;
     }
+    // A silent peer speaks again; only once what it sent has verified.
+    if (this.ready && this.state !== "up") this.setUp();
   }
 
   /** Seal and write frames (whole frames, each with room for its tag); sequence order is write order. */
