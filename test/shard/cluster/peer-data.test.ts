@@ -60,7 +60,7 @@ t.test("checkState: the forged states of issue 10 are refused or clamped, one by
 });
 
 t.test("replyWithinContract: the forged answers of issue 10 fail open, sound ones pass", async (t) => {
-  const query = { namespace: "ns", identifier: "id", limit: 5, duration: 60, algorithm: algorithmByCode(0)! };
+  const query = { namespace: "ns", identifier: "id", limit: 5, duration: 60, algorithm: algorithmByCode(0)!, cost: 1 };
   const good = { code: 0, remaining: 4, resetTime: exp(NOW + D), retryAfterMs: 0 };
   t.ok(replyWithinContract(good, query, NOW));
   t.ok(replyWithinContract({ code: 1, remaining: 0, resetTime: exp(NOW + 2 * D), retryAfterMs: 2 * D }, query, NOW), "a sliding window's reach");
