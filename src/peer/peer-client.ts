@@ -6,7 +6,7 @@
 import { EventEmitter } from "node:events";
 import type { KeyObject } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { CallStatus, FrameType, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, PEER_DEFAULTS } from "./constants.js";
+import { FrameType, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, PEER_DEFAULTS } from "./constants.js";
 import { CLOSED_ERROR, FrameError, INVALID_ERROR, PeerError, TIMEOUT_ERROR, UNAVAILABLE_ERROR } from "./errors.js";
 import { FrameDecoder } from "./frame.js";
 import { ClientHandshake, secretKey } from "./handshake.js";
@@ -22,46 +22,12 @@ import {
   readDecideReply,
   type DecideResult,
 } from "./messages.js";
+import { PendingCalls } from "./pending-calls.js";
 import { PendingRequests, invokeSafely, type DecideCallback } from "./pending-requests.js";
+import type { PeerClientOptions, PeerClientState } from "./peer-client-options.js";
 import { connectSocket, type PeerSocket, type PeerTlsOptions } from "./transport.js";
 
-export type PeerClientState = "connecting" | "up" | "down";
-
-export interface PeerClientOptions {
-  host: string;
-  port: number;
-  /** CLUSTER_SECRET. */
-  secret: string;
-  /** This node's id, sent in HELLO. */
-  nodeId: string;
-  /**
-   * The id of the node at host:port (the member's name on the ring). The handshake binds
-   * it: a server with any other id, or anyone relaying to one, is refused.
-   */
-  serverNodeId: string;
-  /** ms, deadline of one decide(); default 100. */
-  timeoutMs?: number;
-  /** ms between PINGs; default 200. */
-  heartbeatIntervalMs?: number;
-  /** ms without any frame received before 'down'; default 1 000. */
-  failureTimeoutMs?: number;
-  /** ms, first reconnect delay; default 50. */
-  reconnectMinMs?: number;
-  /** ms, cap of the exponential reconnect backoff; default 2 000. */
-  reconnectMaxMs?: number;
-  /** ms for TCP/TLS connect plus the handshake; default 2 000. */
-  handshakeTimeoutMs?: number;
-  /** ms, default deadline of call(); default 5 000. */
-  callTimeoutMs?: number;
-  tls?: PeerTlsOptions;
-  logger?: PeerLogger;
-}
-
-interface PendingCall {
-  resolve: (payload: Buffer) => void;
-  reject: (err: PeerError) => void;
-  timer: NodeJS.Timeout;
-}
+export type { PeerClientOptions, PeerClientState };
 
 export interface PeerClient {
   on(event: "up", listener: () => void): this;
@@ -126,8 +92,7 @@ export class PeerClient extends EventEmitter {
   // Handed to every decide() callback; see decide().
   private readonly result: DecideResult = { code: 0, remaining: 0, resetTime: 0, retryAfterMs: 0 };
 
-  private readonly calls = new Map<number, PendingCall>();
-  private nextCallId = 0;
+  private readonly calls = new PendingCalls();
 
   // Bound once, not per call.
   private readonly flushBound = (): void => this.flush();
@@ -222,18 +187,8 @@ export class PeerClient extends EventEmitter {
     if (payload.length > MAX_CALL_PAYLOAD_BYTES) {
       return Promise.reject(new PeerError("too_large", `call payload of ${payload.length} bytes exceeds ${MAX_CALL_PAYLOAD_BYTES}`));
     }
-    const id = this.nextCallId;
-    this.nextCallId = (id + 1) >>> 0;
     const socket = this.socket;
-    return new Promise<Buffer>((resolve, reject) => {
-      // A timer per call is fine here: calls are rare (hand-off, membership changes).
-      const timer = setTimeout(() => {
-        this.calls.delete(id);
-        reject(new PeerError("timeout", `call ${method} got no answer within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.calls.set(id, { resolve, reject, timer });
-      this.send(socket, encodeCall(id, method, payload));
-    });
+    return this.calls.start(method, timeoutMs, (id) => this.send(socket, encodeCall(id, method, payload)));
   }
 
   /**
@@ -326,7 +281,7 @@ export class PeerClient extends EventEmitter {
         return;
       }
       case FrameType.CALL_REPLY:
-        this.onCallReply(body);
+        this.calls.settle(decodeCallReply(body));
         return;
       default:
         throw new FrameError(`frame type ${type} not accepted by a peer client`);
@@ -378,11 +333,7 @@ export class PeerClient extends EventEmitter {
     this.handshakeTimer = this.failureTimer = this.heartbeatTimer = null;
     socket.destroy();
     const err = this.closed ? CLOSED_ERROR : UNAVAILABLE_ERROR;
-    for (const [, c] of this.calls) {
-      clearTimeout(c.timer);
-      c.reject(new PeerError(err.code, `peer connection lost while waiting: ${reason}`));
-    }
-    this.calls.clear();
+    this.calls.failAll(err.code, `peer connection lost while waiting: ${reason}`);
     if (this.closed) return;
     this.setDown(reason);
     const base = Math.min(this.reconnectMaxMs, this.reconnectMinMs * 2 ** this.attempts);
@@ -432,15 +383,5 @@ export class PeerClient extends EventEmitter {
     if (next !== Infinity && this.deadlineTimer === null) {
       this.deadlineTimer = setTimeout(this.onDeadlineBound, Math.max(1, next - now));
     }
-  }
-
-  private onCallReply(body: Buffer): void {
-    const reply = decodeCallReply(body);
-    const c = this.calls.get(reply.callId);
-    if (c === undefined) return; // timed out already
-    this.calls.delete(reply.callId);
-    clearTimeout(c.timer);
-    if (reply.status === CallStatus.OK) c.resolve(reply.payload);
-    else c.reject(new PeerError("remote", reply.payload.toString("utf8")));
   }
 }

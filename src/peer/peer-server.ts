@@ -1,47 +1,20 @@
 // The listening end of the peer channel: authenticates each connection with
 // the handshake, checks the tag of every frame after it, decides DECIDE
-// batches with the local handler and answers PING and CALL.
-//
-// Unauthenticated connections are bounded overall and per source address.
-// When a bound is reached the OLDEST unauthenticated connection is closed
-// (one that has sent nothing first), never the new one: a flood of idle
-// connections cannot keep a restarting member out, since the member's
-// connection completes its handshake in one round trip, long before the
-// flood could push it out of the queue.
+// batches with the local handler and answers PING and CALL. Unauthenticated
+// connections are bounded overall and per source (admission.ts).
 
 import type net from "node:net";
-import { performance } from "node:perf_hooks";
-import { CallStatus, DecideCode, FrameType, MAX_CALL_ERROR_BYTES, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, PEER_DEFAULTS } from "./constants.js";
-import { FrameAuthError, FrameError } from "./errors.js";
-import { FrameDecoder } from "./frame.js";
-import { HandshakeError, ServerHandshake, readyFrame, secretKey } from "./handshake.js";
+import { PendingConnections, TlsHandshaking } from "./admission.js";
+import { PEER_DEFAULTS } from "./constants.js";
+import { secretKey } from "./handshake.js";
+import { InboundConnection, type ConnectionHost, type PeerServerHandler, type PeerServerStats } from "./inbound-connection.js";
 import { NOOP_LOGGER, type PeerLogger } from "./logger.js";
-import { DecideBatchReader, DecideReplyWriter, decodeCall, decodePing, encodeCallReply, encodePing, type DecideResult } from "./messages.js";
+import { DecideBatchReader, DecideReplyWriter, type DecideResult } from "./messages.js";
 import { RefusalLog } from "./refusal-log.js";
-import type { FrameSealer } from "./session.js";
 import { createListener, type PeerSocket, type PeerTlsOptions } from "./transport.js";
 import type { KeyObject } from "node:crypto";
 
-export interface PeerServerHandler {
-  /**
-   * Decide one forwarded request locally (a forwarded request is never
-   * forwarded again). Synchronous; write the answer into `out`, an object
-   * reused for every item. A throw answers this item with code 2 (error)
-   * and leaves its neighbours alone.
-   */
-  decide(ns: string, identifier: string, algorithm: number, limit: number, duration: number, out: DecideResult): void;
-  /**
-   * Cold path (state hand-off, leave notices): an opaque request answered
-   * with an opaque reply. A rejection reaches the caller as a 'remote'
-   * PeerError carrying the message.
-   */
-  call?(method: number, payload: Buffer, fromNodeId: string): Promise<Buffer>;
-  /**
-   * A peer proved knowledge of the secret on a new connection: it is alive now. The
-   * cluster uses this to reconnect to it without waiting out a reconnect backoff.
-   */
-  onPeerAuthenticated?(nodeId: string): void;
-}
+export type { PeerServerHandler, PeerServerStats };
 
 export interface PeerServerOptions {
   host: string;
@@ -64,25 +37,7 @@ export interface PeerServerOptions {
   logger?: PeerLogger;
 }
 
-/** Counters for metrics and tests. */
-export interface PeerServerStats {
-  /** Frames received on authenticated connections. */
-  framesReceived: number;
-  decideFrames: number;
-  decideItems: number;
-  /** Items whose handler threw (answered with code 2). */
-  decideErrors: number;
-  calls: number;
-  handshakesCompleted: number;
-  /** Connections closed for a failed or late handshake, bad frames, or idleness. */
-  connectionsRejected: number;
-  /** Frames whose tag did not verify (each closed its connection). */
-  framesRefused: number;
-  /** Unauthenticated connections closed to make room for a newer one. */
-  pendingEvicted: number;
-}
-
-export class PeerServer {
+export class PeerServer implements ConnectionHost {
   readonly stats: PeerServerStats = {
     framesReceived: 0,
     decideFrames: 0,
@@ -109,10 +64,10 @@ export class PeerServer {
   readonly log: PeerLogger;
   /** @internal */
   readonly conns = new Set<InboundConnection>();
-  /** @internal unauthenticated connections, oldest first */
-  readonly pending = new Set<InboundConnection>();
-  /** @internal unauthenticated connections per source address */
-  readonly pendingBySource = new Map<string, number>();
+  /** @internal unauthenticated connections */
+  readonly pending: PendingConnections;
+  /** TCP connections in their TLS handshake, by `address:port` (TLS only) */
+  private readonly tlsHandshakes: Map<string, TlsHandshaking> | null;
   // One reader and one result object serve every connection: decisions are
   // synchronous, so they are never used by two frames at once.
   /** @internal */
@@ -138,7 +93,14 @@ export class PeerServer {
       maxPendingHandshakes: opts.maxPendingHandshakes ?? PEER_DEFAULTS.maxPendingHandshakes,
       maxPendingPerSource: opts.maxPendingPerSource ?? PEER_DEFAULTS.maxPendingPerSource,
     };
-    this.server = createListener(opts.tls, this.opts.handshakeTimeoutMs, (socket) => this.accept(socket));
+    this.pending = new PendingConnections(this.opts.maxPendingHandshakes, this.opts.maxPendingPerSource);
+    this.tlsHandshakes = opts.tls === undefined ? null : new Map();
+    this.server = createListener(
+      opts.tls,
+      this.opts.handshakeTimeoutMs,
+      (socket) => this.accept(socket),
+      (raw) => this.acceptTcpForTls(raw),
+    );
   }
 
   /** Open connections, authenticated or not. */
@@ -179,242 +141,44 @@ export class PeerServer {
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
 
+  /** A connection ready for the peer handshake (plain TCP: just accepted; TLS: TLS done). */
   private accept(socket: PeerSocket): void {
     const source = socket.remoteAddress ?? "";
-    if ((this.pendingBySource.get(source) ?? 0) >= this.opts.maxPendingPerSource) this.evictOldest(source);
-    else if (this.pending.size >= this.opts.maxPendingHandshakes) this.evictOldest(undefined);
+    if (this.tlsHandshakes === null) {
+      this.pending.makeRoom(source);
+    } else {
+      // Admitted at TCP accept (acceptTcpForTls); its slot passes to the peer handshake.
+      const id = `${source}:${socket.remotePort}`;
+      const tcp = this.tlsHandshakes.get(id);
+      if (tcp !== undefined) {
+        this.tlsHandshakes.delete(id);
+        this.pending.remove(tcp);
+      } else {
+        this.pending.makeRoom(source);
+      }
+    }
     this.conns.add(new InboundConnection(this, socket, source));
   }
 
-  /**
-   * Close the oldest unauthenticated connection (of `source`, when given), preferring
-   * one that has sent nothing: a member's connection sends HELLO as soon as it opens.
-   * Runs only at a bound, over at most maxPendingHandshakes connections.
-   */
-  private evictOldest(source: string | undefined): void {
-    let oldest: InboundConnection | undefined;
-    for (const c of this.pending) {
-      if (source !== undefined && c.source !== source) continue;
-      if (!c.heardFrom) {
-        oldest = c;
-        break;
-      }
-      oldest ??= c;
-    }
-    if (oldest === undefined) return;
-    this.stats.pendingEvicted++;
-    oldest.reject("evicted", "unauthenticated connection evicted for a newer one");
-  }
-}
-
-const enum Phase {
-  HANDSHAKE,
-  READY,
-  CLOSED,
-}
-
-/** One accepted connection. */
-class InboundConnection {
-  /** Whether any byte has arrived (evictions take silent connections first). */
-  heardFrom = false;
-  private phase = Phase.HANDSHAKE;
-  private handshake: ServerHandshake | null;
-  private sealer: FrameSealer | null = null;
-  private readonly decoder: FrameDecoder;
-  private timer: NodeJS.Timeout;
-  private lastRx = performance.now();
-  private remoteNodeId = "";
-
-  constructor(
-    private readonly server: PeerServer,
-    private readonly socket: PeerSocket,
-    readonly source: string,
-  ) {
-    server.pending.add(this);
-    server.pendingBySource.set(source, (server.pendingBySource.get(source) ?? 0) + 1);
-    this.handshake = new ServerHandshake(server.key, server.nodeId);
-    this.decoder = new FrameDecoder((type, body) => this.onFrame(type, body), MAX_HANDSHAKE_FRAME_BYTES);
-    this.timer = setTimeout(() => this.reject("timeout", "handshake timeout"), server.opts.handshakeTimeoutMs);
-    socket.on("data", (chunk: Buffer) => this.onData(chunk));
-    socket.on("error", (err) => server.log.debug({ err, remote: socket.remoteAddress }, "peer socket error"));
-    socket.on("close", () => this.close());
+  /** TLS only: a TCP connection starting its TLS handshake takes an unauthenticated slot already. */
+  private acceptTcpForTls(raw: net.Socket): void {
+    const source = raw.remoteAddress ?? "";
+    const id = `${source}:${raw.remotePort}`;
+    this.pending.makeRoom(source);
+    const tcp = new TlsHandshaking(raw, source, (reason) => this.noteRejected(reason, source));
+    this.pending.add(tcp);
+    this.tlsHandshakes!.set(id, tcp);
+    raw.once("close", () => {
+      this.pending.remove(tcp);
+      if (this.tlsHandshakes!.get(id) === tcp) this.tlsHandshakes!.delete(id);
+    });
   }
 
-  private onData(chunk: Buffer): void {
-    // One clock read per chunk (not per frame) feeds the idle check.
-    this.lastRx = performance.now();
-    this.heardFrom = true;
-    // Replies to every frame of this chunk leave in one write.
-    this.socket.cork();
-    try {
-      this.decoder.push(chunk);
-    } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      if (err instanceof FrameAuthError) {
-        this.server.stats.framesRefused++;
-        this.reject("bad_tag", message);
-      } else if (err instanceof HandshakeError) {
-        this.reject(err.reason, message);
-      } else {
-        this.reject(this.phase === Phase.HANDSHAKE ? "malformed" : "bad_frame", message);
-      }
-    } finally {
-      this.socket.uncork();
-    }
-  }
-
-  /** Seal and write frames (whole frames, each with room for its tag). */
-  private send(frames: Buffer): void {
-    this.socket.write(this.sealer!.seal(frames));
-  }
-
-  private onFrame(type: number, body: Buffer): void {
-    if (this.phase !== Phase.READY) {
-      if (this.phase === Phase.HANDSHAKE) this.onHandshakeFrame(type, body);
-      return;
-    }
-    const stats = this.server.stats;
-    stats.framesReceived++;
-    switch (type) {
-      case FrameType.DECIDE:
-        this.onDecide(body);
-        return;
-      case FrameType.PING:
-        this.send(encodePing(FrameType.PONG, decodePing(body)));
-        return;
-      case FrameType.CALL:
-        this.onCall(body);
-        return;
-      default:
-        throw new FrameError(`frame type ${type} not accepted by a peer server`);
-    }
-  }
-
-  private onHandshakeFrame(type: number, body: Buffer): void {
-    // Throws on anything but the next expected handshake frame; onData closes.
-    const handshake = this.handshake!;
-    const done = handshake.receive(type, body, (frame) => this.socket.write(frame));
-    if (!done) return;
-    this.remoteNodeId = handshake.remoteNodeId;
-    this.handshake = null;
-    this.sealer = handshake.session!.sealer;
-    this.decoder.opener = handshake.session!.opener;
-    this.leavePending();
-    this.phase = Phase.READY;
-    this.send(readyFrame());
-    this.server.stats.handshakesCompleted++;
-    this.decoder.maxFrameBytes = MAX_FRAME_BYTES;
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.checkIdle(), this.server.opts.idleTimeoutMs);
-    this.server.log.debug({ peer: this.remoteNodeId }, "peer connection authenticated");
-    try {
-      this.server.opts.handler.onPeerAuthenticated?.(this.remoteNodeId);
-    } catch (err) {
-      this.server.log.warn({ err: (err as Error).message }, "onPeerAuthenticated failed");
-    }
-  }
-
-  private onDecide(body: Buffer): void {
-    const server = this.server;
-    const { reader, replies, out, stats } = server;
-    const handler = server.opts.handler;
-    // Validates the whole frame first: a bad item anywhere throws before any item is decided.
-    reader.decode(body);
-    const n = reader.count;
-    stats.decideFrames++;
-    stats.decideItems += n;
-    const { reqIds, algorithms, limits, durations, namespaces, identifiers } = reader;
-    replies.begin(n);
-    for (let i = 0; i < n; i++) {
-      out.code = DecideCode.ERROR;
-      out.remaining = 0;
-      out.resetTime = 0;
-      out.retryAfterMs = 0;
-      let code: number;
-      try {
-        handler.decide(namespaces[i]!, identifiers[i]!, algorithms[i]!, limits[i]!, durations[i]!, out);
-        code = out.code === DecideCode.ALLOWED || out.code === DecideCode.BLOCKED ? out.code : DecideCode.ERROR;
-      } catch (err) {
-        stats.decideErrors++;
-        // Logged at debug only: a broken handler would otherwise log at request rate.
-        server.log.debug({ err, ns: namespaces[i] }, "peer decide handler threw");
-        replies.put(reqIds[i]!, DecideCode.ERROR, 0, 0, 0);
-        continue;
-      }
-      replies.put(reqIds[i]!, code, out.remaining, out.resetTime, out.retryAfterMs);
-    }
-    this.send(replies.finish());
-  }
-
-  private onCall(body: Buffer): void {
-    const { callId, method, payload } = decodeCall(body);
-    const server = this.server;
-    server.stats.calls++;
-    const handler = server.opts.handler;
-    const answer =
-      handler.call === undefined
-        ? Promise.reject(new Error(`no call handler for method ${method}`))
-        : Promise.resolve().then(() => handler.call!(method, payload, this.remoteNodeId));
-    answer
-      .then(
-        (reply) => {
-          if (this.phase !== Phase.READY) return;
-          if (!Buffer.isBuffer(reply)) throw new TypeError("call handler must resolve to a Buffer");
-          this.send(encodeCallReply(callId, CallStatus.OK, reply));
-        },
-        (err: unknown) => this.replyCallError(callId, err),
-      )
-      .catch((err: unknown) => this.replyCallError(callId, err));
-  }
-
-  private replyCallError(callId: number, err: unknown): void {
-    if (this.phase !== Phase.READY) return;
-    let msg = Buffer.from(err instanceof Error ? err.message : String(err), "utf8");
-    if (msg.length > MAX_CALL_ERROR_BYTES) msg = msg.subarray(0, MAX_CALL_ERROR_BYTES);
-    this.send(encodeCallReply(callId, CallStatus.ERROR, msg));
-  }
-
-  private checkIdle(): void {
-    const idle = this.server.opts.idleTimeoutMs;
-    const silent = performance.now() - this.lastRx;
-    // setTimeout may fire a fraction of a millisecond early by this clock.
-    if (silent >= idle - 1) {
-      this.reject("idle", "idle timeout");
-      return;
-    }
-    this.timer = setTimeout(() => this.checkIdle(), idle - silent);
-  }
-
-  /**
-   * Close for cause: counted, logged at debug, and summarised by `reason` (strangers may
-   * probe the port; a line each would let them fill the log). An idle timeout of an
-   * authenticated peer is routine and not summarised.
-   */
-  reject(reason: string, message: string): void {
-    if (this.phase === Phase.CLOSED) return;
-    const server = this.server;
-    server.stats.connectionsRejected++;
-    if (reason !== "idle") server.refusals.note(reason, this.source);
-    server.log.debug({ reason: message, peer: this.remoteNodeId || undefined, remote: this.source }, "peer connection closed");
-    this.close();
-  }
-
-  private leavePending(): void {
-    const server = this.server;
-    if (!server.pending.delete(this)) return;
-    const n = (server.pendingBySource.get(this.source) ?? 1) - 1;
-    if (n === 0) server.pendingBySource.delete(this.source);
-    else server.pendingBySource.set(this.source, n);
-  }
-
-  close(): void {
-    if (this.phase === Phase.CLOSED) return;
-    this.leavePending();
-    this.phase = Phase.CLOSED;
-    this.handshake = null;
-    this.decoder.stop();
-    clearTimeout(this.timer);
-    this.socket.destroy();
-    this.server.conns.delete(this);
+  /** @internal a connection closed for cause */
+  noteRejected(reason: string, source: string): void {
+    this.stats.connectionsRejected++;
+    if (reason === "evicted") this.stats.pendingEvicted++;
+    // An idle timeout of an authenticated peer is routine.
+    if (reason !== "idle") this.refusals.note(reason, source);
   }
 }

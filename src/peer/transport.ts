@@ -18,16 +18,23 @@ export interface PeerTlsOptions {
 export type PeerSocket = net.Socket | tls.TLSSocket;
 
 /**
- * A listener whose `onSocket` sees a socket ready for the HMAC handshake: at
+ * A listener whose `onSocket` sees a socket ready for the peer handshake: at
  * TCP accept for plain TCP, after the TLS handshake (bounded by
- * `handshakeTimeoutMs` too) for TLS.
+ * `handshakeTimeoutMs` too) for TLS. For TLS, `onTcp` sees each TCP
+ * connection as it is accepted, before its TLS handshake.
  */
-export function createListener(tlsOpts: PeerTlsOptions | undefined, handshakeTimeoutMs: number, onSocket: (socket: PeerSocket) => void): net.Server {
+export function createListener(
+  tlsOpts: PeerTlsOptions | undefined,
+  handshakeTimeoutMs: number,
+  onSocket: (socket: PeerSocket) => void,
+  onTcp: (raw: net.Socket) => void,
+): net.Server {
   if (tlsOpts === undefined) return net.createServer({ noDelay: true }, onSocket);
   if (tlsOpts.cert === undefined || tlsOpts.key === undefined) {
     throw new TypeError("peer server TLS needs cert and key");
   }
   const server = tls.createServer({ cert: tlsOpts.cert, key: tlsOpts.key, handshakeTimeout: handshakeTimeoutMs }, onSocket);
+  server.on("connection", onTcp);
   // A failed TLS handshake from a stranger is not our error; without a
   // listener Node would only log it, with one we keep it quiet.
   server.on("tlsClientError", (_err, socket) => socket.destroy());

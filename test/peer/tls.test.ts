@@ -62,3 +62,21 @@ t.test("a plain-TCP client cannot talk to a TLS server", async (t) => {
   t.ok(await within(closed, 2_000), "closed");
   t.equal(handler.decided, 0);
 });
+
+t.test("connections still in their TLS handshake count against the unauthenticated bounds", async (t) => {
+  const handler = echoHandler();
+  const { server, port } = await startServer(handler, { tls: { cert, key }, maxPendingHandshakes: 3 });
+  t.teardown(() => server.close());
+  const idle = [];
+  for (let i = 0; i < 10; i++) idle.push(await rawConnect(port));
+  await sleep(100);
+  t.equal(server.pendingHandshakes, 3, "ten idle TCP connections, three held");
+  t.equal(server.stats.pendingEvicted, 7);
+  const client = makeClient(port, { tls: { ca: cert } });
+  t.teardown(() => client.close());
+  client.connect();
+  await waitEvent(client, "up");
+  t.pass("a member still gets in over TLS");
+  t.ok(server.pendingHandshakes <= 3);
+  for (const c of idle) c.socket.destroy();
+});
