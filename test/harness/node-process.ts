@@ -46,7 +46,10 @@ process.on("exit", () => {
 });
 
 /** Start `node dist/src/main.js` as its own process group and wait until /ready answers 200. */
-export async function spawnNode(env: Record<string, string>, options: { waitReady?: boolean; timeoutMs?: number } = {}): Promise<NodeProcess> {
+export async function spawnNode(
+  env: Record<string, string>,
+  options: { waitReady?: boolean; timeoutMs?: number; /** argv that runs the node, e.g. `ip netns exec <ns>` */ wrap?: readonly string[] } = {},
+): Promise<NodeProcess> {
   const port = env.PORT !== undefined ? Number(env.PORT) : await freePort();
   const fullEnv: Record<string, string> = {
     HOST: "127.0.0.1",
@@ -54,11 +57,12 @@ export async function spawnNode(env: Record<string, string>, options: { waitRead
     LOG_LEVEL: "warn",
     // Tests read counters right after the requests they count; test/http/metrics.test.ts covers the cache.
     METRICS_CACHE_MS: "0",
-    PEER_PORT: String(await freePort()),
+    ...(env.PEER_PORT === undefined ? { PEER_PORT: String(await freePort()) } : {}),
     ...env,
     PORT: String(port),
   };
-  const child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? "", ...fullEnv }, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  const argv = [...(options.wrap ?? []), process.execPath, MAIN];
+  const child = spawn(argv[0]!, argv.slice(1), { env: { PATH: process.env.PATH ?? "", ...fullEnv }, detached: true, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   child.stderr!.on("data", (d: Buffer) => (out += d.toString()));

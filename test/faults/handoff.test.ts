@@ -1,0 +1,51 @@
+import t from "tap";
+import { metric } from "../harness/cluster.js";
+import { assertCleanedUp, faultNetFor, logLines, runFault, sleep } from "./fault-run.js";
+
+// Issue 14's fault suite, part 3: graceful leaves (SIGTERM) meeting partitions.
+
+const net = faultNetFor(t);
+if (net !== undefined) {
+  t.test("a partition racing a SIGTERM hand-off", async (t) => {
+    await runFault(t, net, { order: 6, fault: "n3 cut off from n1 as it starts its SIGTERM hand-off" }, async ({ net, cluster, load, notes }) => {
+      await sleep(3000);
+      const leaving = cluster.nodes[2]!;
+      const held = await metric(leaving, "ringlimit_stored_keys");
+      load.setInRotation(2, false);
+      const termAt = Date.now();
+      net.dropFrom(2, 0);
+      net.dropFrom(0, 2);
+      leaving.signal("SIGTERM");
+      await leaving.exited;
+      const drainMs = Date.now() - termAt;
+      const report = logLines(leaving.output(), /left the ring/)[0];
+      notes.push(`drain ${drainMs} ms (DRAIN_TIMEOUT_MS 6000)`);
+      notes.push(`n3 held ${held} states: ${report?.handedOver ?? "?"} handed over, ${report?.notHandedOver ?? "?"} not`);
+      net.heal();
+      await sleep(3000);
+    });
+  });
+
+  t.test("SIGTERM while isolated", async (t) => {
+    await runFault(t, net, { order: 7, fault: "SIGTERM of n3 while it is cut off from both others" }, async ({ net, cluster, load, watch, notes }) => {
+      await sleep(3000);
+      const leaving = cluster.nodes[2]!;
+      const held = await metric(leaving, "ringlimit_stored_keys");
+      const cutAt = Date.now();
+      net.isolate(2);
+      // Wait until n3 knows it is alone, then stop it.
+      while (watch.firstAfter(cutAt, (s) => s[2] === 1) === undefined && Date.now() - cutAt < 5000) await sleep(100);
+      load.setInRotation(2, false);
+      const termAt = Date.now();
+      leaving.signal("SIGTERM");
+      await leaving.exited;
+      const report = logLines(leaving.output(), /left the ring/)[0];
+      notes.push(`exit ${Date.now() - termAt} ms after SIGTERM`);
+      notes.push(`n3 held ${held} states: ${report?.handedOver ?? "?"} handed over, ${report?.notHandedOver ?? "?"} not`);
+      net.heal();
+      await sleep(3000);
+    });
+  });
+
+  assertCleanedUp(t, net);
+}

@@ -1,0 +1,124 @@
+import http from "node:http";
+import { request, TEST_KEY } from "../harness/http-client.js";
+
+/** One limit the client exercises: an identifier under one algorithm. */
+export interface LimitKey {
+  readonly identifier: string;
+  readonly algorithm: "fixed-window" | "token-bucket";
+  readonly limit: number;
+  readonly durationS: number;
+}
+
+/** One answer as the client saw it. Times are the client's clock (unix ms). */
+export interface Sample {
+  sentAt: number;
+  doneAt: number;
+  node: number;
+  key: number;
+  /** HTTP status, or 0 when the request failed or timed out */
+  status: number;
+  degraded: boolean;
+  /** `data.reset_time` (unix s) */
+  resetTime: number | undefined;
+  /** `data.count` on a 200 */
+  count: number | undefined;
+  error: string | undefined;
+}
+
+/** 30 identifiers under fixed window and token bucket, each `limit` per `durationS` (issue 14's load). */
+export function limitKeys(tag: string, identifiers = 30, limit = 20, durationS = 60): LimitKey[] {
+  const keys: LimitKey[] = [];
+  for (const algorithm of ["fixed-window", "token-bucket"] as const) {
+    for (let i = 0; i < identifiers; i++) keys.push({ identifier: `${tag}-${i}`, algorithm, limit, durationS });
+  }
+  return keys;
+}
+
+const TICK_MS = 20;
+/**
+ * The client's own connections. An idle keep-alive socket is dropped after 4 s, before the
+ * server's 10 s idle close, so no request is ever written into a socket the server is
+ * closing (a client-side race that would look like a fault of the cluster).
+ */
+const agent = new http.Agent({ keepAlive: true, maxSockets: 32, scheduling: "lifo", timeout: 4000 });
+/** A client gives up on an answer after this long; the suite counts any such time-out. */
+const CLIENT_TIMEOUT_MS = 3000;
+
+/**
+ * The client: `ratePerS` requests per second, round-robin over the nodes still in
+ * rotation, cycling over every key so each key is asked of every node in turn.
+ */
+export class Load {
+  readonly samples: Sample[] = [];
+  private readonly inRotation: boolean[];
+  private timer: NodeJS.Timeout | undefined;
+  private readonly inFlight = new Set<Promise<void>>();
+  private sent = 0;
+
+  constructor(
+    private readonly urls: readonly string[],
+    private readonly keys: readonly LimitKey[],
+    private readonly ratePerS = 250,
+  ) {
+    this.inRotation = urls.map(() => true);
+  }
+
+  start(): void {
+    // Paced by elapsed time, not by ticks: a late timer (a busy machine) sends what it owes.
+    const started = Date.now();
+    this.timer = setInterval(() => {
+      const owed = Math.floor(((Date.now() - started) * this.ratePerS) / 1000) - this.sent;
+      for (let i = 0; i < owed; i++) this.sendOne();
+    }, TICK_MS);
+  }
+
+  /** A load balancer takes a node out of rotation (after SIGTERM, say) and puts it back. */
+  setInRotation(node: number, on: boolean): void {
+    this.inRotation[node] = on;
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await Promise.all(this.inFlight);
+  }
+
+  static closeConnections(): void {
+    agent.destroy();
+  }
+
+  private sendOne(): void {
+    const i = this.sent++;
+    const key = i % this.keys.length;
+    // Shift the node every full pass over the keys, so every key meets every node.
+    const candidates = this.urls.map((_, n) => n).filter((n) => this.inRotation[n]);
+    if (candidates.length === 0) return;
+    const node = candidates[(i + Math.floor(i / this.keys.length)) % candidates.length]!;
+    const p = this.ask(node, key).finally(() => this.inFlight.delete(p));
+    this.inFlight.add(p);
+  }
+
+  private async ask(node: number, keyIndex: number): Promise<void> {
+    const key = this.keys[keyIndex]!;
+    const sentAt = Date.now();
+    const body = JSON.stringify({ namespace: "faults", identifier: key.identifier, limit: key.limit, duration: key.durationS, algorithm: key.algorithm });
+    const sample: Sample = { sentAt, doneAt: 0, node, key: keyIndex, status: 0, degraded: false, resetTime: undefined, count: undefined, error: undefined };
+    try {
+      const r = await request(this.urls[node] + "/limit", {
+        method: "POST",
+        headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" },
+        body,
+        timeoutMs: CLIENT_TIMEOUT_MS,
+        agent,
+      });
+      sample.status = r.status;
+      const data = r.json?.data;
+      sample.degraded = data?.degraded === true;
+      sample.resetTime = typeof data?.reset_time === "number" ? data.reset_time : undefined;
+      sample.count = r.status === 200 && typeof data?.count === "number" ? data.count : undefined;
+    } catch (err) {
+      sample.error = (err as Error).message;
+    }
+    sample.doneAt = Date.now();
+    this.samples.push(sample);
+  }
+}

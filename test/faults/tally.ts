@@ -1,0 +1,94 @@
+import type { LimitKey, Sample } from "./load.js";
+
+/** What one fault cost, from the client's answers alone. */
+export interface Tally {
+  requests: number;
+  /** allowed beyond the limit, summed over keys, and the worst single key (window) */
+  fixedWindow: { overAdmitted: number; worst: number };
+  tokenBucket: { overAdmitted: number; worst: number };
+  degraded: number;
+  /** answers other than 200/429 (5xx, 4xx) */
+  unexpected: number;
+  /** requests that failed or timed out at the client */
+  failures: number;
+  /**
+   * Requests the owners counted although no exact answer admitted them: a fixed-window
+   * count that climbs past the exact 200s seen for its window. A forward answered as
+   * degraded and counted later shows up here. A lower bound: a count nobody read again is missed.
+   */
+  countedWithoutExactAnswer: number;
+}
+
+/**
+ * Over-admission is judged against each algorithm's own promise:
+ * - fixed window: at most `limit` allowed per window. An exact answer names its window
+ *   (`reset_time` is the window's end); a degraded one is placed by the client's clock.
+ * - token bucket: a bucket that starts full allows at most `limit + limit × t / D` by time
+ *   t after the key's first request. t runs from the first request's send to each answer's
+ *   arrival, so timing between client and node can only loosen this bound, never tighten it.
+ */
+export function tally(samples: readonly Sample[], keys: readonly LimitKey[]): Tally {
+  const t: Tally = {
+    requests: samples.length,
+    fixedWindow: { overAdmitted: 0, worst: 0 },
+    tokenBucket: { overAdmitted: 0, worst: 0 },
+    degraded: 0,
+    unexpected: 0,
+    failures: 0,
+    countedWithoutExactAnswer: 0,
+  };
+  const byKey = keys.map(() => [] as Sample[]);
+  for (const s of samples) {
+    byKey[s.key]!.push(s);
+    if (s.degraded) t.degraded++;
+    if (s.status === 0) t.failures++;
+    else if (s.status !== 200 && s.status !== 429) t.unexpected++;
+  }
+  keys.forEach((key, k) => {
+    const mine = byKey[k]!;
+    if (key.algorithm === "fixed-window") fixedWindow(mine, key, t);
+    else tokenBucket(mine, key, t);
+  });
+  return t;
+}
+
+function fixedWindow(samples: readonly Sample[], key: LimitKey, t: Tally): void {
+  const D = key.durationS;
+  const windows = new Map<number, { allowed: number; exact: number; maxCount: number }>();
+  for (const s of samples) {
+    if (s.status !== 200) continue;
+    const end = !s.degraded && s.resetTime !== undefined ? s.resetTime : (Math.floor(s.sentAt / 1000 / D) + 1) * D;
+    let w = windows.get(end);
+    if (w === undefined) windows.set(end, (w = { allowed: 0, exact: 0, maxCount: 0 }));
+    w.allowed++;
+    if (!s.degraded) {
+      w.exact++;
+      w.maxCount = Math.max(w.maxCount, s.count ?? 0);
+    }
+  }
+  for (const w of windows.values()) {
+    const over = Math.max(0, w.allowed - key.limit);
+    t.fixedWindow.overAdmitted += over;
+    t.fixedWindow.worst = Math.max(t.fixedWindow.worst, over);
+    t.countedWithoutExactAnswer += Math.max(0, w.maxCount - w.exact);
+  }
+}
+
+function tokenBucket(samples: readonly Sample[], key: LimitKey, t: Tally): void {
+  if (samples.length === 0) return;
+  const first = Math.min(...samples.map((s) => s.sentAt));
+  const allowed = samples.filter((s) => s.status === 200).sort((a, b) => a.doneAt - b.doneAt);
+  let over = 0;
+  allowed.forEach((s, j) => {
+    const bound = key.limit + Math.floor((key.limit * (s.doneAt - first)) / (key.durationS * 1000));
+    over = Math.max(over, j + 1 - bound);
+  });
+  t.tokenBucket.overAdmitted += over;
+  t.tokenBucket.worst = Math.max(t.tokenBucket.worst, over);
+}
+
+/** First and last degraded answer, in ms after `from` (undefined when there was none). */
+export function degradedSpan(samples: readonly Sample[], from: number): { first: number; last: number } | undefined {
+  const at = samples.filter((s) => s.degraded && s.sentAt >= from).map((s) => s.sentAt - from);
+  return at.length === 0 ? undefined : { first: Math.min(...at), last: Math.max(...at) };
+}
