@@ -1,3 +1,5 @@
+import { writeFileSync } from "node:fs";
+import path from "node:path";
 import type { Test } from "tap";
 import { closeAgents } from "../harness/http-client.js";
 import { Load, limitKeys, type LimitKey } from "./load.js";
@@ -96,6 +98,12 @@ export async function runFault(
   t.equal(result.failures, 0, "no request failed or timed out at the client", {
     failures: failed.slice(0, 5).map((s) => ({ node: s.node, error: s.error, ms: s.doneAt - s.sentAt })),
   });
+  // FAULTS_DUMP=<dir>: every answer and the ring timeline as JSON, to study a row.
+  if (process.env.FAULTS_DUMP)
+    writeFileSync(
+      path.join(process.env.FAULTS_DUMP, `${spec.order}.json`),
+      JSON.stringify({ keys, samples: load.samples, timeline: watch.timeline, logs: cluster.nodes.map((n) => n?.output()) }),
+    );
   const row = { order: spec.order, fault: spec.fault, tally: result, notes: ctx.notes };
   saveRow(row);
   t.comment("\n" + renderTable([row]));

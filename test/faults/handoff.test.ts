@@ -11,7 +11,7 @@ if (net !== undefined) {
       await sleep(3000);
       const leaving = cluster.nodes[2]!;
       const held = await metric(leaving, "ringlimit_stored_keys");
-      load.setInRotation(2, false);
+      await load.takeOut(2);
       const termAt = Date.now();
       net.dropFrom(2, 0);
       net.dropFrom(0, 2);
@@ -35,7 +35,7 @@ if (net !== undefined) {
       net.isolate(2);
       // Wait until n3 knows it is alone, then stop it.
       while (watch.firstAfter(cutAt, (s) => s[2] === 1) === undefined && Date.now() - cutAt < 5000) await sleep(100);
-      load.setInRotation(2, false);
+      await load.takeOut(2);
       const termAt = Date.now();
       leaving.signal("SIGTERM");
       await leaving.exited;

@@ -53,6 +53,7 @@ export class Load {
   private readonly inRotation: boolean[];
   private timer: NodeJS.Timeout | undefined;
   private readonly inFlight = new Set<Promise<void>>();
+  private readonly inFlightTo: Set<Promise<void>>[];
   private sent = 0;
 
   constructor(
@@ -61,6 +62,7 @@ export class Load {
     private readonly ratePerS = 250,
   ) {
     this.inRotation = urls.map(() => true);
+    this.inFlightTo = urls.map(() => new Set());
   }
 
   start(): void {
@@ -72,9 +74,18 @@ export class Load {
     }, TICK_MS);
   }
 
-  /** A load balancer takes a node out of rotation (after SIGTERM, say) and puts it back. */
-  setInRotation(node: number, on: boolean): void {
-    this.inRotation[node] = on;
+  /** A load balancer puts a node (back) into rotation. */
+  putBack(node: number): void {
+    this.inRotation[node] = true;
+  }
+
+  /**
+   * A load balancer takes a node out of rotation before it is stopped, and lets the
+   * requests already sent to it finish (a busy machine can queue them for seconds).
+   */
+  async takeOut(node: number): Promise<void> {
+    this.inRotation[node] = false;
+    await Promise.all(this.inFlightTo[node]!);
   }
 
   async stop(): Promise<void> {
@@ -93,8 +104,12 @@ export class Load {
     const candidates = this.urls.map((_, n) => n).filter((n) => this.inRotation[n]);
     if (candidates.length === 0) return;
     const node = candidates[(i + Math.floor(i / this.keys.length)) % candidates.length]!;
-    const p = this.ask(node, key).finally(() => this.inFlight.delete(p));
+    const p = this.ask(node, key).finally(() => {
+      this.inFlight.delete(p);
+      this.inFlightTo[node]!.delete(p);
+    });
     this.inFlight.add(p);
+    this.inFlightTo[node]!.add(p);
   }
 
   private async ask(node: number, keyIndex: number): Promise<void> {

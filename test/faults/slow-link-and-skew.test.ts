@@ -57,7 +57,7 @@ if (net !== undefined) {
       async ({ cluster, load, notes }) => {
         await sleep(3000);
         // Away: n3 leaves gracefully (a load balancer stops sending to it first).
-        load.setInRotation(2, false);
+        await load.takeOut(2);
         const leaving = cluster.nodes[2]!;
         leaving.signal("SIGTERM");
         await leaving.exited;
@@ -66,7 +66,7 @@ if (net !== undefined) {
         await sleep(4000);
         // And back: n3 restarts with the same skew; its keys come back to it.
         await cluster.start(2);
-        load.setInRotation(2, true);
+        load.putBack(2);
         await sleep(5000);
       },
     );
