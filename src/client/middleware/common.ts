@@ -1,0 +1,78 @@
+import { createHash } from "node:crypto";
+import { REQUEST_BOUNDS } from "../../decision.js";
+import type { RingLimitClient } from "../client.js";
+import type { AlgorithmName, LimitResult } from "../types.js";
+
+/** One limit a route applies: the POST /limit fields, and where the identifier comes from. */
+export interface RateLimitRule<Req> {
+  namespace: string;
+  product?: string;
+  /** requests per window */
+  limit: number;
+  /** seconds */
+  duration: number;
+  algorithm?: AlgorithmName;
+  /** the caller's identifier (an API key, a user id, an address); undefined: this request is not limited */
+  key: (request: Req) => string | undefined | Promise<string | undefined>;
+}
+
+export interface RateLimitMiddlewareOptions<Req> extends RateLimitRule<Req> {
+  client: RingLimitClient;
+}
+
+/** What the middleware does with one request: headers to set, and either go on or answer. */
+export interface Verdict {
+  pass: boolean;
+  status: number;
+  headers: [name: string, value: string][];
+  /** JSON text when !pass */
+  body: string;
+}
+
+const PASS: Verdict = Object.freeze({ pass: true, status: 200, headers: [], body: "" }) as Verdict;
+
+/**
+ * Check one request against its rule. Identifiers come from requests, so one longer than
+ * the service accepts is replaced by its SHA-256 rather than sent to be refused: a caller
+ * cannot make its own checks fail by sending a long key.
+ */
+export async function checkRequest<Req>(client: RingLimitClient, rule: RateLimitRule<Req>, request: Req): Promise<Verdict> {
+  let identifier = await rule.key(request);
+  if (identifier === undefined) return PASS;
+  if (identifier.length === 0) identifier = "(empty)";
+  else if (identifier.length > REQUEST_BOUNDS.identifier.max) identifier = "sha256:" + createHash("sha256").update(identifier).digest("base64url");
+  const result = await client.limit({
+    namespace: rule.namespace,
+    ...(rule.product !== undefined ? { product: rule.product } : {}),
+    identifier,
+    limit: rule.limit,
+    duration: rule.duration,
+    ...(rule.algorithm !== undefined ? { algorithm: rule.algorithm } : {}),
+  });
+  return verdictOf(result);
+}
+
+/** The IETF headers of the answer are passed on as they came (draft-ietf-httpapi-ratelimit-headers). */
+export function verdictOf(result: LimitResult): Verdict {
+  const headers: [string, string][] = [];
+  const h = result.headers;
+  if (h["ratelimit-policy"] !== undefined) headers.push(["RateLimit-Policy", h["ratelimit-policy"]]);
+  if (h.ratelimit !== undefined) headers.push(["RateLimit", h.ratelimit]);
+  if (result.allowed) return { pass: true, status: 200, headers, body: "" };
+  if (result.status === 429) {
+    if (h["retry-after"] !== undefined) headers.push(["Retry-After", h["retry-after"]]);
+    const d = result.data;
+    const body = JSON.stringify({
+      error: "Rate limit exceeded",
+      status: 429,
+      limit: d?.limit,
+      remaining: 0,
+      reset_time: d?.reset_time,
+      retry_after: d?.retry_after,
+    });
+    return { pass: false, status: 429, headers, body };
+  }
+  // Failing closed (failOpen: false and no node answered), or the service refused the check
+  // itself (a wrong API key): the request cannot be admitted, and it is not the caller's fault.
+  return { pass: false, status: 503, headers, body: JSON.stringify({ error: "Rate limit check unavailable", status: 503 }) };
+}

@@ -1,0 +1,47 @@
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import type { RingLimitClient } from "../client.js";
+import { checkRequest, type RateLimitRule } from "./common.js";
+
+/** A route's own limit, over the plugin's defaults; false: the route is not limited. */
+export type FastifyRouteLimit = Partial<RateLimitRule<FastifyRequest>> | false;
+
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** this route's limit (ringlimit/client/fastify) */
+    ringlimit?: FastifyRouteLimit;
+  }
+}
+
+export interface RingLimitFastifyOptions extends Partial<RateLimitRule<FastifyRequest>> {
+  client: RingLimitClient;
+  /** limit only routes that set `config.ringlimit` (default: every route, with these options) */
+  onlyConfiguredRoutes?: boolean;
+}
+
+/**
+ * Fastify plugin: an onRequest hook on every route of the instance it is registered on.
+ * The plugin's options are the default limit; a route changes it, or turns it off, with
+ * `config: { ringlimit: { limit: 5 } }` / `config: { ringlimit: false }`.
+ */
+const plugin: FastifyPluginAsync<RingLimitFastifyOptions> = async (fastify, options) => {
+  const { client, onlyConfiguredRoutes = false, ...defaults } = options;
+  fastify.addHook("onRequest", async (request: FastifyRequest, reply: FastifyReply) => {
+    const own = request.routeOptions.config?.ringlimit;
+    if (own === false || (own === undefined && onlyConfiguredRoutes)) return;
+    const rule = { ...defaults, ...own } as Partial<RateLimitRule<FastifyRequest>>;
+    if (rule.namespace === undefined || rule.limit === undefined || rule.duration === undefined || rule.key === undefined) {
+      throw new Error("ringlimit: namespace, limit, duration and key are needed (plugin options or the route's config.ringlimit)");
+    }
+    const v = await checkRequest(client, rule as RateLimitRule<FastifyRequest>, request);
+    for (const [name, value] of v.headers) reply.header(name, value);
+    if (!v.pass) return reply.code(v.status).type("application/json").send(v.body);
+  });
+};
+
+// What fastify-plugin does: the hook applies to the routes of the instance that registers
+// the plugin rather than to an encapsulated child only.
+(plugin as unknown as Record<symbol, unknown>)[Symbol.for("skip-override")] = true;
+(plugin as unknown as Record<symbol, unknown>)[Symbol.for("fastify.display-name")] = "ringlimit";
+
+export const ringLimitFastify = plugin;
+export type { RateLimitRule } from "./common.js";
