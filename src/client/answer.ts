@@ -1,4 +1,4 @@
-import type { AnswerSource, LimitData, LimitRequest, LimitResult, RateLimitHeaders } from "./types.js";
+import type { AnswerSource, LimitData, LimitRequest, LimitResult, RateLimitHeaders, ResetResult } from "./types.js";
 
 /**
  * A node's answer as limit() returns it. The body is parsed only when `data` is read: a
@@ -34,6 +34,10 @@ export function parseData(body: Buffer): LimitData | undefined {
   } catch {
     return undefined;
   }
+}
+
+export function resetAnswer(status: number, data: LimitData | undefined, source: AnswerSource): ResetResult {
+  return { ok: status === 200, status, data: data as ResetResult["data"], source };
 }
 
 /** No node answered: the client's own answer. */

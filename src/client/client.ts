@@ -2,12 +2,13 @@ import { BlockedCache } from "../shard/cluster/blocked-cache.js";
 import { HashRing } from "../shard/cluster/ring.js";
 import { ringKeyOf, stateKeyOf } from "../shard/table/state-key.js";
 import { SlugCache } from "../slug.js";
-import { cachedBlockAnswer, clientAnswer, NodeAnswer, parseData } from "./answer.js";
-import { Deadlines, type Expiring } from "./deadlines.js";
+import { cachedBlockAnswer, clientAnswer, NodeAnswer, parseData, resetAnswer } from "./answer.js";
+import { Attempt, Check, CheckKind, type CheckHandler, type Result } from "./check.js";
+import { Deadlines } from "./deadlines.js";
 import { NodeConnection, normaliseUrl } from "./node-connection.js";
 import { parseClusterAnswer, RingView, type ClusterAnswer } from "./ring-view.js";
 import { ALGORITHM_NAMES } from "../algorithms/types.js";
-import { type ClientStats, type LimitRequest, type LimitResult, type RateLimitHeaders, type RingLimitClientOptions } from "./types.js";
+import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult, RingLimitClientOptions } from "./types.js";
 
 /** Defaults of RingLimitClientOptions, in one place. */
 export const CLIENT_DEFAULTS = Object.freeze({
@@ -22,7 +23,6 @@ export const CLIENT_DEFAULTS = Object.freeze({
 const REFRESH_MIN_INTERVAL_MS = 100;
 /** Deadline of one GET /cluster (cold path, off the checks' path). */
 const REFRESH_TIMEOUT_MS = 2000;
-const RING_VERSION = "ringlimit-ring-version";
 
 /**
  * The ring-aware client of ringlimit (docs/client.md). Each check goes straight to the node
@@ -32,7 +32,7 @@ const RING_VERSION = "ringlimit-ring-version";
  * to any other node, which forwards them. When no node answers within timeoutMs, limit()
  * resolves with the client's own fail-open answer: it never rejects.
  */
-export class RingLimitClient {
+export class RingLimitClient implements CheckHandler {
   private readonly options: Required<Omit<RingLimitClientOptions, "tls" | "urls" | "apiKey">> & Pick<RingLimitClientOptions, "tls">;
   private readonly seeds: NodeConnection[];
   private readonly nodes = new Map<string, NodeConnection>();
@@ -95,12 +95,13 @@ export class RingLimitClient {
   /** Check one request against its limit. Never rejects. */
   limit(request: LimitRequest): Promise<LimitResult> {
     this.counters.calls++;
-    if (this.closed) return Promise.resolve(this.degraded("unavailable"));
+    if (this.closed) return Promise.resolve(this.degraded("unavailable") as LimitResult);
     try {
-      const namespace = request.product === undefined ? request.namespace : request.namespace + "." + this.slugs.get(String(request.product));
+      const namespace = this.namespaceOf(request);
       const ringKey = ringKeyOf(namespace, request.identifier);
       const code = ALGORITHM_NAMES.indexOf(request.algorithm ?? "fixed-window");
-      const stateKey = code < 0 ? undefined : stateKeyOf(code, request.duration, ringKey);
+      // A remembered 429 stands for checks of weight 1 (the default) only.
+      const stateKey = code < 0 || (request.cost !== undefined && request.cost !== 1) ? undefined : stateKeyOf(code, request.duration, ringKey);
       const sentAt = Date.now();
       if (stateKey !== undefined) {
         const block = this.blocked.get(stateKey, request.limit, sentAt);
@@ -110,16 +111,69 @@ export class RingLimitClient {
         }
       }
       const owner = this.options.routing === "owner" ? this.view.ownerOf(ringKey) : undefined;
-      const body = JSON.stringify(request);
-      return new Promise((resolve) => {
-        const check = new Check(this, request, body, stateKey, sentAt, performance.now() + this.options.timeoutMs, owner, resolve);
-        this.deadlines.add(check);
-        this.dispatch(check);
-      });
+      return this.start(CheckKind.LIMIT, request, JSON.stringify(request), stateKey, sentAt, owner) as Promise<LimitResult>;
     } catch {
       // Only a request that cannot be serialised gets here (a BigInt, a cycle).
-      return Promise.resolve(this.degraded("unavailable"));
+      return Promise.resolve(this.degraded("unavailable") as LimitResult);
     }
+  }
+
+  /**
+   * POST /limit/batch: all or nothing (docs/api.md). Sent to the owner when every item has
+   * the same one, else to any node. Resolves like limit(), with `data.results` per item.
+   */
+  batch(requests: readonly LimitRequest[]): Promise<LimitResult> {
+    this.counters.calls++;
+    if (this.closed) return Promise.resolve(this.degraded("unavailable") as LimitResult);
+    try {
+      let owner: NodeConnection | undefined;
+      if (this.options.routing === "owner") {
+        for (let i = 0; i < requests.length; i++) {
+          const r = requests[i]!;
+          const o = this.view.ownerOf(ringKeyOf(this.namespaceOf(r), r.identifier));
+          if (i === 0) owner = o;
+          else if (o !== owner) {
+            owner = undefined;
+            break;
+          }
+        }
+      }
+      return this.start(CheckKind.BATCH, requests[0]!, JSON.stringify({ requests }), undefined, Date.now(), owner) as Promise<LimitResult>;
+    } catch {
+      return Promise.resolve(this.degraded("unavailable") as LimitResult);
+    }
+  }
+
+  /** POST /limit/reset, sent to the identifier's owner. Never rejects; `ok` only when the states were removed. */
+  reset(request: ResetRequest): Promise<ResetResult> {
+    this.counters.calls++;
+    if (this.closed) return Promise.resolve(this.degraded("unavailable", CheckKind.RESET) as ResetResult);
+    try {
+      const owner = this.options.routing === "owner" ? this.view.ownerOf(ringKeyOf(this.namespaceOf(request), request.identifier)) : undefined;
+      return this.start(CheckKind.RESET, request, JSON.stringify(request), undefined, Date.now(), owner) as Promise<ResetResult>;
+    } catch {
+      return Promise.resolve(this.degraded("unavailable", CheckKind.RESET) as ResetResult);
+    }
+  }
+
+  private start(
+    kind: CheckKind,
+    request: LimitRequest | ResetRequest,
+    body: string,
+    stateKey: string | undefined,
+    sentAt: number,
+    owner: NodeConnection | undefined,
+  ): Promise<Result> {
+    return new Promise((resolve) => {
+      const check = new Check(this, kind, request, body, stateKey, sentAt, performance.now() + this.options.timeoutMs, owner, resolve);
+      this.deadlines.add(check);
+      this.dispatch(check);
+    });
+  }
+
+  /** The effective namespace (README "The request"), with the nodes' own slug code. */
+  private namespaceOf(request: { namespace: string; product?: string }): string {
+    return request.product === undefined ? request.namespace : request.namespace + "." + this.slugs.get(String(request.product));
   }
 
   /** Resolve every check in flight with the fail-open answer, close every connection. */
@@ -138,12 +192,12 @@ export class RingLimitClient {
     const node = this.nextNode(check);
     if (node === undefined) {
       check.settled = true;
-      return check.resolve(this.degraded("unavailable"));
+      return check.resolve(this.degraded("unavailable", check.kind));
     }
     check.tried.push(node);
     const attempt = new Attempt(this, check, node);
     check.attempt = attempt;
-    node.pool.dispatch({ path: node.limitPath, method: "POST", headers: this.postHeaders, body: check.body }, attempt);
+    node.pool.dispatch({ path: node.paths[check.kind], method: "POST", headers: this.postHeaders, body: check.body }, attempt);
   }
 
   /**
@@ -172,6 +226,11 @@ export class RingLimitClient {
     check.settled = true;
     const source = attempt.node === check.owner ? "owner" : "fallback";
     this.counters[source]++;
+    if (check.kind === CheckKind.RESET) {
+      // A remembered block of a reset identifier no longer stands; the cache is only a shortcut.
+      if (status === 200) this.blocked.clear();
+      return check.resolve(resetAnswer(status, parseData(body), source));
+    }
     let allowed: boolean;
     let degraded = false;
     if (status === 200) {
@@ -181,9 +240,11 @@ export class RingLimitClient {
       if (degraded) this.counters.serverDegraded++;
     } else if (status === 429) {
       allowed = false;
-      const data = parseData(body);
-      if (check.stateKey !== undefined && typeof data?.retry_after === "number" && typeof data.reset_time === "number") {
-        this.blocked.remember(check.stateKey, check.request.limit, check.sentAt, Math.floor(data.retry_after * 1000), data.reset_time);
+      if (check.stateKey !== undefined) {
+        const data = parseData(body);
+        if (typeof data?.retry_after === "number" && typeof data.reset_time === "number") {
+          this.blocked.remember(check.stateKey, (check.request as LimitRequest).limit, check.sentAt, Math.floor(data.retry_after * 1000), data.reset_time);
+        }
       }
     } else if (status >= 500) {
       // A node failing closed (FAIL_OPEN=false) or a proxy in front of one: the client's own rule applies.
@@ -215,13 +276,14 @@ export class RingLimitClient {
       attempt.abort();
     }
     this.refresh();
-    check.resolve(this.degraded("timeout"));
+    check.resolve(this.degraded("timeout", check.kind));
   }
 
-  private degraded(why: "timeout" | "unavailable"): LimitResult {
+  /** No node answered: the client's own answer (a reset cannot fail open: not ok). */
+  private degraded(why: "timeout" | "unavailable", kind: CheckKind = CheckKind.LIMIT): Result {
     this.counters.degraded++;
     this.counters[why === "timeout" ? "timeouts" : "unavailable"]++;
-    return clientAnswer(this.options.failOpen);
+    return kind === CheckKind.RESET ? resetAnswer(0, undefined, "client") : clientAnswer(this.options.failOpen);
   }
 
   // ------------------------------------------------------------------ ring view
@@ -316,98 +378,5 @@ export class RingLimitClient {
       this.nodes.set(url, node);
     }
     return node;
-  }
-}
-
-/** One limit() in flight: its deadline, the nodes it tried, and how to resolve it. */
-class Check implements Expiring {
-  settled = false;
-  attempt: Attempt | undefined = undefined;
-  readonly tried: NodeConnection[] = [];
-
-  constructor(
-    private readonly client: RingLimitClient,
-    readonly request: LimitRequest,
-    readonly body: string,
-    readonly stateKey: string | undefined,
-    /** unix ms, for the blocked cache */
-    readonly sentAt: number,
-    /** performance.now() ms */
-    readonly deadline: number,
-    readonly owner: NodeConnection | undefined,
-    readonly resolve: (result: LimitResult) => void,
-  ) {}
-
-  expire(): void {
-    this.client.onExpired(this);
-  }
-}
-
-/**
- * One HTTP exchange of a check with one node: an undici dispatch handler (the low-level
- * API: raw headers, no body stream, no promise per request).
- */
-class Attempt {
-  aborted = false;
-  private abortRequest: ((err?: Error) => void) | undefined = undefined;
-  private status = 0;
-  private version: string | undefined = undefined;
-  private readonly headers: RateLimitHeaders = {};
-  private chunk: Buffer | undefined = undefined;
-  private chunks: Buffer[] | undefined = undefined;
-
-  constructor(
-    private readonly client: RingLimitClient,
-    readonly check: Check,
-    readonly node: NodeConnection,
-  ) {}
-
-  abort(): void {
-    this.aborted = true;
-    this.abortRequest?.(new Error("ringlimit check timed out"));
-  }
-
-  onConnect(abort: (err?: Error) => void): void {
-    // Still queued in the pool when its check expired: never sent.
-    if (this.aborted) return abort(new Error("ringlimit check timed out"));
-    this.abortRequest = abort;
-  }
-
-  onHeaders(status: number, raw: Buffer[]): boolean {
-    this.status = status;
-    for (let i = 0; i + 1 < raw.length; i += 2) {
-      const name = raw[i]!;
-      // Only the four names the client passes on or reads; compared by length first.
-      switch (name.length) {
-        case 22:
-          if (name.toString("latin1").toLowerCase() === RING_VERSION) this.version = raw[i + 1]!.toString("latin1");
-          break;
-        case 9:
-          if (name.toString("latin1").toLowerCase() === "ratelimit") this.headers.ratelimit = raw[i + 1]!.toString("latin1");
-          break;
-        case 16:
-          if (name.toString("latin1").toLowerCase() === "ratelimit-policy") this.headers["ratelimit-policy"] = raw[i + 1]!.toString("latin1");
-          break;
-        case 11:
-          if (name.toString("latin1").toLowerCase() === "retry-after") this.headers["retry-after"] = raw[i + 1]!.toString("latin1");
-          break;
-      }
-    }
-    return true;
-  }
-
-  onData(chunk: Buffer): boolean {
-    if (this.chunk === undefined) this.chunk = chunk;
-    else (this.chunks ??= [this.chunk]).push(chunk);
-    return true;
-  }
-
-  onComplete(): void {
-    const body = this.chunks !== undefined ? Buffer.concat(this.chunks) : (this.chunk ?? Buffer.alloc(0));
-    this.client.onAnswer(this, this.status, this.headers, this.version, body);
-  }
-
-  onError(): void {
-    this.client.onFailure(this);
   }
 }

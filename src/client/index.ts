@@ -2,4 +2,15 @@
 // Middleware for Fastify, Express and Hono: ringlimit/client/fastify, /express, /hono.
 export { RingLimitClient, CLIENT_DEFAULTS } from "./client.js";
 export { ALGORITHM_NAMES } from "../algorithms/types.js";
-export type { AlgorithmName, AnswerSource, ClientStats, LimitData, LimitRequest, LimitResult, RateLimitHeaders, RingLimitClientOptions } from "./types.js";
+export type {
+  AlgorithmName,
+  AnswerSource,
+  ClientStats,
+  LimitData,
+  LimitRequest,
+  LimitResult,
+  RateLimitHeaders,
+  ResetRequest,
+  ResetResult,
+  RingLimitClientOptions,
+} from "./types.js";

@@ -14,7 +14,8 @@ const MAX_SKIP_MS = 5_000;
  */
 export class NodeConnection {
   readonly pool: Pool;
-  readonly limitPath: string;
+  /** POST paths by CheckKind: /limit, /limit/batch, /limit/reset */
+  readonly paths: readonly [string, string, string];
   readonly clusterPath: string;
   /** performance.now() until which checks skip this node */
   skipUntil = 0;
@@ -28,7 +29,7 @@ export class NodeConnection {
   ) {
     const u = new URL(url);
     const base = u.pathname.replace(/\/+$/, "");
-    this.limitPath = base + "/limit";
+    this.paths = [base + "/limit", base + "/limit/batch", base + "/limit/reset"];
     this.clusterPath = base + "/cluster";
     this.skipMs = retryAfterMs;
     const tls = options.tls;

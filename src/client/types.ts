@@ -12,6 +12,31 @@ export interface LimitRequest {
   /** seconds */
   duration: number;
   algorithm?: AlgorithmName;
+  /** what this check weighs: 1 by default, 0 is a peek (counts nothing); never above `limit` */
+  cost?: number;
+}
+
+/** The body of POST /limit/reset: every state of an identifier, or the one named by algorithm and duration. */
+export interface ResetRequest {
+  namespace: string;
+  product?: string;
+  identifier: string;
+  algorithm?: AlgorithmName;
+  duration?: number;
+}
+
+/**
+ * The outcome of reset(): never a rejection. A reset cannot fail open: `ok` is true only when
+ * the owner removed the states (`data.removed` lists them).
+ */
+export interface ResetResult {
+  ok: boolean;
+  /** HTTP status; 0 when no node answered in time */
+  status: number;
+  data:
+    | { namespace?: string; identifier?: string; removed?: { algorithm: AlgorithmName; duration: number }[]; error?: string; [field: string]: unknown }
+    | undefined;
+  source: AnswerSource;
 }
 
 /** The `data` of an answer of POST /limit (docs/api.md, README "The request"). */
@@ -29,6 +54,8 @@ export interface LimitData {
   degraded?: boolean;
   /** 429: seconds until one request is allowed, to the millisecond */
   retry_after?: number;
+  /** POST /limit/batch: one entry per request, in order */
+  results?: LimitData[];
   /** error answers */
   error?: string;
   status?: number;

@@ -121,6 +121,32 @@ t.test("3 nodes through the client", async (t) => {
     t.not(again.source, "cache");
   });
 
+  await t.test("batch: all or nothing, sent to the owner when one member owns every item", async (t) => {
+    const id = cluster.identifierOwnedBy(1, "batch");
+    const item = { namespace: "test", identifier: id, limit: 3, duration: 3600 };
+    const ok = await client.batch([item, { ...item, cost: 2 }]);
+    t.match(ok, { allowed: true, degraded: false, status: 200, source: "owner" });
+    t.same(
+      ok.data?.results?.map((r) => r.count),
+      [1, 3],
+    );
+    const no = await client.batch([item]);
+    t.match(no, { allowed: false, status: 429 });
+    t.ok(no.data!.retry_after! > 0);
+  });
+
+  await t.test("reset: the owner removes the states, and the client forgets its remembered 429", async (t) => {
+    const req = { namespace: "test", identifier: cluster.identifierOwnedBy(2, "reset"), limit: 1, duration: 3600 };
+    t.equal((await client.limit(req)).status, 200);
+    t.equal((await client.limit(req)).status, 429);
+    t.equal((await client.limit(req)).source, "cache");
+    const r = await client.reset({ namespace: "test", identifier: req.identifier });
+    t.match(r, { ok: true, status: 200, source: "owner" });
+    t.same(r.data?.removed, [{ algorithm: "fixed-window", duration: 3600 }]);
+    const after = await client.limit(req);
+    t.match(after, { status: 200, source: "owner" }, "allowed again, asked of the owner");
+  });
+
   await t.test("a member dies and comes back while checks run: nothing rejects, routing follows the ring", async (t) => {
     const ids = Array.from({ length: 60 }, (_, i) => `churn-${i}`);
     let running = true;
@@ -188,6 +214,7 @@ t.test("3 nodes through the client", async (t) => {
       for (const r of results) t.match(r, { allowed: failOpen, degraded: true, status: 0, source: "client" });
       t.equal(c.stats.timeouts, timeouts, `failOpen ${failOpen}: refused connections answer at once (${ms.toFixed(1)} ms for 20), not at the deadline`);
       t.ok(c.stats.unavailable >= 20);
+      t.match(await c.reset({ namespace: "down", identifier: "x0" }), { ok: false, status: 0, source: "client" }, "a reset never fails open");
     }
   });
 });

@@ -33,6 +33,11 @@ export class BlockedCache {
     this.blocks.set(stateKey, { until: receivedAt + retryAfterMs, limit, resetTime });
   }
 
+  /** Forget every block (after a reset of limits: a remembered block may no longer stand). */
+  clear(): void {
+    this.blocks.clear();
+  }
+
   get size(): number {
     return this.blocks.size;
   }
