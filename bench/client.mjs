@@ -1,0 +1,184 @@
+// The ring-aware client (issue 13): total server CPU per decision of a 3-node cluster driven
+// through RingLimitClient (each check to its key's owner) and through the same client in
+// round-robin routing (what a load balancer does: 2/3 of the checks forwarded), against one
+// node deciding everything locally; and the client's own CPU per call beside a bare undici
+// request. Same run, same machine, same concurrency; ratios, medians over rounds.
+//
+//   npm run build && node bench/client.mjs [--seconds 6] [--rounds 3] [--concurrency 48]
+import { spawn } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
+import http from 'node:http'
+import net from 'node:net'
+import { createInterface } from 'node:readline'
+
+const arg = (name, d) => {
+  const i = process.argv.indexOf(name)
+  return i > 0 ? Number(process.argv[i + 1]) : d
+}
+const SECONDS = arg('--seconds', 6)
+const ROUNDS = arg('--rounds', 3)
+const CONCURRENCY = arg('--concurrency', 48)
+const KEY = 'svc_sk_' + 'c'.repeat(40)
+const SECRET = 'bench-client-' + 'k7Qx9PzR2mWv4LtB8nYc3HsJ6dFg1AeU5oKi0'
+const IDLE_SECONDS = 2
+
+const freePort = () =>
+  new Promise((r) => {
+    const s = net.createServer()
+    s.listen(0, '127.0.0.1', () => {
+      const p = s.address().port
+      s.close(() => r(p))
+    })
+  })
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const children = []
+const kill = () =>
+  children.forEach((c) => {
+    try {
+      process.kill(-c.pid, 'SIGKILL')
+    } catch {}
+  })
+process.on('exit', kill)
+process.on('SIGINT', () => process.exit(130))
+
+function start(env) {
+  const c = spawn(process.execPath, ['dist/src/main.js'], {
+    env: { PATH: process.env.PATH, HOST: '127.0.0.1', API_KEYS: KEY, LOG_LEVEL: 'warn', ...env },
+    stdio: 'ignore',
+    detached: true,
+  })
+  children.push(c)
+  return c
+}
+/**
+ * CPU time of a process in ns, every thread (V8's GC helpers, libuv's pool) included: the
+ * first field of /proc/<pid>/task/<tid>/schedstat. /proc/<pid>/stat counts 10 ms ticks, too
+ * coarse for the idle measurement below.
+ */
+const cpuNs = (pid) => {
+  let ns = 0
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0])
+    } catch {
+      /* thread gone */
+    }
+  }
+  return ns
+}
+const totalNs = (pids) => pids.reduce((s, p) => s + cpuNs(p), 0)
+
+/**
+ * What the servers burn doing nothing (heartbeats every 200 ms between members, timers,
+ * sweeps), in ns per second: subtracted from a row's CPU, since on a busy shared machine the
+ * check rate can be low enough for it to matter.
+ */
+async function idleNsPerSecond(pids) {
+  const before = totalNs(pids)
+  const t0 = performance.now()
+  await sleep(IDLE_SECONDS * 1000)
+  return (totalNs(pids) - before) / ((performance.now() - t0) / 1000)
+}
+const get = (port, p) =>
+  new Promise((resolve, reject) =>
+    http
+      .get({ host: '127.0.0.1', port, path: p, headers: { authorization: `Bearer ${KEY}` } }, (res) => {
+        let b = ''
+        res.on('data', (d) => (b += d))
+        res.on('end', () => resolve({ status: res.statusCode, body: b }))
+      })
+      .on('error', reject),
+  )
+async function ready(port, members) {
+  for (;;) {
+    try {
+      if (members === undefined) {
+        if ((await get(port, '/ready')).status === 200) return
+      } else {
+        const c = JSON.parse((await get(port, '/cluster')).body).data
+        if (c.members.length === members && c.members.every((m) => m.url !== null)) return
+      }
+    } catch {}
+    await sleep(100)
+  }
+}
+
+const single = await freePort()
+const ports = [await freePort(), await freePort(), await freePort()]
+const peerPorts = [await freePort(), await freePort(), await freePort()]
+const peers = peerPorts.map((p) => `127.0.0.1:${p}`).join(',')
+const singleNode = start({ PORT: String(single), PEER_PORT: String(await freePort()) })
+const clusterNodes = ports.map((port, i) =>
+  start({ PORT: String(port), PEER_HOST: '127.0.0.1', PEER_PORT: String(peerPorts[i]), PEERS: peers, CLUSTER_SECRET: SECRET }),
+)
+await ready(single)
+for (const p of ports) await ready(p, 3)
+
+/** Run one driver; server CPU is read when it says "start" and when it prints its result. */
+async function drive(spec, serverPids) {
+  const idle = await idleNsPerSecond(serverPids)
+  return new Promise((resolve, reject) => {
+    const d = spawn(process.execPath, ['bench/lib/client-driver.mjs', JSON.stringify({ ...spec, seconds: SECONDS, concurrency: CONCURRENCY, key: KEY })], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let before
+    let stats = ''
+    d.stderr.on('data', (x) => (stats += x))
+    createInterface({ input: d.stdout }).on('line', (line) => {
+      if (line === 'start') before = totalNs(serverPids)
+      else if (line.startsWith('{')) {
+        const ns = totalNs(serverPids) - before
+        const r = JSON.parse(line)
+        d.on('exit', () =>
+          resolve({
+            rate: r.calls / r.seconds,
+            serverUs: (ns - idle * r.seconds) / 1e3 / r.calls,
+            rawServerUs: ns / 1e3 / r.calls,
+            clientUs: r.cpuUs / r.calls,
+            stats: stats.trim() === '' ? undefined : JSON.parse(stats.trim().split('\n').pop()),
+          }),
+        )
+      }
+    })
+    d.on('error', reject)
+  })
+}
+
+const url = (p) => `http://127.0.0.1:${p}`
+const ROWS = [
+  ['1 node, bare undici Pool', { mode: 'undici', urls: [url(single)] }, [singleNode.pid]],
+  ['1 node, RingLimitClient', { mode: 'client', urls: [url(single)], routing: 'owner' }, [singleNode.pid]],
+  ['3 nodes, client round-robin', { mode: 'client', urls: [url(ports[0])], routing: 'round-robin' }, clusterNodes.map((c) => c.pid)],
+  ['3 nodes, client to owners', { mode: 'client', urls: [url(ports[0])], routing: 'owner' }, clusterNodes.map((c) => c.pid)],
+]
+const results = ROWS.map(() => [])
+for (let round = 0; round < ROUNDS; round++) {
+  for (const [i, [label, spec, pids]] of ROWS.entries()) {
+    const r = await drive(spec, pids)
+    results[i].push(r)
+    console.log(
+      `round ${round + 1} ${label.padEnd(30)} ${Math.round(r.rate).toString().padStart(6)} checks/s  server ${r.serverUs.toFixed(1).padStart(5)} µs/decision (${r.rawServerUs.toFixed(1)} before idle)  client ${r.clientUs.toFixed(1).padStart(5)} µs/call` +
+        (r.stats ? `  (owner ${r.stats.owner}, fallback ${r.stats.fallback}, degraded ${r.stats.degraded})` : ''),
+    )
+  }
+}
+const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]
+const med = results.map((rs) => ({
+  rate: median(rs.map((r) => r.rate)),
+  serverUs: median(rs.map((r) => r.serverUs)),
+  rawServerUs: median(rs.map((r) => r.rawServerUs)),
+  clientUs: median(rs.map((r) => r.clientUs)),
+}))
+// Ratios per round, then the median: rows of one round ran back to back.
+const ratio = (i, base) => median(results[i].map((r, k) => r.serverUs / results[base][k].serverUs))
+console.log(`\nmedians of ${ROUNDS} rounds, ${SECONDS} s each, ${CONCURRENCY} concurrent checks, node ${process.version}`)
+console.log('| row | checks/s | server CPU µs/decision, all nodes, idle subtracted (raw) | × 1-node local | client CPU µs/call | × bare undici |')
+console.log('|---|---:|---:|---:|---:|---:|')
+const clientRatio = (i) => median(results[i].map((r, k) => r.clientUs / results[0][k].clientUs))
+ROWS.forEach(([label], i) =>
+  console.log(
+    `| ${label} | ${Math.round(med[i].rate)} | ${med[i].serverUs.toFixed(1)} (${med[i].rawServerUs.toFixed(1)}) | ${ratio(i, 1).toFixed(2)}× | ${med[i].clientUs.toFixed(1)} | ${clientRatio(i).toFixed(2)}× |`,
+  ),
+)
+kill()
+process.exit(0)
