@@ -231,7 +231,9 @@ export class PeerClient extends EventEmitter {
     // Detects dead hosts under a connection that looks open; a merely stopped
     // peer still ACKs keepalives, which the heartbeat below catches.
     socket.setKeepAlive(true, this.failureTimeoutMs);
-    this.handshakeTimer = setTimeout(() => this.lost(socket, "handshake timeout"), this.handshakeTimeoutMs);
+    // An attempt into a partition gets no answer at all: give it up after the handshake
+    // limit and dial again at once (see lost()), rather than back off.
+    this.handshakeTimer = setTimeout(() => this.lost(socket, "handshake timeout", true), this.handshakeTimeoutMs);
     socket.on("data", (chunk: Buffer) => {
       if (this.socket === socket) this.onData(chunk);
     });
@@ -311,16 +313,23 @@ export class PeerClient extends EventEmitter {
     let next = this.failureTimeoutMs - silent;
     // setTimeout may fire a fraction of a millisecond early by this clock.
     if (next <= 1) {
-      // Keep the connection and keep probing: a stopped peer that resumes
-      // brings it back 'up' with its first frame.
-      this.setDown(`no frame from peer for ${Math.round(silent)} ms`);
-      next = this.failureTimeoutMs;
+      // Drop the silent connection and dial again at once, and again each time an attempt
+      // goes unanswered: the old socket's unacknowledged PINGs would be retransmitted with
+      // TCP's doubling back-off, so after a partition heals the old connection could stay
+      // mute for many seconds, while a fresh SYN gets through at the first try. A stopped
+      // peer that resumes answers the next attempt.
+      this.lost(this.socket!, `no frame from peer for ${Math.round(silent)} ms`, true);
+      return;
     }
     this.failureTimer = setTimeout(() => this.checkSilence(), next);
   }
 
-  /** The connection `socket` is gone (or must go): clean up, report, reconnect. */
-  private lost(socket: PeerSocket, reason: string): void {
+  /**
+   * The connection `socket` is gone (or must go): clean up, report, reconnect. `silent`:
+   * the peer did not answer (rather than refusing or closing), so retry right away:
+   * backing off from a peer that may be behind a partition only delays seeing it heal.
+   */
+  private lost(socket: PeerSocket, reason: string, silent = false): void {
     if (socket !== this.socket) return;
     this.socket = null;
     this.ready = false;
@@ -336,6 +345,7 @@ export class PeerClient extends EventEmitter {
     this.calls.failAll(err.code, `peer connection lost while waiting: ${reason}`);
     if (this.closed) return;
     this.setDown(reason);
+    if (silent) this.attempts = 0;
     const base = Math.min(this.reconnectMaxMs, this.reconnectMinMs * 2 ** this.attempts);
     this.attempts = Math.min(this.attempts + 1, 30);
     // Jitter in [base/2, base) keeps a restarted cluster from reconnecting in lockstep.
