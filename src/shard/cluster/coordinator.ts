@@ -19,6 +19,16 @@ export const JOIN_FENCE_MS = PEER_DEFAULTS.reconnectMaxMs + 3000;
 export const JOIN_TIMEOUT_MS = 10_000;
 /** Deadline of the hand-off a ring change starts (a leave has its own, the drain deadline). */
 const RECONCILE_DEADLINE_MS = 30_000;
+/**
+ * Stray states (see ownership.ts) move to their owner only once no stray decision has
+ * arrived for this long. While rings disagree (a one-way cut, a peer suspected by one side
+ * only), strays keep coming: moving the state each time restarted its count at 1 here
+ * (the fault suite measured 133 allowed in one window of 20), whereas keeping it bounds
+ * the key to two counts, the owner's and this one, until the rings agree and merge them.
+ */
+const STRAY_QUIET_MS = 10_000;
+/** While leaving, how often states that found no reachable owner are tried again on the current ring. */
+const LEAVE_RETRY_MS = 100;
 
 /**
  * Moves states to their owners when the ring changes, and keeps the state that says when
@@ -45,6 +55,7 @@ export class Coordinator {
   private reconciling: Promise<void> | undefined;
   private reconcileAgain = false;
   private strayTimer: NodeJS.Timeout | undefined;
+  private lastStrayAt = -Infinity;
   private joinTimer: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
   private stopped = false;
@@ -88,13 +99,21 @@ export class Coordinator {
     this.checkJoined();
   }
 
-  /** A forwarded decision was made here for a key the ring gives to another member: reconcile soon. */
+  /** A forwarded decision was made here for a key the ring gives to another member: reconcile once strays stop (STRAY_QUIET_MS). */
   noteStrayState(): void {
+    this.lastStrayAt = Date.now();
     if (this.strayTimer !== undefined || this.frozen || this.stopped) return;
-    this.strayTimer = setTimeout(() => {
+    const check = (): void => {
+      const quietFor = Date.now() - this.lastStrayAt;
+      if (quietFor < STRAY_QUIET_MS) {
+        this.strayTimer = setTimeout(check, STRAY_QUIET_MS - quietFor);
+        this.strayTimer.unref();
+        return;
+      }
       this.strayTimer = undefined;
       if (!this.frozen && !this.stopped) this.scheduleReconcile(false);
-    }, RECONCILE_AGAIN_MS);
+    };
+    this.strayTimer = setTimeout(check, STRAY_QUIET_MS);
     this.strayTimer.unref();
   }
 
@@ -111,6 +130,20 @@ export class Coordinator {
     const ringWithoutMe = pool.ring.without(pool.self);
     let report: HandOffReport = { sent: 0, failed: this.table.size, ms: 0 };
     if (ringWithoutMe.size > 0) report = await this.handOver((key) => ringWithoutMe.owner(key), deadline);
+    // A batch whose receiver went down (cut off, say) failed as soon as it was declared
+    // down, and its states came back here: send them to their owner on the ring as it is
+    // now, which no longer holds that member, rather than keep them until the process exits.
+    let ring = ringWithoutMe;
+    while (report.failed > 0 && Date.now() < deadline && !this.stopped) {
+      await new Promise((r) => setTimeout(r, LEAVE_RETRY_MS));
+      const now = pool.ring.without(pool.self);
+      if (now.size === 0) break;
+      if (now.members.join() === ring.members.join()) continue;
+      ring = now;
+      const retry = await this.handOver((key) => ring.owner(key), deadline);
+      this.logger.info({ members: ring.members, sent: retry.sent, failed: retry.failed }, "leave: states of an unreachable member sent to their next owner");
+      report = { sent: report.sent + retry.sent, failed: retry.failed, ms: 0 };
+    }
     const name = Buffer.from(pool.self);
     await Promise.allSettled(pool.upClients().map((c) => c.call(CallMethod.LEAVE, name, Math.max(50, deadline - Date.now()))));
     pool.leaveRing();
@@ -159,7 +192,14 @@ export class Coordinator {
         const ring = this.pool.ring;
         const owed = [...this.owedDone].filter((m) => ring.has(m));
         for (const m of owed) this.owedDone.delete(m);
-        const report = await this.handOver((key) => ring.owner(key), Date.now() + RECONCILE_DEADLINE_MS);
+        // While strays still arrive, only members that just joined get their states; see STRAY_QUIET_MS.
+        const now = Date.now();
+        const keepStrays = now - this.lastStrayAt < STRAY_QUIET_MS;
+        const ownerOf = (key: string): string | undefined => {
+          const owner = ring.owner(key);
+          return !keepStrays || (owner !== undefined && (this.fences.get(owner) ?? 0) > now) ? owner : undefined;
+        };
+        const report = await this.handOver(ownerOf, now + RECONCILE_DEADLINE_MS);
         if (report.sent > 0 || report.failed > 0) this.logger.info(report, "handed states to their new owners");
         await Promise.allSettled(owed.map((m) => this.pool.client(m)?.call(CallMethod.HANDOFF_DONE, Buffer.alloc(0))));
       } while (this.reconcileAgain && !this.stopped && !this.frozen);
