@@ -9,7 +9,10 @@ export class ClusterMetrics {
   private readonly outcomes = new Float64Array(OUTCOMES.length);
   private readonly roundTrip: FastHistogram;
 
-  constructor(registry: Registry, sources: { members: () => number; configured: () => number; peerStates: () => Iterable<[string, boolean]> }) {
+  constructor(
+    registry: Registry,
+    sources: { members: () => number; configured: () => number; quorum: () => boolean; peerStates: () => Iterable<[string, boolean]> },
+  ) {
     const outcomes = this.outcomes;
     new Counter({
       name: "ringlimit_forwarded_total",
@@ -41,6 +44,14 @@ export class ClusterMetrics {
       registers: [registry],
       collect() {
         this.set(sources.configured());
+      },
+    });
+    new Gauge({
+      name: "ringlimit_cluster_quorum",
+      help: "1 while this node sees a majority of the configured members (itself included); 0 in a minority, when /ready is 503 (from 3 members on)",
+      registers: [registry],
+      collect() {
+        this.set(sources.quorum() ? 1 : 0);
       },
     });
     new Gauge({

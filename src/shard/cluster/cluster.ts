@@ -13,6 +13,7 @@ import { ClusterDecider, type ClusterView } from "./forwarding.js";
 import type { HandOffReport } from "./handoff-sender.js";
 import { InboundHandler } from "./inbound.js";
 import { MemberPool } from "./member-pool.js";
+import { MIN_MEMBERS_FOR_QUORUM } from "./quorum.js";
 import { DnsMembership, StaticMembership, type MembershipSource } from "./membership.js";
 import type { PeerTls } from "./peer-tls.js";
 import type { HashRing } from "./ring.js";
@@ -62,6 +63,7 @@ export class Cluster implements ClusterView {
     const clusterMetrics = new ClusterMetrics(metrics.registry, {
       members: () => pool.ring.size,
       configured: () => pool.configuredCount,
+      quorum: () => pool.quorum,
       peerStates: () => pool.peerStates(),
     });
     this.decider = new ClusterDecider(this, local, new BlockedCache(), clusterMetrics);
@@ -107,10 +109,18 @@ export class Cluster implements ClusterView {
    * Ready once the ring is known and this node has joined: every configured member has been
    * reached or found down at least once (bounded by the failure timeout), so its first
    * answers come from the ring it will keep, not from a ring of one; and the states that
-   * moved to it have arrived.
+   * moved to it have arrived. And while it sees a majority of the members (from three on,
+   * once it has seen one; see quorum.ts): a node cut off with a minority turns unready.
    */
   get ready(): boolean {
-    return !this.stopped && this.pool.configuredCount > 0 && this.pool.settled && !this.coordinator.joining;
+    const pool = this.pool;
+    return (
+      !this.stopped &&
+      pool.configuredCount > 0 &&
+      pool.settled &&
+      !this.coordinator.joining &&
+      (pool.quorum || !pool.hadQuorum || pool.voters < MIN_MEMBERS_FOR_QUORUM)
+    );
   }
 
   // The view the ownership rule reads (see ownership.ts).
@@ -137,6 +147,9 @@ export class Cluster implements ClusterView {
   }
   client(member: string): PeerClient | undefined {
     return this.pool.client(member);
+  }
+  noteForward(member: string, timedOut: boolean, now: number): void {
+    this.pool.noteForward(member, timedOut, now);
   }
 
   /** Graceful leave: see Coordinator.leave. */

@@ -12,6 +12,8 @@ import { ringKeyOf, stateKeyOf } from "../table/state-key.js";
 /** What the decider needs to know about the cluster at the moment of a decision. */
 export interface ClusterView extends OwnershipView {
   client(member: string): PeerClient | undefined;
+  /** a forward to `member` was answered, or missed its deadline (feeds the slow-peer detector) */
+  noteForward(member: string, timedOut: boolean, now: number): void;
 }
 
 const REASON: Record<string, DegradedReason> = { timeout: "peer_timeout", unavailable: "peer_unavailable" };
@@ -67,10 +69,12 @@ export class ClusterDecider implements Decider {
       return done(failOpenDecision(query, now, "peer_unavailable", newDecision()));
     }
     const sentAt = performance.now();
+    const owner = verdict.owner;
     client.decide(query.namespace, query.identifier, query.algorithm.code, query.limit, query.duration, (err: PeerError | null, r) => {
       const d = newDecision();
       if (err !== null || r === null || r.code === 2) {
         const reason = err !== null ? (REASON[err.code] ?? "peer_error") : "peer_error";
+        if (reason === "peer_timeout") this.view.noteForward(owner, true, now);
         this.metrics.forwardOutcome(reason === "peer_timeout" ? "timeout" : reason === "peer_unavailable" ? "unavailable" : "error");
         return done(failOpenDecision(query, now, reason, d));
       }
@@ -81,6 +85,7 @@ export class ClusterDecider implements Decider {
         return done(failOpenDecision(query, now, "peer_error", d));
       }
       this.metrics.observeForward(performance.now() - sentAt);
+      this.view.noteForward(owner, false, now);
       d.allowed = r.code === 0;
       d.remaining = r.remaining;
       d.resetTime = r.resetTime;

@@ -1,6 +1,8 @@
 import type { Logger } from "../../logger.js";
 import { PeerClient, type PeerTlsOptions } from "../../peer/index.js";
+import { hasQuorum, QuorumLog } from "./quorum.js";
 import { HashRing } from "./ring.js";
+import { SlowPeers } from "./slow-peers.js";
 import { findSelf, splitHostPort } from "./self-address.js";
 
 export interface MemberPoolOptions {
@@ -44,15 +46,39 @@ export class MemberPool {
   private left = false;
   private stopped = false;
   private settleTimer: NodeJS.Timeout | undefined;
+  private readonly quorumLog: QuorumLog;
+  private quorumTimer: NodeJS.Timeout | undefined;
+  private readonly slow: SlowPeers;
+  private slowTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly opts: MemberPoolOptions) {
     this.self = opts.self;
     this.ring = new HashRing([this.self]);
+    this.quorumLog = new QuorumLog(opts.logger);
+    this.slow = new SlowPeers(opts.peerTimeoutMs, opts.failureTimeoutMs);
   }
 
   get configuredCount(): number {
     return this.configured.length;
   }
+
+  /** Configured members that have not announced a graceful leave: the ones a quorum counts. */
+  get voters(): number {
+    let n = 0;
+    for (const m of this.configured) if (!this.departed.has(m)) n++;
+    return n;
+  }
+
+  /** This node sees a majority of the voters (itself included), see quorum.ts. */
+  get quorum(): boolean {
+    return hasQuorum(this.ring.size, this.voters);
+  }
+
+  /**
+   * Whether this node has seen a quorum since it started. Until then its readiness does not
+   * wait for one: the first node of a cluster started one at a time must turn ready alone.
+   */
+  hadQuorum = false;
 
   client(member: string): PeerClient | undefined {
     return this.clients.get(member);
@@ -92,6 +118,7 @@ export class MemberPool {
       client.close();
       this.clients.delete(member);
       this.unsettled.delete(member);
+      this.slow.forget(member);
     }
     if (first && !this.settled) {
       // Bounded by the failure timeout: a member that neither answers nor refuses does not hold this node back.
@@ -100,6 +127,23 @@ export class MemberPool {
     }
     this.rebuildRing("membership");
     this.checkSettled();
+  }
+
+  /**
+   * A forward to `member` was answered or missed its deadline. A member whose forwards keep
+   * timing out leaves the ring until it is fast again (see slow-peers.ts).
+   */
+  noteForward(member: string, timedOut: boolean, now: number): void {
+    if (!this.slow.note(member, timedOut, now)) return;
+    this.opts.logger.warn(
+      { peer: member, holdMs: this.slow.holdMs(member) },
+      "peer suspected: its forwards keep missing PEER_TIMEOUT_MS; it leaves the ring until its heartbeats are fast again",
+    );
+    this.rebuildRing("peer slow");
+    if (this.slowTimer === undefined) {
+      this.slowTimer = setInterval(() => this.releaseSlow(), 250);
+      this.slowTimer.unref();
+    }
   }
 
   /** A member announced it is leaving: it drops out of the ring now. */
@@ -122,6 +166,8 @@ export class MemberPool {
   stop(): void {
     this.stopped = true;
     clearTimeout(this.settleTimer);
+    clearInterval(this.quorumTimer);
+    clearInterval(this.slowTimer);
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
   }
@@ -151,6 +197,7 @@ export class MemberPool {
       this.rebuildRing("peer up");
       this.checkSettled();
     });
+    client.on("rtt", (ms) => this.slow.noteRtt(member, ms, Date.now()));
     client.on("down", (reason) => {
       const wasSettled = !this.unsettled.delete(member);
       if (wasSettled || this.ring.has(member)) o.logger.warn({ peer: member, reason }, "peer down: leaves the ring");
@@ -161,6 +208,31 @@ export class MemberPool {
     client.connect();
   }
 
+  private releaseSlow(): void {
+    const released = this.slow.release(Date.now());
+    for (const member of released) this.opts.logger.info({ peer: member }, "peer fast again: rejoins the ring");
+    if (released.length > 0) this.rebuildRing("peer fast again");
+    if (!this.slow.anySuspected) {
+      clearInterval(this.slowTimer);
+      this.slowTimer = undefined;
+    }
+  }
+
+  /** Log a lost or regained quorum; while it stays lost, a timer repeats the warning (rate-limited by QuorumLog). */
+  private checkQuorum(): void {
+    if (!this.settled || this.left) return;
+    const quorum = this.quorum;
+    if (quorum) this.hadQuorum = true;
+    this.quorumLog.update(quorum, this.ring.size, this.voters, Date.now());
+    if (!quorum && this.quorumTimer === undefined) {
+      this.quorumTimer = setInterval(() => this.checkQuorum(), 1000);
+      this.quorumTimer.unref();
+    } else if (quorum && this.quorumTimer !== undefined) {
+      clearInterval(this.quorumTimer);
+      this.quorumTimer = undefined;
+    }
+  }
+
   private checkSettled(): void {
     if (!this.settled && this.unsettled.size === 0) this.settle();
   }
@@ -169,19 +241,21 @@ export class MemberPool {
     if (this.settled || this.stopped) return;
     this.settled = true;
     clearTimeout(this.settleTimer);
+    this.checkQuorum();
     this.opts.onSettled();
   }
 
-  /** This node plus every configured member whose connection is up; swapped in one assignment. */
+  /** This node plus every configured member whose connection is up and that is not suspected of being slow; swapped in one assignment. */
   private rebuildRing(why: string): void {
     if (this.stopped) return;
     const alive = this.left ? [] : [this.self];
-    for (const [member, client] of this.clients) if (client.state === "up" && !this.departed.has(member)) alive.push(member);
+    for (const [member, client] of this.clients) if (client.state === "up" && !this.departed.has(member) && !this.slow.isSuspected(member)) alive.push(member);
     const next = new HashRing(alive);
     if (next.members.join() === this.ring.members.join()) return;
     const joined = next.members.filter((m) => !this.ring.has(m));
     this.ring = next;
     this.opts.logger.info({ members: next.members, why }, "ring changed");
+    this.checkQuorum();
     this.opts.onRingChanged(joined);
   }
 }
