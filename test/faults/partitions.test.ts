@@ -53,7 +53,8 @@ if (net !== undefined) {
       net,
       { order: 3, fault: "one-way cut (n1 drops n2's packets), 6 hot identifiers, 12 s", identifiers: 6 },
       async ({ net, watch, notes }) => {
-        await sleep(2000);
+        // Past the 5 s join fence of a fresh cluster: a steady cluster, as in production.
+        await sleep(5000);
         const cutAt = Date.now();
         net.dropFrom(0, 1);
         await sleep(12_000);
