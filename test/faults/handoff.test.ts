@@ -6,6 +6,36 @@ import { assertCleanedUp, faultNetFor, logLines, runFault, sleep } from "./fault
 
 const net = faultNetFor(t);
 if (net !== undefined) {
+  // Issue 14 item 5: the isolated node turns unready; a balancer that follows /ready stops
+  // sending to it, which bounds the split brain to the time it takes to notice.
+  t.test("one node cut off both ways, behind a readiness-aware balancer", async (t) => {
+    await runFault(
+      t,
+      net,
+      { order: 2.5, fault: "one node cut off both ways, 10 s, behind a readiness-aware balancer" },
+      async ({ net, load, watch, notes }) => {
+        await sleep(3000);
+        const cutAt = Date.now();
+        net.isolate(2);
+        let outAt: number | undefined;
+        while (Date.now() - cutAt < 10_000) {
+          const latest = watch.timeline[watch.timeline.length - 1];
+          if (outAt === undefined && latest !== undefined && latest.at > cutAt && latest.ready[2] === false) {
+            outAt = Date.now() - cutAt;
+            await load.takeOut(2);
+          }
+          await sleep(100);
+        }
+        net.heal();
+        const healAt = Date.now();
+        while (Date.now() - healAt < 10_000 && watch.timeline[watch.timeline.length - 1]?.ready[2] !== true) await sleep(100);
+        load.putBack(2);
+        notes.push(outAt === undefined ? "isolated node never unready" : `balancer took the isolated node out ${outAt} ms after the cut`);
+        await sleep(1500);
+      },
+    );
+  });
+
   t.test("a partition racing a SIGTERM hand-off", async (t) => {
     await runFault(t, net, { order: 6, fault: "n3 cut off from n1 as it starts its SIGTERM hand-off" }, async ({ net, cluster, load, notes }) => {
       await sleep(3000);
