@@ -42,6 +42,14 @@ export const fixedWindow: Algorithm = {
     out.c = 0;
   },
 
+  mergeCopies(x, y, _durationMs, _now, out) {
+    // One history only moves forward: a later window, or more requests in the same one.
+    const a = Math.max(x.a, y.a);
+    out.b = Math.max(x.a === a ? x.b : 0, y.a === a ? y.b : 0);
+    out.a = a;
+    out.c = 0;
+  },
+
   expiresAt(state: Readonly<LimitState>, _limit: number, durationMs: number) {
     return state.a + durationMs;
   },

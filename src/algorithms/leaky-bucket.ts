@@ -44,6 +44,15 @@ export const leakyBucket: Algorithm = {
     out.c = limit;
   },
 
+  mergeCopies(x, y, _D, now, out) {
+    const limit = x.b >= y.b ? x.c : y.c;
+    const drained = (s: Readonly<LimitState>) => Math.max(0, s.a - Math.max(0, now - s.b) * limit);
+    const level = Math.max(drained(x), drained(y));
+    out.a = level;
+    out.b = now;
+    out.c = limit;
+  },
+
   expiresAt(state: Readonly<LimitState>, limit: number, _D: number) {
     return state.b + ceilDiv(state.a, limit);
   },

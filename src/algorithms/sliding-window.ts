@@ -80,6 +80,24 @@ export const slidingWindow: Algorithm = {
     out.c = previous;
   },
 
+  mergeCopies(x, y, D, _now, out) {
+    // As merge, but each window keeps the larger of the two counts instead of their sum.
+    const windowStart = Math.max(x.a, y.a);
+    let current = 0;
+    let previous = 0;
+    for (const s of [x, y]) {
+      if (s.a === windowStart) {
+        current = Math.max(current, s.b);
+        previous = Math.max(previous, s.c);
+      } else if (s.a === windowStart - D) {
+        previous = Math.max(previous, s.b);
+      }
+    }
+    out.a = windowStart;
+    out.b = current;
+    out.c = previous;
+  },
+
   expiresAt(state: Readonly<LimitState>, _limit: number, D: number) {
     return state.b > 0 ? state.a + 2 * D : state.a + D;
   },

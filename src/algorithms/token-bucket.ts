@@ -49,6 +49,15 @@ export const tokenBucket: Algorithm = {
     out.c = limit;
   },
 
+  mergeCopies(x, y, D, now, out) {
+    // The further advanced copy has consumed more (refill is the same clock for both).
+    const limit = x.b >= y.b ? x.c : y.c;
+    const consumed = Math.max(consumedAt(x, limit, D, now), consumedAt(y, limit, D, now));
+    out.a = limit * D - consumed;
+    out.b = now;
+    out.c = limit;
+  },
+
   expiresAt(state: Readonly<LimitState>, limit: number, D: number) {
     return state.b + ceilDiv(state.c * D - state.a, limit);
   },

@@ -57,6 +57,13 @@ export interface Algorithm {
    * counts none twice. Writes into `out`; `out` may alias `x`.
    */
   merge(x: Readonly<LimitState>, y: Readonly<LimitState>, durationMs: number, now: number, out: LimitState): void;
+  /**
+   * Combine two copies of ONE history (a replica and its owner's state, a snapshot and
+   * the live state): keep the further advanced of the two, window by window, so no
+   * request is counted twice. A join: commutative, associative and idempotent, so a copy
+   * applied twice, or in any order, changes nothing. Writes into `out`; `out` may alias `x`.
+   */
+  mergeCopies(x: Readonly<LimitState>, y: Readonly<LimitState>, durationMs: number, now: number, out: LimitState): void;
   /** unix ms at which `state` becomes equivalent to no state at all */
   expiresAt(state: Readonly<LimitState>, limit: number, durationMs: number): number;
 }

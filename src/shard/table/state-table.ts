@@ -1,4 +1,5 @@
 import type { Algorithm, LimitState, Step } from "../../algorithms/types.js";
+import { randomBytes } from "node:crypto";
 import { KeyIndex } from "./key-index.js";
 import { parseStateKey } from "./state-key.js";
 
@@ -11,6 +12,24 @@ const MAX_TRACKED_DURATIONS = 4096;
 export interface StoredState extends LimitState {
   /** unix seconds after which the state is equivalent to no state */
   expiresAt: number;
+  /**
+   * Which history this state belongs to: a random non-zero u32 drawn when a request
+   * creates the state from nothing, kept by every copy of it (replicas, snapshots,
+   * hand-off). Two states of one key with the same origin are copies of one history and
+   * merge by `mergeCopies` (never counted twice); different origins counted disjoint
+   * requests and merge by `merge` (a sum). See docs/durability.md.
+   */
+  origin: number;
+}
+
+/** Point-in-time copies of a table's columns, for a snapshot written over many event-loop turns. */
+export interface TableCopy {
+  readonly keys: readonly string[];
+  readonly a: Float64Array;
+  readonly b: Float64Array;
+  readonly c: Float64Array;
+  readonly expiry: Uint32Array;
+  readonly origin: Uint32Array;
 }
 
 /**
@@ -19,7 +38,7 @@ export interface StoredState extends LimitState {
  * Memory per key is what bounds a node, so states live in parallel typed arrays indexed
  * by a dense slot number (a removed slot is filled by moving the last one into it), and
  * the only per-key object is the key string, found through an open-addressing index
- * (KeyIndex). A key costs 40 bytes of arrays + ~12 of index + its string.
+ * (KeyIndex). A key costs 44 bytes of arrays + ~12 of index + its string.
  *
  * Expiry is a per-second sweep: each slot sits in the list of at most one second, a
  * doubly linked list threaded through two Int32Arrays (prev/next), so a slot that is
@@ -40,6 +59,9 @@ export class StateTable {
   private c: Float64Array;
   /** unix seconds; the state is dropped when a sweep passes this second */
   private expiry: Uint32Array;
+  private origin: Uint32Array;
+  /** xorshift32 state for new origins (seeded per process: origins of two nodes must not collide) */
+  private originSeed = randomBytes(4).readUInt32LE(0) | 1;
   /** the second whose sweep list holds this slot (0: in none) */
   private listed: Uint32Array;
   /** neighbours in that list (-1: none) */
@@ -69,6 +91,7 @@ export class StateTable {
     this.b = new Float64Array(capacity);
     this.c = new Float64Array(capacity);
     this.expiry = new Uint32Array(capacity);
+    this.origin = new Uint32Array(capacity);
     this.listed = new Uint32Array(capacity);
     this.prev = new Int32Array(capacity);
     this.next = new Int32Array(capacity);
@@ -98,6 +121,7 @@ export class StateTable {
     if (slot === undefined) {
       slot = this.insert(key);
       this.noteDuration(durationMs / 1000);
+      this.origin[slot] = this.newOrigin();
     }
     this.write(slot, out.a, out.b, out.c, Math.ceil(out.resetMs / 1000));
   }
@@ -105,16 +129,17 @@ export class StateTable {
   get(key: string): StoredState | undefined {
     const slot = this.index.get(key);
     if (slot === undefined) return undefined;
-    return { a: this.a[slot]!, b: this.b[slot]!, c: this.c[slot]!, expiresAt: this.expiry[slot]! };
+    return { a: this.a[slot]!, b: this.b[slot]!, c: this.c[slot]!, expiresAt: this.expiry[slot]!, origin: this.origin[slot]! };
   }
 
-  /** Store a state as it is (hand-off receive path, batches, tests). */
+  /** Store a state as it is, origin included (hand-off, replicas, snapshots, batches, tests). */
   set(key: string, state: StoredState): void {
     let slot = this.index.get(key);
     if (slot === undefined) {
       slot = this.insert(key);
       this.noteDuration(parseStateKey(key)?.duration);
     }
+    this.origin[slot] = state.origin >>> 0;
     this.write(slot, state.a, state.b, state.c, state.expiresAt);
   }
 
@@ -139,14 +164,32 @@ export class StateTable {
 
   /** Visit every stored state (hand-off send path). The visitor must not modify the table. */
   forEach(visit: (key: string, state: StoredState) => void): void {
-    const s: StoredState = { a: 0, b: 0, c: 0, expiresAt: 0 };
+    const s: StoredState = { a: 0, b: 0, c: 0, expiresAt: 0, origin: 0 };
     for (let i = 0; i < this.count; i++) {
       s.a = this.a[i]!;
       s.b = this.b[i]!;
       s.c = this.c[i]!;
       s.expiresAt = this.expiry[i]!;
+      s.origin = this.origin[i]!;
       visit(this.keys[i]!, s);
     }
+  }
+
+  /**
+   * Copy every column as it is now, in one synchronous step: a consistent point in time
+   * that a snapshot then encodes over many turns while the table keeps changing.
+   * Measured at 1 M keys: see docs/durability.md (the only pause a snapshot causes).
+   */
+  copy(): TableCopy {
+    const n = this.count;
+    return {
+      keys: this.keys.slice(0, n),
+      a: this.a.slice(0, n),
+      b: this.b.slice(0, n),
+      c: this.c.slice(0, n),
+      expiry: this.expiry.slice(0, n),
+      origin: this.origin.slice(0, n),
+    };
   }
 
   /**
@@ -262,6 +305,15 @@ export class StateTable {
     this.next[slot] = -1;
   }
 
+  private newOrigin(): number {
+    let x = this.originSeed;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.originSeed = x;
+    return x >>> 0 || 1;
+  }
+
   private insert(key: string): number {
     if (this.count >= this.maxKeys) this.evictOne();
     if (this.count === this.a.length) this.grow();
@@ -301,6 +353,7 @@ export class StateTable {
       this.b[slot] = this.b[last]!;
       this.c[slot] = this.c[last]!;
       this.expiry[slot] = this.expiry[last]!;
+      this.origin[slot] = this.origin[last]!;
       this.listed[slot] = this.listed[last]!;
       const before = this.prev[last]!;
       const after = this.next[last]!;
@@ -327,6 +380,7 @@ export class StateTable {
     this.b = widen(this.b, (n) => new Float64Array(n));
     this.c = widen(this.c, (n) => new Float64Array(n));
     this.expiry = widen(this.expiry, (n) => new Uint32Array(n));
+    this.origin = widen(this.origin, (n) => new Uint32Array(n));
     this.listed = widen(this.listed, (n) => new Uint32Array(n));
     this.prev = widen(this.prev, (n) => new Int32Array(n));
     this.next = widen(this.next, (n) => new Int32Array(n));

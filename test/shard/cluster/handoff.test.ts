@@ -8,15 +8,15 @@ const T0 = 1_800_000_000_000;
 
 t.test("state records round-trip, non-ASCII keys included", async (t) => {
   const records = [
-    { key: stateKeyOf(2, 60, ringKeyOf("ns.prodé", "用户-1")), state: { a: -12.5e9, b: T0, c: 7, expiresAt: 1_800_000_060 } },
-    { key: stateKeyOf(0, 1, ringKeyOf("n", "x".repeat(512))), state: { a: T0, b: 3, c: 0, expiresAt: 4_000_000_000 } },
+    { key: stateKeyOf(2, 60, ringKeyOf("ns.prodé", "用户-1")), state: { a: -12.5e9, b: T0, c: 7, expiresAt: 1_800_000_060, origin: 0xfeedbeef } },
+    { key: stateKeyOf(0, 1, ringKeyOf("n", "x".repeat(512))), state: { a: T0, b: 3, c: 0, expiresAt: 4_000_000_000, origin: 1 } },
   ];
   t.same(decodeStates(encodeStates(records)), records);
   t.same(decodeStates(Buffer.alloc(0)), []);
 });
 
 t.test("a batch that cannot be split into records is refused whole; a key that is not UTF-8 decodes to an invalid one", async (t) => {
-  const good = encodeStates([{ key: stateKeyOf(0, 60, ringKeyOf("n", "i")), state: { a: 1, b: 2, c: 0, expiresAt: 3 } }]);
+  const good = encodeStates([{ key: stateKeyOf(0, 60, ringKeyOf("n", "i")), state: { a: 1, b: 2, c: 0, expiresAt: 3, origin: 7 } }]);
   t.throws(() => decodeStates(good.subarray(0, good.length - 1)), RangeError);
   t.throws(() => decodeStates(Buffer.concat([good, Buffer.from([0, 5, 1])])), RangeError);
   const notUtf8 = Buffer.from(good);

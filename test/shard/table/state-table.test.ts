@@ -106,7 +106,7 @@ t.test("eviction prefers the sampled state closest to expiry", async (t) => {
 
 t.test("set/get/delete round trip; deleting moves the last slot correctly", async (t) => {
   const table = new StateTable(10_000, T0);
-  for (let i = 0; i < 3000; i++) table.set("k" + i, { a: i, b: i * 2, c: i * 3, expiresAt: 2_000_000_000 + i });
+  for (let i = 0; i < 3000; i++) table.set("k" + i, { a: i, b: i * 2, c: i * 3, expiresAt: 2_000_000_000 + i, origin: i + 1 });
   for (let i = 0; i < 3000; i += 3) t.equal(table.delete("k" + i), true);
   t.equal(table.delete("k0"), false);
   t.equal(table.size, 2000);
@@ -115,7 +115,7 @@ t.test("set/get/delete round trip; deleting moves the last slot correctly", asyn
     const s = table.get("k" + i);
     if (i % 3 === 0) {
       if (s === undefined) ok++;
-    } else if (s !== undefined && s.a === i && s.b === i * 2 && s.c === i * 3 && s.expiresAt === 2_000_000_000 + i) ok++;
+    } else if (s !== undefined && s.a === i && s.b === i * 2 && s.c === i * 3 && s.expiresAt === 2_000_000_000 + i && s.origin === i + 1) ok++;
   }
   t.equal(ok, 3000);
 });
@@ -132,7 +132,7 @@ t.test("random operations keep the structure consistent (lists, index, slots)", 
     const key = "k" + Math.floor(rnd() * 3000);
     if (r < 0.6) table.decide(key, ALGORITHMS[Math.floor(rnd() * 4)]!, 1 + Math.floor(rnd() * 5), (1 + Math.floor(rnd() * 20)) * 1000, now, out);
     else if (r < 0.7) table.delete(key);
-    else if (r < 0.75) table.set(key, { a: now, b: 1, c: 0, expiresAt: Math.ceil(now / 1000) + Math.floor(rnd() * 30) });
+    else if (r < 0.75) table.set(key, { a: now, b: 1, c: 0, expiresAt: Math.ceil(now / 1000) + Math.floor(rnd() * 30), origin: 5 });
     else if (r < 0.8) now += Math.floor(rnd() * 1500);
     else table.sweep(now);
     const problem = table.checkInvariants();
