@@ -27,6 +27,8 @@ export const DEFAULTS = Object.freeze({
   dnsIntervalMs: 5000 as number,
   dnsServer: undefined as string | undefined, // host:port of the DNS server for PEERS_DNS; default: the system resolver
   drainTimeoutMs: 20000 as number, // SIGTERM: bound on handing states over and finishing requests
+  stateDir: undefined as string | undefined, // set: states are snapshotted here and loaded at start (docs/durability.md)
+  snapshotIntervalMs: 5000 as number, // with STATE_DIR: a SIGKILL loses at most this much of the counts held only here
   failOpen: true as boolean,
   maxKeys: 5_000_000 as number,
   metricsPort: undefined as number | undefined, // set: /metrics moves to this port
@@ -141,6 +143,8 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   dnsIntervalMs: ["DNS_INTERVAL_MS", int(100, 3_600_000), "ms between PEERS_DNS lookups"],
   dnsServer: ["DNS_SERVER", str, "host:port of the DNS server for PEERS_DNS (unset: the system resolver)"],
   drainTimeoutMs: ["DRAIN_TIMEOUT_MS", int(0, 3_600_000), "on SIGTERM, ms to finish requests and hand states over"],
+  stateDir: ["STATE_DIR", str, "directory for snapshots of the states, loaded at start (unset: no snapshots; docs/durability.md)"],
+  snapshotIntervalMs: ["SNAPSHOT_INTERVAL_MS", int(100, 86_400_000), "ms between snapshots to STATE_DIR (what a SIGKILL of a lone node loses at most)"],
   failOpen: ["FAIL_OPEN", bool, "answer 200 with degraded: true when no exact decision can be made (false: 500 or 503 instead)"],
   maxKeys: ["MAX_KEYS", int(1, 1_000_000_000), "rate-limit states kept in memory; beyond it a sampled state near expiry is evicted"],
   metricsPort: ["METRICS_PORT", int(0, 65535), "serve /metrics on this port instead of PORT (unset: on PORT)"],

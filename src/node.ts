@@ -12,6 +12,9 @@ import { Directory } from "./shard/cluster/directory.js";
 import { defaultAdvertiseUrl } from "./shard/cluster/self-address.js";
 import { LocalDecider } from "./shard/table/local-decider.js";
 import { StateTable } from "./shard/table/state-table.js";
+import { DurabilityMetrics } from "./metrics/durability-metrics.js";
+import { clusterIdentity } from "./shard/table/snapshot-file.js";
+import { Snapshotter } from "./shard/table/snapshotter.js";
 
 const SWEEP_INTERVAL_MS = 1000;
 
@@ -23,6 +26,7 @@ export interface RunningNode {
   readonly cluster: Cluster | undefined;
   readonly logger: Logger;
   readonly table: StateTable;
+  readonly snapshotter: Snapshotter | undefined;
   /** Graceful stop: /ready → 503, in-flight requests finish (bounded by drainTimeoutMs), listeners close. */
   stop(): Promise<void>;
 }
@@ -46,6 +50,23 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
   const cluster = clustered ? new Cluster(config, local, metrics, logger, readPeerTls(config)) : undefined;
   const decider: Decider = cluster?.decider ?? local;
+  const durability = new DurabilityMetrics(metrics.registry);
+  const snapshotter =
+    config.stateDir === undefined
+      ? undefined
+      : new Snapshotter({
+          dir: config.stateDir,
+          intervalMs: config.snapshotIntervalMs,
+          cluster: clusterIdentity(config.clusterSecret),
+          nodeId: () => cluster?.self ?? config.nodeId ?? "standalone",
+          owned: table,
+          logger,
+          metrics: durability,
+        });
+  // Loaded before the first answer: a restarted node goes on counting where it stopped.
+  // States it does not own go to their owners once the ring forms (the join hand-off).
+  await snapshotter?.restore(Date.now());
+  snapshotter?.start();
   const peerPort = await cluster?.start().catch((err: NodeJS.ErrnoException) => {
     throw new ConfigError("PEER_PORT", `cannot listen on ${config.peerHost}:${config.peerPort}: ${describeListenError(err.code ?? "UNKNOWN")}`);
   });
@@ -86,6 +107,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
     cluster,
     logger,
     table,
+    snapshotter,
     stop() {
       stopping ??= (async () => {
         frontEnd.startDraining();
@@ -104,6 +126,10 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
         clearInterval(sweep);
         frontEnd.close();
         await cluster?.stop();
+        // Whatever no member took (a single node, the last node, a whole-cluster stop) is
+        // kept for the next start; after a full hand-off this writes an empty snapshot, so
+        // states now owned elsewhere cannot come back from an older file.
+        await snapshotter?.stop();
         logger.info("ringlimit node stopped");
       })();
       return stopping;

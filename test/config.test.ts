@@ -260,6 +260,8 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   DNS_INTERVAL_MS: [["1"], ["soon"]],
   DNS_SERVER: [[""]],
   DRAIN_TIMEOUT_MS: [["-1"], ["forever"]],
+  STATE_DIR: [[""], ["  "]],
+  SNAPSHOT_INTERVAL_MS: [["0"], ["99"], ["5s"]],
   FAIL_OPEN: [["maybe"]],
   MAX_KEYS: [["0"], ["-5"], ["1000000001"], ["many"]],
   METRICS_PORT: [["x"], ["65536"]],

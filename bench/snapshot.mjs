@@ -1,0 +1,88 @@
+// Snapshot figures (issue 11): time to write the state table of N keys to disk, the
+// longest event-loop pause it causes, the file size, and the time to load it back.
+//
+//   npm run build && node bench/snapshot.mjs [--keys 1000000] [--dir /tmp]
+//
+// In-process, on the compiled modules: a StateTable filled with N keys (every algorithm,
+// realistic key lengths), written with the node's own writer while a timer measures the
+// event loop (perf_hooks.monitorEventLoopDelay, 1 ms resolution), then read back into an
+// empty table through the same merge the node uses at start.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { ALGORITHMS, newStep } from '../dist/src/algorithms/index.js'
+import { mergeState } from '../dist/src/shard/table/merge-states.js'
+import { clusterIdentity, readSnapshot, writeSnapshot } from '../dist/src/shard/table/snapshot-file.js'
+import { ringKeyOf, stateKeyOf } from '../dist/src/shard/table/state-key.js'
+import { StateTable } from '../dist/src/shard/table/state-table.js'
+
+const args = process.argv.slice(2)
+const opt = (name, dflt) => (args.includes(name) ? args[args.indexOf(name) + 1] : dflt)
+const KEYS = Number(opt('--keys', 1_000_000))
+const dir = mkdtempSync(path.join(opt('--dir', tmpdir()), 'ringlimit-bench-snapshot-'))
+const file = path.join(dir, 'ringlimit.snapshot')
+const identity = { cluster: clusterIdentity('bench-snapshot-secret-0123'), nodeId: '10.0.0.1:9080' }
+
+const now = Date.now()
+const table = new StateTable(KEYS + 1, now)
+const out = newStep()
+for (let i = 0; i < KEYS; i++) {
+  const alg = ALGORITHMS[i % 4]
+  table.decide(stateKeyOf(alg.code, 3600, ringKeyOf('checkout.mobile-app', `user-${i}-${(i * 2654435761) >>> 0}`)), alg, 100, 3_600_000, now, out)
+}
+
+async function measured(label, fn) {
+  const h = monitorEventLoopDelay({ resolution: 1 })
+  // A timer that keeps the loop busy with short turns, as requests would.
+  const tick = setInterval(() => {}, 1)
+  h.enable()
+  const started = performance.now()
+  const cpu = process.cpuUsage()
+  const result = await fn()
+  const ms = performance.now() - started
+  const used = process.cpuUsage(cpu)
+  h.disable()
+  clearInterval(tick)
+  // monitorEventLoopDelay reports the delay beyond its resolution, in ns.
+  return { label, ms, cpuMs: (used.user + used.system) / 1000, maxPauseMs: h.max / 1e6, p99PauseMs: h.percentile(99) / 1e6, result }
+}
+
+const copies = []
+for (let i = 0; i < 5; i++) {
+  const cpu = process.cpuUsage()
+  const started = performance.now()
+  table.copy()
+  const used = process.cpuUsage(cpu)
+  copies.push({ ms: performance.now() - started, cpuMs: (used.user + used.system) / 1000 })
+}
+
+const rows = []
+for (let run = 0; run < 3; run++) {
+  const w = await measured('write', async () => writeSnapshot(file, identity, table.copy(), undefined, Date.now()))
+  rows.push({ ...w, bytes: w.result.bytes, longestStepMs: w.result.longestStepMs })
+  const restored = new StateTable(KEYS + 1, now)
+  const r = await measured('restore', async () => readSnapshot(file, identity, (key, state) => mergeState(restored, key, state, Date.now())))
+  if (restored.size !== KEYS) throw new Error(`restored ${restored.size} of ${KEYS}`)
+  rows.push({ ...r, bytes: r.result.bytes })
+}
+rmSync(dir, { recursive: true, force: true })
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+const summary = (label) => {
+  const rs = rows.filter((r) => r.label === label)
+  return {
+    ms: median(rs.map((r) => r.ms)).toFixed(0),
+    cpuMs: median(rs.map((r) => r.cpuMs)).toFixed(0),
+    maxPauseMs: median(rs.map((r) => r.maxPauseMs)).toFixed(1),
+    p99PauseMs: median(rs.map((r) => r.p99PauseMs)).toFixed(1),
+    MB: (rs[0].bytes / 1e6).toFixed(1),
+  }
+}
+console.log(`snapshot of ${KEYS.toLocaleString('en')} keys, median of 3 runs, node ${process.version}`)
+const loadavg = (await import('node:os')).loadavg()[0].toFixed(1)
+console.log(
+  `column copy (the one synchronous step of a write), median of 5: ${median(copies.map((c) => c.ms)).toFixed(1)} ms wall, ${median(copies.map((c) => c.cpuMs)).toFixed(1)} ms CPU`,
+)
+console.log(`load average when done: ${loadavg} (wall times and pauses grow with it; CPU times do not)`)
+console.table({ write: summary('write'), restore: summary('restore') })
