@@ -29,6 +29,7 @@ export const DEFAULTS = Object.freeze({
   drainTimeoutMs: 20000 as number, // SIGTERM: bound on handing states over and finishing requests
   stateDir: undefined as string | undefined, // set: states are snapshotted here and loaded at start (docs/durability.md)
   snapshotIntervalMs: 5000 as number, // with STATE_DIR: a SIGKILL loses at most this much of the counts held only here
+  replicas: undefined as number | undefined, // copies of each state on the ring, the owner's included; default 2 with peers, 1 alone
   failOpen: true as boolean,
   maxKeys: 5_000_000 as number,
   metricsPort: undefined as number | undefined, // set: /metrics moves to this port
@@ -145,6 +146,7 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   drainTimeoutMs: ["DRAIN_TIMEOUT_MS", int(0, 3_600_000), "on SIGTERM, ms to finish requests and hand states over"],
   stateDir: ["STATE_DIR", str, "directory for snapshots of the states, loaded at start (unset: no snapshots; docs/durability.md)"],
   snapshotIntervalMs: ["SNAPSHOT_INTERVAL_MS", int(100, 86_400_000), "ms between snapshots to STATE_DIR (what a SIGKILL of a lone node loses at most)"],
+  replicas: ["REPLICAS", int(1, 16), "copies of each state on the ring, the owner's included (unset: 2 with PEERS / PEERS_DNS, 1 alone)"],
   failOpen: ["FAIL_OPEN", bool, "answer 200 with degraded: true when no exact decision can be made (false: 500 or 503 instead)"],
   maxKeys: ["MAX_KEYS", int(1, 1_000_000_000), "rate-limit states kept in memory; beyond it a sampled state near expiry is evicted"],
   metricsPort: ["METRICS_PORT", int(0, 65535), "serve /metrics on this port instead of PORT (unset: on PORT)"],
@@ -205,6 +207,7 @@ export function configFrom(env: NodeJS.ProcessEnv, flags: ReadonlyMap<string, st
     throw new ConfigError("ADVERTISE_URL", "expected an absolute http:// or https:// URL without credentials, query or fragment");
   }
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
+  config.replicas ??= clustered ? 2 : 1;
   if (clustered && config.clusterSecret === undefined) {
     throw new ConfigError("CLUSTER_SECRET", "required when PEERS or PEERS_DNS is set");
   }

@@ -34,7 +34,14 @@ export interface RunningNode {
 /** Wire one node together from its configuration and start serving. */
 export async function startNode(config: Config, logger: Logger = createLogger(config.logLevel, config.nodeId)): Promise<RunningNode> {
   const table = new StateTable(config.maxKeys, Date.now());
-  const sweep = setInterval(() => table.sweep(Date.now()), SWEEP_INTERVAL_MS);
+  const clustered = config.peers.length > 0 || config.peersDns !== undefined;
+  // Copies of other owners' states (docs/durability.md): bounded like the owned table.
+  const replicaTable = clustered && (config.replicas ?? 1) > 1 ? new StateTable(config.maxKeys, Date.now()) : undefined;
+  const sweep = setInterval(() => {
+    const now = Date.now();
+    table.sweep(now);
+    replicaTable?.sweep(now);
+  }, SWEEP_INTERVAL_MS);
   sweep.unref();
 
   let apiKeys = config.apiKeys;
@@ -47,8 +54,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   const verifier = new ApiKeyVerifier(apiKeys, config.apiKeyHashes);
   const metrics = new Metrics({ storedKeys: () => table.size, evictions: () => table.evictions, expirations: () => table.expirations }, config.metricsCacheMs);
   const local = new LocalDecider(table);
-  const clustered = config.peers.length > 0 || config.peersDns !== undefined;
-  const cluster = clustered ? new Cluster(config, local, metrics, logger, readPeerTls(config)) : undefined;
+  const cluster = clustered ? new Cluster(config, local, metrics, logger, readPeerTls(config), replicaTable) : undefined;
   const decider: Decider = cluster?.decider ?? local;
   const durability = new DurabilityMetrics(metrics.registry);
   const snapshotter =
@@ -60,6 +66,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
           cluster: clusterIdentity(config.clusterSecret),
           nodeId: () => cluster?.self ?? config.nodeId ?? "standalone",
           owned: table,
+          ...(replicaTable !== undefined ? { replicas: replicaTable } : {}),
           logger,
           metrics: durability,
         });

@@ -57,6 +57,11 @@ t.test("defaults", async (t) => {
   t.equal(c.metricsPort, undefined);
   t.equal(c.advertiseUrl, undefined);
   t.equal(c.logLevel, "info");
+  t.equal(c.stateDir, undefined, "no snapshots unless STATE_DIR is set");
+  t.equal(c.snapshotIntervalMs, 5000);
+  t.equal(c.replicas, 1, "REPLICAS: 1 for a node alone");
+  t.equal(loadConfig({ PEERS: "10.0.0.1:10000", CLUSTER_SECRET: "s".repeat(16) }, []).replicas, 2, "REPLICAS: 2 with peers");
+  t.equal(loadConfig({ PEERS: "10.0.0.1:10000", CLUSTER_SECRET: "s".repeat(16), REPLICAS: "3" }, []).replicas, 3);
   t.equal(DEFAULTS.port, 8080);
   t.ok(Object.isFrozen(DEFAULTS));
   // loading does not change the defaults
@@ -262,6 +267,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   DRAIN_TIMEOUT_MS: [["-1"], ["forever"]],
   STATE_DIR: [[""], ["  "]],
   SNAPSHOT_INTERVAL_MS: [["0"], ["99"], ["5s"]],
+  REPLICAS: [["0"], ["17"], ["two"]],
   FAIL_OPEN: [["maybe"]],
   MAX_KEYS: [["0"], ["-5"], ["1000000001"], ["many"]],
   METRICS_PORT: [["x"], ["65536"]],

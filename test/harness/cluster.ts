@@ -20,8 +20,12 @@ export interface TestCluster {
   stop(): Promise<void>;
 }
 
-/** Start n real node processes on loopback that list each other in PEERS. */
-export async function startCluster(n: number, extraEnv: Record<string, string> = {}): Promise<TestCluster> {
+/** Start n real node processes on loopback that list each other in PEERS; `perNode` adds variables to one node (a STATE_DIR each). */
+export async function startCluster(
+  n: number,
+  extraEnv: Record<string, string> = {},
+  perNode: (index: number) => Record<string, string> = () => ({}),
+): Promise<TestCluster> {
   const httpPorts: number[] = [];
   const peerPorts: number[] = [];
   for (let i = 0; i < n; i++) {
@@ -41,6 +45,7 @@ export async function startCluster(n: number, extraEnv: Record<string, string> =
     FAILURE_TIMEOUT_MS: "600",
     DRAIN_TIMEOUT_MS: "5000",
     ...extraEnv,
+    ...perNode(i),
   }));
   const nodes: (NodeProcess | undefined)[] = await Promise.all(env.map((e) => spawnNode(e)));
   const cluster: TestCluster = {

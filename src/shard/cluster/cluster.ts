@@ -14,6 +14,8 @@ import type { HandOffReport } from "./handoff-sender.js";
 import { InboundHandler } from "./inbound.js";
 import { MemberPool } from "./member-pool.js";
 import { MIN_MEMBERS_FOR_QUORUM } from "./quorum.js";
+import { ReplicationMetrics } from "../../metrics/replication-metrics.js";
+import { Replicator } from "./replicator.js";
 import { DnsMembership, StaticMembership, type MembershipSource } from "./membership.js";
 import type { PeerTls } from "./peer-tls.js";
 import type { HashRing } from "./ring.js";
@@ -34,9 +36,12 @@ export class Cluster implements ClusterView {
   private readonly server: PeerServer;
   private readonly membership: MembershipSource;
   private readonly table: StateTable;
+  /** REPLICAS > 1: keeps copies of this node's states on its successors, and takes over theirs */
+  readonly replicator: Replicator | undefined;
   private stopped = false;
 
-  constructor(config: Config, local: LocalDecider, metrics: Metrics, logger: Logger, tls: PeerTls) {
+  /** `replicaTable`: where states of other owners are kept; given when REPLICAS > 1. */
+  constructor(config: Config, local: LocalDecider, metrics: Metrics, logger: Logger, tls: PeerTls, replicaTable?: StateTable) {
     this.table = local.table;
     const peerPort = config.peerPort!;
     this.pool = new MemberPool({
@@ -54,12 +59,25 @@ export class Cluster implements ClusterView {
         this.coordinator.onRingChanged(joined);
         this.directory.setRing(this.pool.ring.members, this.pool.self);
         for (const member of joined) if (member !== this.pool.self) this.directory.exchangeWith(member, this.pool.client(member), logger);
+        this.replicator?.onRingChanged();
       },
       onSettled: () => this.coordinator.onSettled(),
     });
     const pool = this.pool;
     this.directory = new Directory(pool.self, "");
     this.coordinator = new Coordinator(pool, this.table, logger);
+    const replicas = config.replicas ?? 1;
+    if (replicas > 1 && replicaTable !== undefined) {
+      this.replicator = new Replicator({
+        replicas,
+        pool,
+        owned: this.table,
+        replicaTable,
+        logger,
+        metrics: new ReplicationMetrics(metrics.registry, () => replicaTable.size),
+      });
+    }
+    const replicator = this.replicator;
     const clusterMetrics = new ClusterMetrics(metrics.registry, {
       members: () => pool.ring.size,
       configured: () => pool.configuredCount,
@@ -79,6 +97,10 @@ export class Cluster implements ClusterView {
       // A member (re)started and reached us: reach it now rather than after our backoff,
       // so it joins every ring and receives its states within milliseconds.
       peerAuthenticated: (member) => pool.reconnectNow(member),
+      replicate: (payload) => {
+        if (replicator === undefined) throw new Error("REPLICAS=1 here: not keeping replicas");
+        return replicator.receive(payload, Date.now());
+      },
     });
     this.server = new PeerServer({
       host: config.peerHost,
@@ -97,6 +119,7 @@ export class Cluster implements ClusterView {
   async start(): Promise<number> {
     const port = await this.server.listen();
     this.coordinator.start();
+    this.replicator?.start();
     this.membership.start((members) => {
       this.pool.setMembers(members);
       // Peers dial this node by its name in the list, and the handshake binds that name.
@@ -169,6 +192,7 @@ export class Cluster implements ClusterView {
   async stop(): Promise<void> {
     this.stopped = true;
     this.coordinator.stop();
+    this.replicator?.stop();
     this.membership.stop();
     this.pool.stop();
     await this.server.close();

@@ -13,6 +13,8 @@ export const CallMethod = Object.freeze({
   HANDOFF_DONE: 3,
   /** payload: the sender's client-facing URL (UTF-8, may be empty). Reply: the receiver's (docs/client.md). */
   ADVERTISE: 4,
+  /** payload: state records the sender owns, for the receiver to keep as replicas (replicator.ts). Reply: u32 records kept. */
+  REPLICATE: 5,
 });
 
 /** A batch is cut at this size (plus one record), within the peer channel's 512 KiB frame limit. */

@@ -21,6 +21,8 @@ export interface InboundEvents {
   advertise(payload: Buffer, from: string): Promise<Buffer>;
   /** a member (re)started and reached this node */
   peerAuthenticated(member: string): void;
+  /** REPLICATE: states their owner sent to keep as replicas; returns how many were kept (throws when this node keeps none) */
+  replicate(payload: Buffer): number;
 }
 
 /**
@@ -95,6 +97,11 @@ export class InboundHandler implements PeerServerHandler {
         return Buffer.alloc(0);
       case CallMethod.ADVERTISE:
         return this.events.advertise(payload, from);
+      case CallMethod.REPLICATE: {
+        const reply = Buffer.alloc(4);
+        reply.writeUInt32BE(this.events.replicate(payload), 0);
+        return reply;
+      }
       default:
         throw new Error(`unknown call method ${method}`);
     }

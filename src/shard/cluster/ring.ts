@@ -37,9 +37,33 @@ export class HashRing {
 
   /** The member owning `key`: the first point clockwise from the key's hash. */
   owner(key: string): string | undefined {
+    const n = this.points.length;
+    if (n === 0) return undefined;
+    return this.members[this.owners[this.firstPoint(key)]!];
+  }
+
+  /**
+   * The owner of `key` and the next distinct members clockwise, `count` in all (fewer when
+   * the ring is smaller), written into `out`: the owner first, then its replicas in the order
+   * they take over. Returns how many were written.
+   */
+  successors(key: string, count: number, out: string[]): number {
+    const n = this.points.length;
+    const want = Math.min(count, this.members.length);
+    if (n === 0 || want === 0) return 0;
+    let found = 0;
+    for (let i = this.firstPoint(key), seen = 0; found < want && seen < n; i = i + 1 === n ? 0 : i + 1, seen++) {
+      const member = this.members[this.owners[i]!]!;
+      let dup = false;
+      for (let j = 0; j < found; j++) if (out[j] === member) dup = true;
+      if (!dup) out[found++] = member;
+    }
+    return found;
+  }
+
+  private firstPoint(key: string): number {
     const points = this.points;
     const n = points.length;
-    if (n === 0) return undefined;
     const h = hash32(key);
     let lo = 0;
     let hi = n;
@@ -48,7 +72,7 @@ export class HashRing {
       if (points[mid]! < h) lo = mid + 1;
       else hi = mid;
     }
-    return this.members[this.owners[lo === n ? 0 : lo]!];
+    return lo === n ? 0 : lo;
   }
 
   with(member: string): HashRing {

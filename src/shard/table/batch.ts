@@ -1,7 +1,7 @@
 import { newStep, type LimitState } from "../../algorithms/index.js";
 import { newDecision, type Decision, type LimitQuery } from "../../decision.js";
 import { stateKeyOf } from "./state-key.js";
-import type { StateTable, StoredState } from "./state-table.js";
+import { KEEP_ORIGIN, type StateTable, type StoredState } from "./state-table.js";
 
 /** A state a batch would store, keyed by state key, and the requests it counts. */
 export interface Counted {
@@ -54,7 +54,7 @@ export function decideBatchOn(table: StateTable, queries: readonly LimitQuery[],
     if (q.cost === 0) continue;
     const expiresAt = Math.ceil(step.resetMs / 1000);
     if (pending !== undefined) {
-      pending.state = { a: step.a, b: step.b, c: step.c, expiresAt };
+      pending.state = { a: step.a, b: step.b, c: step.c, expiresAt, origin: KEEP_ORIGIN };
       pending.cost += q.cost;
     } else {
       overlay.set(key, {
@@ -63,7 +63,7 @@ export function decideBatchOn(table: StateTable, queries: readonly LimitQuery[],
         duration: q.duration,
         at: now,
         cost: q.cost,
-        state: { a: step.a, b: step.b, c: step.c, expiresAt },
+        state: { a: step.a, b: step.b, c: step.c, expiresAt, origin: KEEP_ORIGIN },
       });
     }
   }

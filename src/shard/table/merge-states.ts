@@ -44,3 +44,19 @@ export function mergeState(table: StateTable, key: string, state: StoredState, n
   table.set(key, { a: merged.a, b: merged.b, c: merged.c, expiresAt, origin: existing.origin });
   return true;
 }
+
+/**
+ * Keep a replica state sent by its owner. The same history (same origin) keeps the further
+ * advanced copy, so replication calls that overtake each other change nothing; another
+ * origin means the owner's state was replaced (it expired and began again, or a new owner
+ * took over from nothing): the owner is the authority, its state replaces the copy.
+ */
+export function storeReplica(table: StateTable, key: string, state: StoredState, now: number): boolean {
+  if (state.expiresAt * 1000 <= now) return false;
+  const existing = table.get(key);
+  if (existing === undefined || existing.origin !== state.origin) {
+    table.set(key, state);
+    return true;
+  }
+  return mergeState(table, key, state, now);
+}

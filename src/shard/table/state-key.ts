@@ -15,6 +15,11 @@ export function stateKeyOf(algorithmCode: number, duration: number, ringKey: str
   return algorithmCode + "" + duration + ":" + ringKey;
 }
 
+/** The ring key inside a state key: everything after the first colon (no validation: for keys this node built or validated). */
+export function ringKeyOfStateKey(stateKey: string): string {
+  return stateKey.slice(stateKey.indexOf(":") + 1);
+}
+
 export interface ParsedStateKey {
   algorithmCode: number;
   duration: number;

@@ -1,6 +1,7 @@
 import type { Algorithm, LimitState, Step } from "../../algorithms/types.js";
-import { randomBytes } from "node:crypto";
-import { KeyIndex } from "./key-index.js";
+import { KeyIndex, flatCopy } from "./key-index.js";
+import { ChangeLog } from "./change-log.js";
+import { OriginSource } from "./origins.js";
 import { parseStateKey } from "./state-key.js";
 
 /** How many random slots an eviction looks at to pick the one closest to expiry (as Redis does). */
@@ -21,6 +22,9 @@ export interface StoredState extends LimitState {
    */
   origin: number;
 }
+
+/** StoredState.origin for a state this node computed itself (a batch): set() keeps the key's origin, or draws one for a new key. */
+export const KEEP_ORIGIN = 0;
 
 /** Point-in-time copies of a table's columns, for a snapshot written over many event-loop turns. */
 export interface TableCopy {
@@ -60,8 +64,7 @@ export class StateTable {
   /** unix seconds; the state is dropped when a sweep passes this second */
   private expiry: Uint32Array;
   private origin: Uint32Array;
-  /** xorshift32 state for new origins (seeded per process: origins of two nodes must not collide) */
-  private originSeed = randomBytes(4).readUInt32LE(0) | 1;
+  private readonly origins = new OriginSource();
   /** the second whose sweep list holds this slot (0: in none) */
   private listed: Uint32Array;
   /** neighbours in that list (-1: none) */
@@ -79,6 +82,7 @@ export class StateTable {
    * handful of durations; undefined once more than MAX_TRACKED_DURATIONS were seen.
    */
   private durationsSeen: Set<number> | undefined = new Set();
+  private changes: ChangeLog | undefined; // see trackChanges
 
   /** scratch view handed to algorithms, refilled per decision */
   private readonly view: LimitState = { a: 0, b: 0, c: 0 };
@@ -121,9 +125,10 @@ export class StateTable {
     if (slot === undefined) {
       slot = this.insert(key);
       this.noteDuration(durationMs / 1000);
-      this.origin[slot] = this.newOrigin();
+      this.origin[slot] = this.origins.next();
     }
     this.write(slot, out.a, out.b, out.c, Math.ceil(out.resetMs / 1000));
+    this.changes?.note(slot, this.keys[slot]!);
   }
 
   get(key: string): StoredState | undefined {
@@ -138,9 +143,24 @@ export class StateTable {
     if (slot === undefined) {
       slot = this.insert(key);
       this.noteDuration(parseStateKey(key)?.duration);
-    }
-    this.origin[slot] = state.origin >>> 0;
+      this.origin[slot] = state.origin >>> 0 || this.origins.next();
+    } else if (state.origin !== KEEP_ORIGIN) this.origin[slot] = state.origin >>> 0;
     this.write(slot, state.a, state.b, state.c, state.expiresAt);
+    this.changes?.note(slot, this.keys[slot]!);
+  }
+
+  /**
+   * From now on, remember each key whose state a decision or a set() changes, once until
+   * the next takeChanges() (replication sends a state, not each change). `onFirstChange`
+   * runs when the first key is remembered after a take: the caller schedules its flush.
+   */
+  trackChanges(onFirstChange: () => void): void {
+    this.changes = new ChangeLog(this.a.length, onFirstChange);
+  }
+
+  /** The keys changed since the last call (some may have been deleted since). */
+  takeChanges(): string[] {
+    return this.changes?.take() ?? [];
   }
 
   delete(key: string): boolean {
@@ -175,11 +195,7 @@ export class StateTable {
     }
   }
 
-  /**
-   * Copy every column as it is now, in one synchronous step: a consistent point in time
-   * that a snapshot then encodes over many turns while the table keeps changing.
-   * Measured at 1 M keys: see docs/durability.md (the only pause a snapshot causes).
-   */
+  /** Every column as it is now, copied in one synchronous step: a point in time a snapshot encodes over many turns (docs/durability.md). */
   copy(): TableCopy {
     const n = this.count;
     return {
@@ -305,15 +321,6 @@ export class StateTable {
     this.next[slot] = -1;
   }
 
-  private newOrigin(): number {
-    let x = this.originSeed;
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    this.originSeed = x;
-    return x >>> 0 || 1;
-  }
-
   private insert(key: string): number {
     if (this.count >= this.maxKeys) this.evictOne();
     if (this.count === this.a.length) this.grow();
@@ -324,6 +331,7 @@ export class StateTable {
     this.listed[slot] = 0;
     this.prev[slot] = -1;
     this.next[slot] = -1;
+    this.changes?.reset(slot);
     return slot;
   }
 
@@ -354,6 +362,7 @@ export class StateTable {
       this.c[slot] = this.c[last]!;
       this.expiry[slot] = this.expiry[last]!;
       this.origin[slot] = this.origin[last]!;
+      this.changes?.move(last, slot);
       this.listed[slot] = this.listed[last]!;
       const before = this.prev[last]!;
       const after = this.next[last]!;
@@ -381,18 +390,9 @@ export class StateTable {
     this.c = widen(this.c, (n) => new Float64Array(n));
     this.expiry = widen(this.expiry, (n) => new Uint32Array(n));
     this.origin = widen(this.origin, (n) => new Uint32Array(n));
+    this.changes?.grow(capacity);
     this.listed = widen(this.listed, (n) => new Uint32Array(n));
     this.prev = widen(this.prev, (n) => new Int32Array(n));
     this.next = widen(this.next, (n) => new Int32Array(n));
   }
-}
-
-/**
- * A key built by concatenation is a V8 cons-string tree; stored as it is, the tree's top
- * node stays alive beside the flat copy V8 makes when hashing it. Joining two slices
- * always yields one flat sequential string. Measured with 1 M keys in a Map: 166 → 85
- * bytes per key (keys array + Map + strings).
- */
-function flatCopy(key: string): string {
-  return key.length < 2 ? key : [key.slice(0, 1), key.slice(1)].join("");
 }

@@ -1,0 +1,225 @@
+import type { Logger } from "../../logger.js";
+import type { ReplicationMetrics } from "../../metrics/replication-metrics.js";
+import { mergeState, storeReplica } from "../table/merge-states.js";
+import { ringKeyOfStateKey } from "../table/state-key.js";
+import { decodeStates, maxRecordBytes, writeRecord } from "../table/state-records.js";
+import type { StateTable } from "../table/state-table.js";
+import { CallMethod, MAX_BATCH_BYTES } from "./handoff.js";
+import type { MemberPool } from "./member-pool.js";
+import type { HashRing } from "./ring.js";
+
+/** Keys visited per event-loop turn by the pass that follows a ring change (as the hand-off scan). */
+const SCAN_SLICE = 20_000;
+/** Deadline of one replication call: a replica that does not answer is left behind, the next resync catches it up. */
+const REPLICATE_TIMEOUT_MS = 2000;
+/** Replication calls awaiting their answer per member; beyond it a turn's batch for that member is dropped (and counted). */
+const MAX_IN_FLIGHT = 256;
+
+export interface ReplicatorOptions {
+  /** REPLICAS: copies of each state, the owner's included */
+  replicas: number;
+  pool: MemberPool;
+  owned: StateTable;
+  /** the states this node holds for other owners */
+  replicaTable: StateTable;
+  logger: Logger;
+  metrics: ReplicationMetrics;
+}
+
+/** One member's records of one turn, encoded as they are found. */
+class Batch {
+  buf = Buffer.allocUnsafe(16 * 1024);
+  length = 0;
+  count = 0;
+
+  add(key: string, s: { a: number; b: number; c: number; expiresAt: number; origin: number }): void {
+    const need = this.length + maxRecordBytes(key);
+    if (need > this.buf.length) {
+      const wider = Buffer.allocUnsafe(Math.max(need, this.buf.length * 2));
+      this.buf.copy(wider, 0, 0, this.length);
+      this.buf = wider;
+    }
+    this.length = writeRecord(this.buf, this.length, key, s.a, s.b, s.c, s.expiresAt, s.origin);
+    this.count++;
+  }
+}
+
+/**
+ * Keeps REPLICAS − 1 copies of every state this node owns on the next distinct members of
+ * the ring, and takes over the copies it holds when their owner leaves the ring
+ * (docs/durability.md):
+ *
+ * - Each turn, the states that requests (or merges) changed are sent once each, as states,
+ *   to their replicas: a key changed 100 times in a turn is sent once, and a copy applied
+ *   twice changes nothing (same origin: mergeCopies).
+ * - After a ring change, one pass (a slice per turn) promotes the replica states this node
+ *   now owns into its own table (mergeState: never counted twice), drops the copies it is no
+ *   longer a replica for, and sends each owned state to the replicas it did not have on the
+ *   previous ring (a member that came back, a new successor).
+ */
+export class Replicator {
+  private scheduled = false;
+  private changedAt = 0;
+  private readonly targets: string[] = [];
+  private readonly inFlight = new Map<string, number>();
+  private syncedRing: HashRing | undefined;
+  private syncing: Promise<void> | undefined;
+  private syncAgain = false;
+  private stopped = false;
+
+  constructor(private readonly o: ReplicatorOptions) {}
+
+  start(): void {
+    this.syncedRing = this.o.pool.ring;
+    this.o.owned.trackChanges(() => {
+      if (this.scheduled) return;
+      this.scheduled = true;
+      this.changedAt = performance.now();
+      setImmediate(this.flush);
+    });
+  }
+
+  stop(): void {
+    this.stopped = true;
+  }
+
+  /** The ring changed: promote, drop and re-replicate (one pass at a time, run again if it changes meanwhile). */
+  onRingChanged(): void {
+    if (this.stopped) return;
+    if (this.syncing !== undefined) {
+      this.syncAgain = true;
+      return;
+    }
+    this.syncing = (async () => {
+      do {
+        this.syncAgain = false;
+        await this.resync();
+      } while (this.syncAgain && !this.stopped);
+    })()
+      .catch((err: unknown) => this.o.logger.error({ err: (err as Error).message }, "replica resync failed"))
+      .finally(() => (this.syncing = undefined));
+  }
+
+  /** REPLICATE from a peer: keep each state as a replica, or merge it when this node owns the key now. */
+  receive(payload: Buffer, now: number): number {
+    const { pool, owned, replicaTable } = this.o;
+    const ring = pool.ring;
+    const self = pool.self;
+    // Decoded whole first: a malformed batch is refused whole (RangeError), as a hand-off batch is.
+    const records = decodeStates(payload);
+    for (const { key, state } of records) {
+      // The sender's ring is behind this one's (an owner back from a pause): a copy of a
+      // state this node owns now merges as a copy, so its stale counts change nothing.
+      if (ring.owner(ringKeyOfStateKey(key)) === self) mergeState(owned, key, state, now);
+      else storeReplica(replicaTable, key, state, now);
+    }
+    return records.length;
+  }
+
+  /** One turn's changes, to the replicas of each. */
+  private readonly flush = (): void => {
+    this.scheduled = false;
+    const keys = this.o.owned.takeChanges();
+    if (this.stopped) return;
+    const changedAt = this.changedAt;
+    const ring = this.o.pool.ring;
+    const batches = new Map<string, Batch>();
+    for (const key of keys) this.addToBatches(key, ring, undefined, batches);
+    for (const [member, batch] of batches) this.send(member, batch, changedAt);
+  };
+
+  /** Put the owned state of `key` in the batch of each replica on `ring` that is not one on `before`. */
+  private addToBatches(key: string, ring: HashRing, before: HashRing | undefined, batches: Map<string, Batch>): void {
+    const { owned, pool, replicas } = this.o;
+    const state = owned.get(key);
+    if (state === undefined) return;
+    const ringKey = ringKeyOfStateKey(key);
+    const targets = this.targets;
+    const n = ring.successors(ringKey, replicas, targets);
+    // Only the owner replicates: a stray state goes to its owner by the hand-off instead.
+    if (n === 0 || targets[0] !== pool.self) return;
+    let had: string[] | undefined;
+    if (before !== undefined) {
+      had = [];
+      had.length = before.successors(ringKey, replicas, had);
+    }
+    for (let i = 1; i < n; i++) {
+      const member = targets[i]!;
+      if (had !== undefined && had.includes(member)) continue;
+      let batch = batches.get(member);
+      if (batch === undefined) batches.set(member, (batch = new Batch()));
+      batch.add(key, state);
+      if (batch.length >= MAX_BATCH_BYTES) {
+        this.send(member, batch, performance.now());
+        batches.delete(member);
+      }
+    }
+  }
+
+  private send(member: string, batch: Batch, changedAt: number): void {
+    const { pool, metrics } = this.o;
+    const client = pool.client(member);
+    const inFlight = this.inFlight.get(member) ?? 0;
+    // Not up: it is off the ring, and the pass after it comes back sends it everything.
+    if (client === undefined || client.state !== "up" || inFlight >= MAX_IN_FLIGHT) {
+      metrics.dropped(batch.count);
+      return;
+    }
+    this.inFlight.set(member, inFlight + 1);
+    client.call(CallMethod.REPLICATE, batch.buf.subarray(0, batch.length), REPLICATE_TIMEOUT_MS).then(
+      () => {
+        this.inFlight.set(member, (this.inFlight.get(member) ?? 1) - 1);
+        metrics.replicated(batch.count, (performance.now() - changedAt) / 1000);
+      },
+      () => {
+        this.inFlight.set(member, (this.inFlight.get(member) ?? 1) - 1);
+        metrics.dropped(batch.count);
+      },
+    );
+  }
+
+  private async resync(): Promise<void> {
+    const { pool, owned, replicaTable, replicas, metrics } = this.o;
+    const ring = pool.ring;
+    const before = this.syncedRing;
+    this.syncedRing = ring;
+    const self = pool.self;
+    const turn = () => new Promise<void>((r) => setImmediate(r));
+
+    // Replica states: promote those this node owns now, drop those it no longer keeps.
+    const replicaKeys: string[] = [];
+    replicaTable.forEach((key) => replicaKeys.push(key));
+    let promoted = 0;
+    let dropped = 0;
+    const targets: string[] = [];
+    for (let i = 0; i < replicaKeys.length; i += SCAN_SLICE) {
+      if (this.stopped) return;
+      const now = Date.now();
+      for (const key of replicaKeys.slice(i, i + SCAN_SLICE)) {
+        const n = ring.successors(ringKeyOfStateKey(key), replicas, targets);
+        if (n > 0 && targets[0] === self) {
+          const state = replicaTable.get(key);
+          replicaTable.delete(key);
+          if (state !== undefined && mergeState(owned, key, state, now)) promoted++;
+        } else if (!targets.slice(0, n).includes(self)) {
+          replicaTable.delete(key);
+          dropped++;
+        }
+      }
+      await turn();
+    }
+
+    // Owned states: to the replicas they did not have on the previous ring.
+    const ownedKeys: string[] = [];
+    owned.forEach((key) => ownedKeys.push(key));
+    for (let i = 0; i < ownedKeys.length; i += SCAN_SLICE) {
+      if (this.stopped) return;
+      const batches = new Map<string, Batch>();
+      for (const key of ownedKeys.slice(i, i + SCAN_SLICE)) this.addToBatches(key, pool.ring, before, batches);
+      for (const [member, batch] of batches) this.send(member, batch, performance.now());
+      await turn();
+    }
+    metrics.promoted(promoted);
+    if (promoted > 0 || dropped > 0) this.o.logger.info({ promoted, dropped, members: ring.members }, "replicas: promoted the states this node now owns");
+  }
+}

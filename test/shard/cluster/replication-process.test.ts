@@ -1,0 +1,188 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import t, { type Test } from "tap";
+import { closeAgents, type Reply } from "../../harness/http-client.js";
+import { hit, metric, startCluster, waitForRing, type TestCluster } from "../../harness/cluster.js";
+import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
+
+t.teardown(closeAgents);
+
+const ALGORITHMS = ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"];
+const YEAR = 31536000; // no window boundary or refill worth a request during the test
+const LIMIT = 1_000_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Key {
+  algorithm: string;
+  id: string;
+  /** requests counted so far */
+  used: number;
+}
+
+/** Keys of every algorithm whose owner on the full ring is one of `owners`. */
+function keysOwnedBy(cluster: TestCluster, owners: number[], prefix: string): Key[] {
+  return ALGORITHMS.flatMap((algorithm) =>
+    owners.flatMap((owner, k) => [0, 1].map((j) => ({ algorithm, id: cluster.identifierOwnedBy(owner, `${prefix}-${algorithm}-${k}-${j}`), used: 0 }))),
+  );
+}
+
+function send(node: NodeProcess, key: Key): Promise<Reply> {
+  return hit(node, key.id, LIMIT, { algorithm: key.algorithm, duration: YEAR });
+}
+
+/** `n` requests per key through `via` (round robin), each answered 200 and not degraded. */
+async function count(t: Test, via: NodeProcess[], keys: Key[], n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    await Promise.all(
+      keys.map(async (key, k) => {
+        const r = await send(via[(i + k) % via.length]!, key);
+        if (r.status !== 200 || r.json.data.degraded) t.fail(`setup request: ${r.status} ${JSON.stringify(r.json.data)}`);
+        else key.used++;
+      }),
+    );
+  }
+}
+
+/** One more request per key: its count must be every earlier request plus this one. */
+async function expectCounts(t: Test, via: NodeProcess, keys: Key[], label: string): Promise<void> {
+  for (const key of keys) {
+    const r = await send(via, key);
+    t.equal(r.status, 200, `${label}: ${key.algorithm} ${key.id} answered`);
+    t.notOk(r.json.data.degraded, `${label}: not degraded`);
+    t.equal(r.json.data.count, key.used + 1, `${label}: ${key.algorithm} ${key.id} keeps its ${key.used} requests`);
+    key.used++;
+  }
+}
+
+/** Replication is per event-loop turn and its lag is milliseconds (bench/replication.mjs): this is a wide margin. */
+async function replicated(): Promise<void> {
+  await sleep(300);
+}
+
+t.test("REPLICAS=2: SIGKILL of the owner loses no count once replicated; under load, what is lost is measured", async (t) => {
+  const cluster = await startCluster(3, { REPLICAS: "2" });
+  t.teardown(() => cluster.stop());
+  const [a, b, c] = cluster.nodes as NodeProcess[];
+  const keys = keysOwnedBy(cluster, [0], "kill");
+  await count(t, [a!, b!, c!], keys, 5);
+  await replicated();
+  t.ok(
+    ((await metric(b!, "ringlimit_replica_states")) ?? 0) + ((await metric(c!, "ringlimit_replica_states")) ?? 0) >= keys.length,
+    "the survivors hold a replica of each key",
+  );
+  a!.signal("SIGKILL");
+  await a!.exited;
+  await waitForRing([b!, c!], 2);
+  await expectCounts(t, b!, keys, "after SIGKILL of the owner");
+  await expectCounts(t, c!, keys, "and from the other survivor");
+  t.ok(
+    ((await metric(b!, "ringlimit_replicas_promoted_total")) ?? 0) + ((await metric(c!, "ringlimit_replicas_promoted_total")) ?? 0) >= keys.length,
+    "the replicas were promoted",
+  );
+});
+
+t.test("REPLICAS=2: SIGKILL of the owner under load: counts lost per thousand", async (t) => {
+  const cluster = await startCluster(3, { REPLICAS: "2" });
+  t.teardown(() => cluster.stop());
+  const [a, b, c] = cluster.nodes as NodeProcess[];
+  const keys = keysOwnedBy(cluster, [0], "load");
+  const allowed = new Map<string, number>();
+  const clean = new Map<string, number>();
+  let running = true;
+  let n = 0;
+  const load = Promise.all(
+    keys.map(async (key) => {
+      while (running) {
+        const via = [b!, c!][n++ % 2]!;
+        const r = await send(via, key).catch(() => undefined);
+        if (r?.status !== 200) continue;
+        allowed.set(key.id, (allowed.get(key.id) ?? 0) + 1);
+        if (!r.json.data.degraded) clean.set(key.id, (clean.get(key.id) ?? 0) + 1);
+      }
+    }),
+  );
+  await sleep(1500);
+  a!.signal("SIGKILL");
+  await a!.exited;
+  await waitForRing([b!, c!], 2);
+  await sleep(1000);
+  running = false;
+  await load;
+  await replicated();
+  let admitted = 0;
+  let lost = 0;
+  let overCounted = 0;
+  for (const key of keys) {
+    const r = await send(b!, key);
+    const kept = r.json.data.count - 1;
+    admitted += clean.get(key.id) ?? 0;
+    lost += Math.max(0, (clean.get(key.id) ?? 0) - kept);
+    overCounted += Math.max(0, kept - (allowed.get(key.id) ?? 0));
+  }
+  t.equal(overCounted, 0, "no key counts more requests than were admitted (nothing counted twice)");
+  // Only what the owner decided in its last turns before the kill, not yet replicated, can be lost:
+  // at most the requests in flight (one per key here) and the turn before them.
+  t.ok(lost <= 2 * keys.length, `lost ${lost} of ${admitted} counted requests`);
+  t.comment(`SIGKILL under load: ${lost} of ${admitted} admitted requests lost (${((1000 * lost) / Math.max(1, admitted)).toFixed(2)} per thousand)`);
+});
+
+t.test("REPLICAS=3: SIGKILL of two of three nodes loses no count once replicated", async (t) => {
+  const cluster = await startCluster(3, { REPLICAS: "3" });
+  t.teardown(() => cluster.stop());
+  const [a, b, c] = cluster.nodes as NodeProcess[];
+  const keys = keysOwnedBy(cluster, [0, 1, 2], "two");
+  await count(t, [a!, b!, c!], keys, 4);
+  await replicated();
+  a!.signal("SIGKILL");
+  b!.signal("SIGKILL");
+  await Promise.all([a!.exited, b!.exited]);
+  await waitForRing([c!], 1);
+  await expectCounts(t, c!, keys, "the last node standing");
+});
+
+t.test("REPLICAS=2 and STATE_DIR: all nodes SIGTERMed together and restarted keep every count, none twice", async (t) => {
+  const dirs = [0, 1, 2].map(() => mkdtempSync(path.join(tmpdir(), "ringlimit-state-")));
+  t.teardown(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  const cluster = await startCluster(3, { REPLICAS: "2", SNAPSHOT_INTERVAL_MS: "3600000" }, (i) => ({ STATE_DIR: dirs[i]! }));
+  t.teardown(() => cluster.stop());
+  const keys = keysOwnedBy(cluster, [0, 1, 2], "all");
+  await count(t, cluster.nodes as NodeProcess[], keys, 3);
+  await replicated();
+  for (const node of cluster.nodes) node!.signal("SIGTERM");
+  const exits = await Promise.all(cluster.nodes.map((node) => node!.exited));
+  t.same(
+    exits.map((e) => e.code),
+    [0, 0, 0],
+    "every node exited cleanly",
+  );
+  const restarted = await Promise.all(cluster.env.map((env) => spawnNode(env)));
+  restarted.forEach((node, i) => (cluster.nodes[i] = node));
+  await waitForRing(restarted, 3);
+  const deadline = Date.now() + 5000;
+  // Each node hands the states it restored but does not own to their owners.
+  while (Date.now() < deadline && (await Promise.all(restarted.map((n) => metric(n, "ringlimit_stored_keys")))).reduce((x, y) => x! + y!, 0)! > keys.length)
+    await sleep(50);
+  await expectCounts(t, restarted[0]!, keys, "after a whole-cluster restart");
+  await expectCounts(t, restarted[2]!, keys, "and again through another node");
+});
+
+t.test("REPLICAS=2: an owner SIGSTOPped while its replica took over resumes without double counting or stale counts", async (t) => {
+  const cluster = await startCluster(3, { REPLICAS: "2" });
+  t.teardown(() => cluster.stop());
+  const [a, b, c] = cluster.nodes as NodeProcess[];
+  const keys = keysOwnedBy(cluster, [0], "stop");
+  await count(t, [b!, c!], keys, 4);
+  await replicated();
+  a!.signal("SIGSTOP");
+  await waitForRing([b!, c!], 2);
+  await expectCounts(t, b!, keys, "the replica took over from its copy");
+  await count(t, [b!, c!], keys, 3);
+  a!.signal("SIGCONT");
+  await waitForRing([a!, b!, c!], 3);
+  // The survivors hand the keys back to their owner; wait until they hold none.
+  const deadline = Date.now() + 5000;
+  while (Date.now() < deadline && ((await metric(b!, "ringlimit_stored_keys"))! > 0 || (await metric(c!, "ringlimit_stored_keys"))! > 0)) await sleep(50);
+  await expectCounts(t, b!, keys, "after the owner resumed");
+  await expectCounts(t, a!, keys, "asked at the owner itself");
+});
