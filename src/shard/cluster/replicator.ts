@@ -32,6 +32,11 @@ class Batch {
   length = 0;
   count = 0;
 
+  reset(): void {
+    this.length = 0;
+    this.count = 0;
+  }
+
   add(key: string, s: { a: number; b: number; c: number; expiresAt: number; origin: number }): void {
     const need = this.length + maxRecordBytes(key);
     if (need > this.buf.length) {
@@ -62,6 +67,8 @@ export class Replicator {
   private changedAt = 0;
   private readonly targets: string[] = [];
   private readonly inFlight = new Map<string, number>();
+  /** one batch per member, reused turn after turn (a call copies its payload into the frame) */
+  private readonly turnBatches = new Map<string, Batch>();
   private syncedRing: HashRing | undefined;
   private syncing: Promise<void> | undefined;
   private syncAgain = false;
@@ -123,9 +130,12 @@ export class Replicator {
     if (this.stopped) return;
     const changedAt = this.changedAt;
     const ring = this.o.pool.ring;
-    const batches = new Map<string, Batch>();
+    const batches = this.turnBatches;
     for (const key of keys) this.addToBatches(key, ring, undefined, batches);
-    for (const [member, batch] of batches) this.send(member, batch, changedAt);
+    for (const [member, batch] of batches) {
+      if (batch.count > 0) this.send(member, batch, changedAt);
+      if (!ring.has(member)) batches.delete(member);
+    }
   };
 
   /** Put the owned state of `key` in the batch of each replica on `ring` that is not one on `before`. */
@@ -149,31 +159,33 @@ export class Replicator {
       let batch = batches.get(member);
       if (batch === undefined) batches.set(member, (batch = new Batch()));
       batch.add(key, state);
-      if (batch.length >= MAX_BATCH_BYTES) {
-        this.send(member, batch, performance.now());
-        batches.delete(member);
-      }
+      if (batch.length >= MAX_BATCH_BYTES) this.send(member, batch, performance.now());
     }
   }
 
+  /** Send what `batch` holds to `member` and empty it. */
   private send(member: string, batch: Batch, changedAt: number): void {
     const { pool, metrics } = this.o;
+    const count = batch.count;
+    const payload = batch.buf.subarray(0, batch.length);
+    batch.reset();
     const client = pool.client(member);
     const inFlight = this.inFlight.get(member) ?? 0;
     // Not up: it is off the ring, and the pass after it comes back sends it everything.
     if (client === undefined || client.state !== "up" || inFlight >= MAX_IN_FLIGHT) {
-      metrics.dropped(batch.count);
+      metrics.dropped(count);
       return;
     }
     this.inFlight.set(member, inFlight + 1);
-    client.call(CallMethod.REPLICATE, batch.buf.subarray(0, batch.length), REPLICATE_TIMEOUT_MS).then(
+    // call() copies the payload into its frame at once: the batch's buffer is free again on return.
+    client.call(CallMethod.REPLICATE, payload, REPLICATE_TIMEOUT_MS).then(
       () => {
         this.inFlight.set(member, (this.inFlight.get(member) ?? 1) - 1);
-        metrics.replicated(batch.count, (performance.now() - changedAt) / 1000);
+        metrics.replicated(count, (performance.now() - changedAt) / 1000);
       },
       () => {
         this.inFlight.set(member, (this.inFlight.get(member) ?? 1) - 1);
-        metrics.dropped(batch.count);
+        metrics.dropped(count);
       },
     );
   }
@@ -216,7 +228,7 @@ export class Replicator {
       if (this.stopped) return;
       const batches = new Map<string, Batch>();
       for (const key of ownedKeys.slice(i, i + SCAN_SLICE)) this.addToBatches(key, pool.ring, before, batches);
-      for (const [member, batch] of batches) this.send(member, batch, performance.now());
+      for (const [member, batch] of batches) if (batch.count > 0) this.send(member, batch, performance.now());
       await turn();
     }
     metrics.promoted(promoted);

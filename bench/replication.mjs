@@ -1,0 +1,175 @@
+// Replication cost (issue 11): the 3-node cluster with REPLICAS=1 and REPLICAS=2 under the
+// same load, interleaved run by run in one invocation, compared by server CPU per decision
+// (all three nodes, from /proc); the replication lag from the nodes' own histogram
+// (ringlimit_replication_lag_seconds); and memory per stored key with replicas.
+//
+//   npm run build && node bench/replication.mjs [--runs 3] [--duration 8] [--connections 48] [--keys 300000]
+//
+// Load: autocannon (bench/lib/load.mjs), connections spread over the three nodes, 10 000
+// identifiers with a limit nobody reaches (the ringlimit-cluster3 row of run.mjs).
+// Memory: after the timed runs, each cluster is filled with --keys distinct keys; RSS of the
+// three nodes' growth over the distinct keys, and over the states they hold (owned + replica).
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir, loadavg, cpus } from 'node:os'
+import path from 'node:path'
+import { installCleanup } from './lib/children.mjs'
+import { get } from './lib/net.mjs'
+import { GroupWatch, clockTicks } from './lib/procfs.mjs'
+import { runLoad } from './lib/load.mjs'
+import { makeApiKey, startRinglimit } from './lib/servers.mjs'
+
+installCleanup()
+const args = process.argv.slice(2)
+const opt = (name, dflt) => (args.includes(name) ? Number(args[args.indexOf(name) + 1]) : dflt)
+const RUNS = opt('--runs', 3)
+const DURATION = opt('--duration', 8)
+const CONNECTIONS = opt('--connections', 48)
+const KEYS = opt('--keys', 300000)
+const tmp = mkdtempSync(path.join(tmpdir(), 'ringlimit-bench-repl-'))
+const { key: apiKey } = makeApiKey()
+const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }
+const ALLOWED = { namespace: 'bench', limit: 1000000, duration: 60, idSpace: 10000 }
+
+async function scrape(urls) {
+  const sums = {}
+  const lagBuckets = new Map()
+  for (const u of urls) {
+    const text = (await get(u + '/metrics', 3000)).body
+    for (const line of text.split('\n')) {
+      const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+|\+Inf)$/.exec(line)
+      if (!m) continue
+      if (m[1] === 'ringlimit_replication_lag_seconds_bucket') {
+        const le = /le="([^"]+)"/.exec(m[2])[1]
+        lagBuckets.set(le, (lagBuckets.get(le) ?? 0) + Number(m[3]))
+      } else sums[m[1]] = (sums[m[1]] ?? 0) + Number(m[3])
+    }
+  }
+  return { sums, lagBuckets }
+}
+
+/** The smallest bucket bound holding the q-quantile of the (cumulative) bucket counts between two scrapes. */
+function quantile(before, after, q) {
+  const rows = [...after.lagBuckets].map(([le, n]) => [le, n - (before.lagBuckets.get(le) ?? 0)])
+  const total = rows.find(([le]) => le === '+Inf')?.[1] ?? 0
+  if (total === 0) return null
+  for (const [le, n] of rows) if (n >= q * total) return le === '+Inf' ? '>1s' : `≤ ${Number(le) * 1000} ms`
+  return null
+}
+
+async function measure(server, run) {
+  const watch = new GroupWatch(server.pgids)
+  watch.refresh()
+  const before = await scrape(server.urls)
+  let cpu0 = 0
+  const res = await runLoad(
+    {
+      loader: 'autocannon',
+      urls: server.urls,
+      connections: CONNECTIONS,
+      durationSec: DURATION,
+      headers,
+      bodySpec: { ...ALLOWED, idPrefix: `r${run}-` },
+      tmpDir: tmp,
+    },
+    () => (cpu0 = watch.cpuTicks()),
+  )
+  const cpuSec = (watch.cpuTicks() - cpu0) / clockTicks()
+  const after = await scrape(server.urls)
+  const d = (k) => (after.sums[k] ?? 0) - (before.sums[k] ?? 0)
+  return {
+    rps: res.rps,
+    cpuUsPerReq: (cpuSec * 1e6) / res.completed,
+    degraded: d('ringlimit_degraded_total'),
+    replicated: d('ringlimit_states_replicated_total'),
+    dropped: d('ringlimit_replication_dropped_total'),
+    lagP50: quantile(before, after, 0.5),
+    lagP99: quantile(before, after, 0.99),
+  }
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+const results = { 1: [], 2: [] }
+const servers = {}
+for (const replicas of [1, 2]) servers[replicas] = await startRinglimit({ apiKey, nodes: 3, extraEnv: { REPLICAS: String(replicas) } })
+// Warm-up, then interleaved runs: the machine's load drifts, each pair shares it.
+for (const r of [1, 2]) await measure(servers[r], 0)
+for (let run = 1; run <= RUNS; run++) {
+  for (const r of [1, 2]) {
+    const m = await measure(servers[r], run)
+    results[r].push(m)
+    console.log(
+      `run ${run} REPLICAS=${r}: ${m.rps.toFixed(0)} req/s, ${m.cpuUsPerReq.toFixed(1)} µs CPU/decision, lag p99 ${m.lagP99 ?? '-'}, replicated ${m.replicated}, dropped ${m.dropped}, degraded ${m.degraded}`,
+    )
+  }
+}
+
+// Memory: fill each cluster with KEYS distinct keys.
+const memory = {}
+for (const r of [1, 2]) {
+  const server = servers[r]
+  const before = new GroupWatch(server.pgids)
+  before.refresh()
+  const rssBefore = before.rssKb() * 1024
+  await runLoad({
+    loader: 'autocannon',
+    urls: server.urls,
+    connections: CONNECTIONS,
+    amount: KEYS,
+    headers,
+    bodySpec: { namespace: 'bench', limit: 10, duration: 3600, idSpace: KEYS, idPrefix: 'mem-' },
+    tmpDir: tmp,
+  })
+  await new Promise((res) => setTimeout(res, 1500))
+  const { sums } = await scrape(server.urls)
+  const watch = new GroupWatch(server.pgids)
+  watch.refresh()
+  const rssBytes = watch.rssKb() * 1024
+  const grown = rssBytes - rssBefore
+  const held = (sums.ringlimit_stored_keys ?? 0) + (sums.ringlimit_replica_states ?? 0)
+  memory[r] = {
+    stored: sums.ringlimit_stored_keys,
+    replicas: sums.ringlimit_replica_states ?? 0,
+    rssMB: rssBytes / 1e6,
+    rssPerKey: grown / KEYS,
+    rssPerState: grown / (held || 1),
+  }
+}
+for (const r of [1, 2]) await servers[r].stop()
+rmSync(tmp, { recursive: true, force: true })
+
+const cpu1 = median(results[1].map((m) => m.cpuUsPerReq))
+const cpu2 = median(results[2].map((m) => m.cpuUsPerReq))
+console.log(`\nreplication bench — ${new Date().toISOString()} — ${cpus().length} cpus, node ${process.version}, load average ${loadavg()[0].toFixed(1)}`)
+console.log(`${RUNS} interleaved runs of ${DURATION} s, ${CONNECTIONS} connections over 3 nodes (medians)\n`)
+console.table({
+  'REPLICAS=1': {
+    'µs CPU/decision': cpu1.toFixed(1),
+    'vs REPLICAS=1': '1.00',
+    'req/s': median(results[1].map((m) => m.rps)).toFixed(0),
+    'lag p50': '-',
+    'lag p99': '-',
+  },
+  'REPLICAS=2': {
+    'µs CPU/decision': cpu2.toFixed(1),
+    'vs REPLICAS=1': (cpu2 / cpu1).toFixed(2),
+    'req/s': median(results[2].map((m) => m.rps)).toFixed(0),
+    'lag p50': results[2].map((m) => m.lagP50).join(' / '),
+    'lag p99': results[2].map((m) => m.lagP99).join(' / '),
+  },
+})
+console.log(`memory after ${KEYS} distinct keys (3 nodes' RSS):`)
+console.table(
+  Object.fromEntries(
+    Object.entries(memory).map(([r, m]) => [
+      `REPLICAS=${r}`,
+      {
+        'owned states': m.stored,
+        'replica states': m.replicas,
+        'RSS MB': m.rssMB.toFixed(0),
+        'RSS growth bytes/key': m.rssPerKey.toFixed(0),
+        'per state held': m.rssPerState.toFixed(0),
+      },
+    ]),
+  ),
+)
+process.exit(0)
