@@ -60,8 +60,8 @@ t.test("defaults", async (t) => {
   t.equal(c.stateDir, undefined, "no snapshots unless STATE_DIR is set");
   t.equal(c.snapshotIntervalMs, 5000);
   t.equal(c.replicas, 1, "REPLICAS: 1 for a node alone");
-  t.equal(loadConfig({ PEERS: "10.0.0.1:10000", CLUSTER_SECRET: "s".repeat(16) }, []).replicas, 2, "REPLICAS: 2 with peers");
-  t.equal(loadConfig({ PEERS: "10.0.0.1:10000", CLUSTER_SECRET: "s".repeat(16), REPLICAS: "3" }, []).replicas, 3);
+  t.equal(loadConfig({ PEERS: "10.0.0.1:10000", CLUSTER_SECRET: SECRET }, []).replicas, 2, "REPLICAS: 2 with peers");
+  t.equal(loadConfig({ PEERS: "10.0.0.1:10000", CLUSTER_SECRET: SECRET, REPLICAS: "3" }, []).replicas, 3);
   t.equal(DEFAULTS.port, 8080);
   t.ok(Object.isFrozen(DEFAULTS));
   // loading does not change the defaults
