@@ -26,8 +26,8 @@ const DURATION = opt('--duration', 8)
 const CONNECTIONS = opt('--connections', 48)
 const KEYS = opt('--keys', 300000)
 const tmp = mkdtempSync(path.join(tmpdir(), 'ringlimit-bench-repl-'))
-const { key: apiKey } = makeApiKey()
-const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }
+const apiKey = makeApiKey()
+const headers = { authorization: `Bearer ${apiKey}` }
 const ALLOWED = { namespace: 'bench', limit: 1000000, duration: 60, idSpace: 10000 }
 
 async function scrape(urls) {
@@ -76,6 +76,7 @@ async function measure(server, run) {
   const cpuSec = (watch.cpuTicks() - cpu0) / clockTicks()
   const after = await scrape(server.urls)
   const d = (k) => (after.sums[k] ?? 0) - (before.sums[k] ?? 0)
+  if ((res.status['200'] ?? 0) < res.completed * 0.99) throw new Error(`not all 200: ${JSON.stringify(res.status)}`)
   return {
     rps: res.rps,
     cpuUsPerReq: (cpuSec * 1e6) / res.completed,

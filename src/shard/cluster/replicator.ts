@@ -12,8 +12,15 @@ import type { HashRing } from "./ring.js";
 const SCAN_SLICE = 20_000;
 /** Deadline of one replication call: a replica that does not answer is left behind, the next resync catches it up. */
 const REPLICATE_TIMEOUT_MS = 2000;
-/** Replication calls awaiting their answer per member; beyond it a turn's batch for that member is dropped (and counted). */
-const MAX_IN_FLIGHT = 256;
+/**
+ * Replication calls awaiting their answer per member. Turns that end while one is in flight
+ * add to the member's next batch (group commit), so a busy node sends fewer, larger calls:
+ * the cost per decision falls as load rises. A batch that reaches MAX_BATCH_BYTES is sent
+ * anyway, up to MAX_IN_FLIGHT; beyond that the member is too far behind and the batch is
+ * dropped (counted; the pass after a ring change catches it up).
+ */
+const PIPELINE = 1;
+const MAX_IN_FLIGHT = 64;
 
 export interface ReplicatorOptions {
   /** REPLICAS: copies of each state, the owner's included */
@@ -26,7 +33,7 @@ export interface ReplicatorOptions {
   metrics: ReplicationMetrics;
 }
 
-/** One member's records of one turn, encoded as they are found. */
+/** One member's records, encoded as they are found. */
 class Batch {
   buf = Buffer.allocUnsafe(16 * 1024);
   length = 0;
@@ -49,6 +56,14 @@ class Batch {
   }
 }
 
+/** Replication towards one member: the batch being filled and the calls awaiting an answer. */
+class Link {
+  readonly pending = new Batch();
+  /** performance.now() of the oldest change in `pending` (for the lag) */
+  oldestChange = 0;
+  inFlight = 0;
+}
+
 /**
  * Keeps REPLICAS − 1 copies of every state this node owns on the next distinct members of
  * the ring, and takes over the copies it holds when their owner leaves the ring
@@ -56,7 +71,8 @@ class Batch {
  *
  * - Each turn, the states that requests (or merges) changed are sent once each, as states,
  *   to their replicas: a key changed 100 times in a turn is sent once, and a copy applied
- *   twice changes nothing (same origin: mergeCopies).
+ *   twice changes nothing (same origin: mergeCopies). While a member's previous call is
+ *   unanswered, turns add to its next batch (see PIPELINE).
  * - After a ring change, one pass (a slice per turn) promotes the replica states this node
  *   now owns into its own table (mergeState: never counted twice), drops the copies it is no
  *   longer a replica for, and sends each owned state to the replicas it did not have on the
@@ -66,9 +82,7 @@ export class Replicator {
   private scheduled = false;
   private changedAt = 0;
   private readonly targets: string[] = [];
-  private readonly inFlight = new Map<string, number>();
-  /** one batch per member, reused turn after turn (a call copies its payload into the frame) */
-  private readonly turnBatches = new Map<string, Batch>();
+  private readonly links = new Map<string, Link>();
   private syncedRing: HashRing | undefined;
   private syncing: Promise<void> | undefined;
   private syncAgain = false;
@@ -128,18 +142,16 @@ export class Replicator {
     this.scheduled = false;
     const keys = this.o.owned.takeChanges();
     if (this.stopped) return;
-    const changedAt = this.changedAt;
     const ring = this.o.pool.ring;
-    const batches = this.turnBatches;
-    for (const key of keys) this.addToBatches(key, ring, undefined, batches);
-    for (const [member, batch] of batches) {
-      if (batch.count > 0) this.send(member, batch, changedAt);
-      if (!ring.has(member)) batches.delete(member);
+    for (const key of keys) this.addToLinks(key, ring, undefined, this.changedAt);
+    for (const [member, link] of this.links) {
+      if (link.inFlight < PIPELINE && link.pending.count > 0) this.send(member, link);
+      if (!ring.has(member) && link.inFlight === 0) this.links.delete(member);
     }
   };
 
-  /** Put the owned state of `key` in the batch of each replica on `ring` that is not one on `before`. */
-  private addToBatches(key: string, ring: HashRing, before: HashRing | undefined, batches: Map<string, Batch>): void {
+  /** Put the owned state of `key` in the pending batch of each replica on `ring` that is not one on `before`. */
+  private addToLinks(key: string, ring: HashRing, before: HashRing | undefined, changedAt: number): void {
     const { owned, pool, replicas } = this.o;
     const state = owned.get(key);
     if (state === undefined) return;
@@ -156,37 +168,39 @@ export class Replicator {
     for (let i = 1; i < n; i++) {
       const member = targets[i]!;
       if (had !== undefined && had.includes(member)) continue;
-      let batch = batches.get(member);
-      if (batch === undefined) batches.set(member, (batch = new Batch()));
-      batch.add(key, state);
-      if (batch.length >= MAX_BATCH_BYTES) this.send(member, batch, performance.now());
+      let link = this.links.get(member);
+      if (link === undefined) this.links.set(member, (link = new Link()));
+      if (link.pending.count === 0) link.oldestChange = changedAt;
+      link.pending.add(key, state);
+      if (link.pending.length >= MAX_BATCH_BYTES) this.send(member, link);
     }
   }
 
-  /** Send what `batch` holds to `member` and empty it. */
-  private send(member: string, batch: Batch, changedAt: number): void {
+  /** Send the link's pending batch and empty it; when the answer comes, send what piled up meanwhile. */
+  private send(member: string, link: Link): void {
     const { pool, metrics } = this.o;
+    const batch = link.pending;
     const count = batch.count;
+    const changedAt = link.oldestChange;
     const payload = batch.buf.subarray(0, batch.length);
     batch.reset();
     const client = pool.client(member);
-    const inFlight = this.inFlight.get(member) ?? 0;
     // Not up: it is off the ring, and the pass after it comes back sends it everything.
-    if (client === undefined || client.state !== "up" || inFlight >= MAX_IN_FLIGHT) {
+    if (client === undefined || client.state !== "up" || link.inFlight >= MAX_IN_FLIGHT) {
       metrics.dropped(count);
       return;
     }
-    this.inFlight.set(member, inFlight + 1);
+    link.inFlight++;
+    const settled = (ok: boolean) => {
+      link.inFlight--;
+      if (ok) metrics.replicated(count, (performance.now() - changedAt) / 1000);
+      else metrics.dropped(count);
+      if (!this.stopped && link.inFlight < PIPELINE && link.pending.count > 0) this.send(member, link);
+    };
     // call() copies the payload into its frame at once: the batch's buffer is free again on return.
     client.call(CallMethod.REPLICATE, payload, REPLICATE_TIMEOUT_MS).then(
-      () => {
-        this.inFlight.set(member, (this.inFlight.get(member) ?? 1) - 1);
-        metrics.replicated(count, (performance.now() - changedAt) / 1000);
-      },
-      () => {
-        this.inFlight.set(member, (this.inFlight.get(member) ?? 1) - 1);
-        metrics.dropped(count);
-      },
+      () => settled(true),
+      () => settled(false),
     );
   }
 
@@ -226,9 +240,9 @@ export class Replicator {
     owned.forEach((key) => ownedKeys.push(key));
     for (let i = 0; i < ownedKeys.length; i += SCAN_SLICE) {
       if (this.stopped) return;
-      const batches = new Map<string, Batch>();
-      for (const key of ownedKeys.slice(i, i + SCAN_SLICE)) this.addToBatches(key, pool.ring, before, batches);
-      for (const [member, batch] of batches) if (batch.count > 0) this.send(member, batch, performance.now());
+      const now = performance.now();
+      for (const key of ownedKeys.slice(i, i + SCAN_SLICE)) this.addToLinks(key, pool.ring, before, now);
+      for (const [member, link] of this.links) if (link.inFlight < PIPELINE && link.pending.count > 0) this.send(member, link);
       await turn();
     }
     metrics.promoted(promoted);
