@@ -3,9 +3,9 @@
 // (all three nodes, from /proc); the replication lag from the nodes' own histogram
 // (ringlimit_replication_lag_seconds); and memory per stored key with replicas.
 //
-//   npm run build && node bench/replication.mjs [--runs 3] [--duration 8] [--connections 48] [--keys 300000]
+//   npm run build && node bench/replication.mjs [--runs 3] [--duration 8] [--connections 48] [--keys 300000] [--loader wrk|autocannon]
 //
-// Load: autocannon (bench/lib/load.mjs), connections spread over the three nodes, 10 000
+// Load: wrk when installed, else autocannon (bench/lib/load.mjs), connections spread over the three nodes, 10 000
 // identifiers with a limit nobody reaches (the ringlimit-cluster3 row of run.mjs).
 // Memory: after the timed runs, each cluster is filled with --keys distinct keys; RSS of the
 // three nodes' growth over the distinct keys, and over the states they hold (owned + replica).
@@ -15,7 +15,7 @@ import path from 'node:path'
 import { installCleanup } from './lib/children.mjs'
 import { get } from './lib/net.mjs'
 import { GroupWatch, clockTicks } from './lib/procfs.mjs'
-import { runLoad } from './lib/load.mjs'
+import { runLoad, wrkVersion } from './lib/load.mjs'
 import { makeApiKey, startRinglimit } from './lib/servers.mjs'
 
 installCleanup()
@@ -25,6 +25,7 @@ const RUNS = opt('--runs', 3)
 const DURATION = opt('--duration', 8)
 const CONNECTIONS = opt('--connections', 48)
 const KEYS = opt('--keys', 300000)
+const LOADER = args.includes('--loader') ? args[args.indexOf('--loader') + 1] : wrkVersion() ? 'wrk' : 'autocannon'
 const tmp = mkdtempSync(path.join(tmpdir(), 'ringlimit-bench-repl-'))
 const apiKey = makeApiKey()
 const headers = { authorization: `Bearer ${apiKey}` }
@@ -63,7 +64,7 @@ async function measure(server, run) {
   let cpu0 = 0
   const res = await runLoad(
     {
-      loader: 'autocannon',
+      loader: LOADER,
       urls: server.urls,
       connections: CONNECTIONS,
       durationSec: DURATION,
@@ -141,7 +142,7 @@ rmSync(tmp, { recursive: true, force: true })
 const cpu1 = median(results[1].map((m) => m.cpuUsPerReq))
 const cpu2 = median(results[2].map((m) => m.cpuUsPerReq))
 console.log(`\nreplication bench — ${new Date().toISOString()} — ${cpus().length} cpus, node ${process.version}, load average ${loadavg()[0].toFixed(1)}`)
-console.log(`${RUNS} interleaved runs of ${DURATION} s, ${CONNECTIONS} connections over 3 nodes (medians)\n`)
+console.log(`${RUNS} interleaved runs of ${DURATION} s, ${LOADER}, ${CONNECTIONS} connections over 3 nodes (medians)\n`)
 console.table({
   'REPLICAS=1': {
     'µs CPU/decision': cpu1.toFixed(1),

@@ -140,3 +140,23 @@ t.test("random operations keep the structure consistent (lists, index, slots)", 
   }
   t.ok(table.evictions > 0 && table.expirations > 0, `consistent through ${table.evictions} evictions and ${table.expirations} expirations`);
 });
+
+t.test("trackChanges: each changed key once per take, through moves and growth; the first change of a round is announced once", async (t) => {
+  const table = new StateTable(100_000, T0);
+  let announced = 0;
+  table.trackChanges(() => announced++);
+  t.same(table.takeChanges(), [], "nothing yet");
+  const out = newStep();
+  for (let round = 0; round < 100; round++) for (let k = 0; k < 5; k++) table.decide(`k${k}`, fixedWindow, 1000, 60_000, T0, out);
+  t.equal(announced, 1, "announced at the first change only");
+  t.same(table.takeChanges().sort(), ["k0", "k1", "k2", "k3", "k4"], "500 changes of 5 keys: 5 keys");
+  // Growth past the initial capacity, deletions that move the last slot, set() from elsewhere.
+  for (let i = 0; i < 3000; i++) table.decide(`g${i}`, fixedWindow, 1000, 60_000, T0, out);
+  table.takeChanges();
+  table.delete("g0");
+  table.decide("g2999", fixedWindow, 1000, 60_000, T0, out);
+  table.decide("g2999", fixedWindow, 1000, 60_000, T0, out);
+  table.set("x", { a: T0, b: 1, c: 0, expiresAt: 2_000_000_000, origin: 3 });
+  t.same(table.takeChanges(), ["g2999", "x"], "a moved slot is listed once; a set() is a change too");
+  t.equal(announced, 3);
+});
