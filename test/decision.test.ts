@@ -21,7 +21,15 @@ function http(field: Field, value: unknown) {
 function inbound() {
   const self = "self:1";
   const view = { self, ring: new HashRing([self]), frozen: false, joining: false, holds: () => true, fencedUntil: () => undefined, isUp: () => true };
-  const events = { strayState() {}, memberLeaving() {}, handoffDone() {}, peerAuthenticated() {}, advertise: async () => Buffer.alloc(0), statesRefused() {}, replicate: () => 0 };
+  const events = {
+    strayState() {},
+    memberLeaving() {},
+    handoffDone() {},
+    peerAuthenticated() {},
+    advertise: async () => Buffer.alloc(0),
+    statesRefused() {},
+    replicate: () => 0,
+  };
   const handler = new InboundHandler(view, new LocalDecider(new StateTable(1000, Date.now())), events);
   const out = { code: 0, remaining: 0, resetTime: 0, retryAfterMs: 0 };
   return (q: { namespace: string; identifier: string; limit: number; duration: number }) => {

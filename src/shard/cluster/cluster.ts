@@ -97,9 +97,9 @@ export class Cluster implements ClusterView {
       // A member (re)started and reached us: reach it now rather than after our backoff,
       // so it joins every ring and receives its states within milliseconds.
       peerAuthenticated: (member) => pool.reconnectNow(member),
-      replicate: (payload) => {
+      replicate: (payload, from) => {
         if (replicator === undefined) throw new Error("REPLICAS=1 here: not keeping replicas");
-        return replicator.receive(payload, Date.now());
+        return replicator.receive(payload, from, Date.now());
       },
     });
     this.server = new PeerServer({

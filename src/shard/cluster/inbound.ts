@@ -22,7 +22,7 @@ export interface InboundEvents {
   /** a member (re)started and reached this node */
   peerAuthenticated(member: string): void;
   /** REPLICATE: states their owner sent to keep as replicas; returns how many were kept (throws when this node keeps none) */
-  replicate(payload: Buffer): number;
+  replicate(payload: Buffer, from: string): number;
 }
 
 /**
@@ -99,7 +99,7 @@ export class InboundHandler implements PeerServerHandler {
         return this.events.advertise(payload, from);
       case CallMethod.REPLICATE: {
         const reply = Buffer.alloc(4);
-        reply.writeUInt32BE(this.events.replicate(payload), 0);
+        reply.writeUInt32BE(this.events.replicate(payload, from), 0);
         return reply;
       }
       default:

@@ -49,7 +49,7 @@ export type StateVerdict = "ok" | "expired" | "invalid";
  * ahead. Counts beyond MAX_COUNT and bucket levels beyond their reach are clamped in
  * place. "expired": a state that is already equivalent to none (dropped, harmlessly).
  */
-export function checkState(key: string, state: StoredState, now: number): StateVerdict {
+export function checkState(key: string, state: Omit<StoredState, "origin">, now: number): StateVerdict {
   const parsed = parseStateKey(key);
   if (parsed === undefined) return "invalid";
   const { algorithmCode, duration, ringKey } = parsed;

@@ -6,6 +6,7 @@ import { decodeStates, maxRecordBytes, writeRecord } from "../table/state-record
 import type { StateTable } from "../table/state-table.js";
 import { CallMethod, MAX_BATCH_BYTES } from "./handoff.js";
 import type { MemberPool } from "./member-pool.js";
+import { checkState } from "./peer-data.js";
 import type { HashRing } from "./ring.js";
 
 /** Keys visited per event-loop turn by the pass that follows a ring change (as the hand-off scan). */
@@ -121,20 +122,31 @@ export class Replicator {
       .finally(() => (this.syncing = undefined));
   }
 
-  /** REPLICATE from a peer: keep each state as a replica, or merge it when this node owns the key now. */
-  receive(payload: Buffer, now: number): number {
+  /**
+   * REPLICATE from `from`: keep each state as a replica, or merge it when this node owns the
+   * key now. Checked like a hand-off: a batch that cannot be split into records is refused
+   * whole (RangeError), a record out of bounds alone (checkState). Returns the records kept.
+   */
+  receive(payload: Buffer, from: string, now: number): number {
     const { pool, owned, replicaTable } = this.o;
     const ring = pool.ring;
     const self = pool.self;
-    // Decoded whole first: a malformed batch is refused whole (RangeError), as a hand-off batch is.
-    const records = decodeStates(payload);
-    for (const { key, state } of records) {
+    let kept = 0;
+    let refused = 0;
+    for (const { key, state } of decodeStates(payload)) {
+      const verdict = checkState(key, state, now);
+      if (verdict !== "ok") {
+        if (verdict === "invalid") refused++;
+        continue;
+      }
       // The sender's ring is behind this one's (an owner back from a pause): a copy of a
       // state this node owns now merges as a copy, so its stale counts change nothing.
       if (ring.owner(ringKeyOfStateKey(key)) === self) mergeState(owned, key, state, now);
       else storeReplica(replicaTable, key, state, now);
+      kept++;
     }
-    return records.length;
+    if (refused > 0) this.o.logger.warn({ from, refused }, "replicated states out of bounds: not kept");
+    return kept;
   }
 
   /** One turn's changes, to the replicas of each. */
