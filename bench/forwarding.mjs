@@ -188,8 +188,11 @@ async function measure(pids, ports) {
 const rows = []
 for (let r = 0; r < ROUNDS; r++) {
   const local = await measure([single.pid], [sp])
+  // The two builds take turns going first, so a drift in the machine's load favours neither.
+  const baselineFirst = base !== undefined && r % 2 === 1
+  const early = baselineFirst ? await measure(base.pids, base.ports) : undefined
   const cluster = await measure([a.pid, b.pid], [ap, bp])
-  const baseline = base === undefined ? undefined : await measure(base.pids, base.ports)
+  const baseline = base === undefined ? undefined : (early ?? (await measure(base.pids, base.ports)))
   rows.push({ local, cluster, baseline, ratio: cluster.usPerReq / local.usPerReq })
   console.log(
     `round ${r + 1}: all local ${local.usPerReq.toFixed(1)} µs/decision (${Math.round(local.reqs / SECONDS)} req/s) | half forwarded, both nodes ${cluster.usPerReq.toFixed(1)} µs/decision (${Math.round(cluster.reqs / SECONDS)} req/s) | ratio ${(cluster.usPerReq / local.usPerReq).toFixed(2)}` +

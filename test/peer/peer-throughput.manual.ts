@@ -28,7 +28,8 @@ import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { PeerClient, PeerServer, type DecideResult } from "../../src/peer/index.js";
 
-const SECRET = randomBytes(32).toString("base64url");
+// The server child inherits the parent's secret through its environment.
+const SECRET = process.env.PEER_BENCH_SECRET ?? randomBytes(32).toString("base64url");
 
 async function serve(): Promise<void> {
   const server = new PeerServer({
@@ -69,7 +70,7 @@ interface ServerReport {
 }
 
 async function run(seconds: number): Promise<void> {
-  const child = fork(fileURLToPath(import.meta.url), ["--server"]);
+  const child = fork(fileURLToPath(import.meta.url), ["--server"], { env: { ...process.env, PEER_BENCH_SECRET: SECRET } });
   const next = <T>(): Promise<T> => new Promise((r) => child.once("message", (m) => r(m as T)));
   const { port } = await next<{ port: number }>();
   const client = new PeerClient({ host: "127.0.0.1", port, secret: SECRET, nodeId: "bench-client", serverNodeId: "bench-server", timeoutMs: 1_000 });
