@@ -37,10 +37,13 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
   // Copies of other owners' states (docs/durability.md): bounded like the owned table.
   const replicaTable = clustered && (config.replicas ?? 1) > 1 ? new StateTable(config.maxKeys, Date.now()) : undefined;
+  const local = new LocalDecider(table);
+  // One coarse sweep for expired states and for batch reservations nobody confirmed.
   const sweep = setInterval(() => {
     const now = Date.now();
     table.sweep(now);
     replicaTable?.sweep(now);
+    local.reservations.sweep(now);
   }, SWEEP_INTERVAL_MS);
   sweep.unref();
 
@@ -53,7 +56,6 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   }
   const verifier = new ApiKeyVerifier(apiKeys, config.apiKeyHashes);
   const metrics = new Metrics({ storedKeys: () => table.size, evictions: () => table.evictions, expirations: () => table.expirations }, config.metricsCacheMs);
-  const local = new LocalDecider(table);
   const cluster = clustered ? new Cluster(config, local, metrics, logger, readPeerTls(config), replicaTable) : undefined;
   const decider: Decider = cluster?.decider ?? local;
   const durability = new DurabilityMetrics(metrics.registry);

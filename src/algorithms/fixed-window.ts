@@ -50,6 +50,12 @@ export const fixedWindow: Algorithm = {
     out.c = 0;
   },
 
+  refund(state, cost, countedAt, durationMs, _now, out) {
+    out.a = state.a;
+    out.b = state.a === countedAt - (countedAt % durationMs) ? Math.max(0, state.b - cost) : state.b;
+    out.c = 0;
+  },
+
   expiresAt(state: Readonly<LimitState>, _limit: number, durationMs: number) {
     return state.a + durationMs;
   },

@@ -53,6 +53,14 @@ export const leakyBucket: Algorithm = {
     out.c = limit;
   },
 
+  refund(state, cost, _countedAt, D, now, out) {
+    const limit = state.c;
+    const meter = Math.max(0, state.a - Math.max(0, now - state.b) * limit);
+    out.a = Math.max(0, meter - cost * D);
+    out.b = now;
+    out.c = limit;
+  },
+
   expiresAt(state: Readonly<LimitState>, limit: number, _D: number) {
     return state.b + ceilDiv(state.a, limit);
   },

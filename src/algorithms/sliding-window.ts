@@ -98,6 +98,18 @@ export const slidingWindow: Algorithm = {
     out.c = previous;
   },
 
+  refund(state, cost, countedAt, D, _now, out) {
+    const window = countedAt - (countedAt % D);
+    const a = state.a;
+    let b = state.b;
+    let c = state.c;
+    if (a === window) b = Math.max(0, b - cost);
+    else if (a === window + D) c = Math.max(0, c - cost);
+    out.a = a;
+    out.b = b;
+    out.c = c;
+  },
+
   expiresAt(state: Readonly<LimitState>, _limit: number, D: number) {
     return state.b > 0 ? state.a + 2 * D : state.a + D;
   },

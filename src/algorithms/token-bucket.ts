@@ -58,6 +58,14 @@ export const tokenBucket: Algorithm = {
     out.c = limit;
   },
 
+  refund(state, cost, _countedAt, D, now, out) {
+    const limit = state.c;
+    const consumed = Math.max(0, consumedAt(state, limit, D, now) - cost * D);
+    out.a = limit * D - consumed;
+    out.b = now;
+    out.c = limit;
+  },
+
   expiresAt(state: Readonly<LimitState>, limit: number, D: number) {
     return state.b + ceilDiv(state.c * D - state.a, limit);
   },

@@ -64,6 +64,14 @@ export interface Algorithm {
    * applied twice, or in any order, changes nothing. Writes into `out`; `out` may alias `x`.
    */
   mergeCopies(x: Readonly<LimitState>, y: Readonly<LimitState>, durationMs: number, now: number, out: LimitState): void;
+  /**
+   * Give back `cost` counted at `countedAt` (a reservation released: docs/api.md), writing
+   * into `out`, which may alias `state`. Windows take it off the window it was counted in,
+   * if that window still weighs; buckets give back what has not drained or refilled since.
+   * For a bucket that would have been full meanwhile without it, that gives back up to
+   * limit × (now − countedAt) / D tokens more than were taken; holds last milliseconds.
+   */
+  refund(state: Readonly<LimitState>, cost: number, countedAt: number, durationMs: number, now: number, out: LimitState): void;
   /** unix ms at which `state` becomes equivalent to no state at all */
   expiresAt(state: Readonly<LimitState>, limit: number, durationMs: number): number;
 }

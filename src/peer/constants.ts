@@ -68,8 +68,11 @@ export const MAX_ALGORITHM = ALGORITHMS.length - 1;
 /** `u8 code` of a DECIDE_REPLY item. */
 export const DecideCode = { ALLOWED: 0, BLOCKED: 1, ERROR: 2 } as const;
 
-/** Fixed part of one DECIDE item: reqId u32, algorithm u8, limit u32, duration u32, nsLen u16, idLen u16. */
-export const DECIDE_ITEM_FIXED_BYTES = 17;
+/**
+ * Fixed part of one DECIDE item: reqId u32, algorithm u8, limit u32, duration u32, nsLen u16,
+ * idLen u16, cost u32 (what the request weighs; 0 is a peek: docs/api.md).
+ */
+export const DECIDE_ITEM_FIXED_BYTES = 21;
 /** One DECIDE_REPLY item: reqId u32, code u8, remaining u32, resetTime u32, retryAfterMs f64. */
 export const DECIDE_REPLY_ITEM_BYTES = 21;
 /** u32 item count at the start of DECIDE and DECIDE_REPLY bodies. */

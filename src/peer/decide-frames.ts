@@ -49,9 +49,9 @@ export class DecideBatchWriter {
    * encoded: algorithm outside 0..3, limit or duration not a u32, or a
    * string over 65535 UTF-8 bytes.
    */
-  add(reqId: number, algorithm: number, limit: number, duration: number, ns: string, identifier: string): boolean {
+  add(reqId: number, algorithm: number, limit: number, duration: number, ns: string, identifier: string, cost = 1): boolean {
     if (!(algorithm >= 0 && algorithm <= MAX_ALGORITHM && (algorithm | 0) === algorithm)) return false;
-    if (!isU32(limit) || !isU32(duration)) return false;
+    if (!isU32(limit) || !isU32(duration) || !isU32(cost)) return false;
     // A UTF-16 code unit never takes more than 3 UTF-8 bytes: reserve the
     // worst case, then write the strings where they belong, measuring as we go
     // (cheaper than Buffer.byteLength followed by a write).
@@ -82,6 +82,7 @@ export class DecideBatchWriter {
     buf[at + 14] = nsLen & 0xff;
     buf[at + 15] = idLen >>> 8;
     buf[at + 16] = idLen & 0xff;
+    putU32(buf, at + 17, cost);
     this.off = at + itemBytes;
     this.frameItems++;
     this.count++;
@@ -169,6 +170,7 @@ export class DecideBatchReader {
   algorithms = new Uint8Array(256);
   limits = new Uint32Array(256);
   durations = new Uint32Array(256);
+  costs = new Uint32Array(256);
   namespaces: string[] = [];
   identifiers: string[] = [];
 
@@ -183,7 +185,7 @@ export class DecideBatchReader {
       throw new FrameError(`DECIDE item count ${n} outside 1..${MAX_DECIDE_ITEMS} or does not fit ${end} bytes`);
     }
     if (n > this.reqIds.length) this.grow(n);
-    const { reqIds, algorithms, limits, durations, namespaces, identifiers } = this;
+    const { reqIds, algorithms, limits, durations, costs, namespaces, identifiers } = this;
     let pos = BATCH_COUNT_BYTES;
     let prevNsStart = -1;
     let prevNsLen = -1;
@@ -203,6 +205,7 @@ export class DecideBatchReader {
       algorithms[i] = algorithm;
       limits[i] = getU32(body, pos + 5);
       durations[i] = getU32(body, pos + 9);
+      costs[i] = getU32(body, pos + 17);
       // A batch usually repeats a few namespaces: reuse the previous item's
       // string when the bytes are the same instead of decoding again.
       if (nsLen === prevNsLen && sameBytes(body, prevNsStart, nsStart, nsLen)) {
@@ -226,6 +229,7 @@ export class DecideBatchReader {
     this.algorithms = new Uint8Array(cap);
     this.limits = new Uint32Array(cap);
     this.durations = new Uint32Array(cap);
+    this.costs = new Uint32Array(cap);
   }
 }
 
@@ -260,6 +264,7 @@ export interface DecideItem {
   algorithm: number;
   limit: number;
   duration: number;
+  cost: number;
   ns: string;
   identifier: string;
 }
@@ -273,6 +278,7 @@ export function decodeDecideItems(body: Buffer): DecideItem[] {
       algorithm: r.algorithms[i]!,
       limit: r.limits[i]!,
       duration: r.durations[i]!,
+      cost: r.costs[i]!,
       ns: r.namespaces[i]!,
       identifier: r.identifiers[i]!,
     });

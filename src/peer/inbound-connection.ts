@@ -22,7 +22,7 @@ export interface PeerServerHandler {
    * reused for every item. A throw answers this item with code 2 (error)
    * and leaves its neighbours alone.
    */
-  decide(ns: string, identifier: string, algorithm: number, limit: number, duration: number, out: DecideResult): void;
+  decide(ns: string, identifier: string, algorithm: number, limit: number, duration: number, out: DecideResult, cost?: number): void;
   /**
    * Cold path (state hand-off, leave notices): an opaque request answered
    * with an opaque reply. A rejection reaches the caller as a 'remote'
@@ -185,7 +185,7 @@ export class InboundConnection implements PendingConnection {
     const n = reader.count;
     stats.decideFrames++;
     stats.decideItems += n;
-    const { reqIds, algorithms, limits, durations, namespaces, identifiers } = reader;
+    const { reqIds, algorithms, limits, durations, costs, namespaces, identifiers } = reader;
     replies.begin(n);
     for (let i = 0; i < n; i++) {
       out.code = DecideCode.ERROR;
@@ -194,7 +194,7 @@ export class InboundConnection implements PendingConnection {
       out.retryAfterMs = 0;
       let code: number;
       try {
-        handler.decide(namespaces[i]!, identifiers[i]!, algorithms[i]!, limits[i]!, durations[i]!, out);
+        handler.decide(namespaces[i]!, identifiers[i]!, algorithms[i]!, limits[i]!, durations[i]!, out, costs[i]!);
         code = out.code === DecideCode.ALLOWED || out.code === DecideCode.BLOCKED ? out.code : DecideCode.ERROR;
       } catch (err) {
         stats.decideErrors++;

@@ -151,12 +151,12 @@ export class PeerClient extends EventEmitter {
    * synchronously, inside decide(): callers must tolerate that (it saves a
    * tick per request exactly when a peer is failing and load is highest).
    */
-  decide(ns: string, identifier: string, algorithm: number, limit: number, duration: number, cb: DecideCallback): void {
+  decide(ns: string, identifier: string, algorithm: number, limit: number, duration: number, cb: DecideCallback, cost = 1): void {
     if (this.state !== "up") {
       cb(this.closed ? CLOSED_ERROR : UNAVAILABLE_ERROR, null);
       return;
     }
-    if (!this.batch.add(this.pending.nextId, algorithm, limit, duration, ns, identifier)) {
+    if (!this.batch.add(this.pending.nextId, algorithm, limit, duration, ns, identifier, cost)) {
       cb(INVALID_ERROR, null);
       return;
     }

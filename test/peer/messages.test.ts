@@ -70,17 +70,17 @@ t.test("handshake messages reject bad bodies", async (t) => {
 });
 
 const items: DecideItem[] = [
-  { reqId: 0, algorithm: 0, limit: 10, duration: 60, ns: "api", identifier: "user-1" },
-  { reqId: 1, algorithm: 1, limit: 0, duration: 1, ns: "api", identifier: "" },
-  { reqId: 2, algorithm: 2, limit: 0xffffffff, duration: 0xffffffff, ns: "api.pro", identifier: "ünïcødé-日本語-🚀" },
-  { reqId: 0xfffffffe, algorithm: 3, limit: 5, duration: 3600, ns: "ns-€", identifier: "x".repeat(512) },
-  { reqId: 0xffffffff, algorithm: 3, limit: 5, duration: 3600, ns: "ns-€", identifier: "语".repeat(512) },
-  { reqId: 7, algorithm: 0, limit: 1, duration: 2, ns: "", identifier: "empty-ns" },
+  { reqId: 0, algorithm: 0, limit: 10, duration: 60, cost: 1, ns: "api", identifier: "user-1" },
+  { reqId: 1, algorithm: 1, limit: 0, duration: 1, cost: 0, ns: "api", identifier: "" },
+  { reqId: 2, algorithm: 2, limit: 0xffffffff, duration: 0xffffffff, cost: 0xffffffff, ns: "api.pro", identifier: "ünïcødé-日本語-🚀" },
+  { reqId: 0xfffffffe, algorithm: 3, limit: 5, duration: 3600, cost: 5, ns: "ns-€", identifier: "x".repeat(512) },
+  { reqId: 0xffffffff, algorithm: 3, limit: 5, duration: 3600, cost: 1, ns: "ns-€", identifier: "语".repeat(512) },
+  { reqId: 7, algorithm: 0, limit: 1, duration: 2, cost: 1, ns: "", identifier: "empty-ns" },
 ];
 
 function writeAll(w: DecideBatchWriter, list: DecideItem[]): void {
   for (const it of list) {
-    if (!w.add(it.reqId, it.algorithm, it.limit, it.duration, it.ns, it.identifier)) throw new Error(`refused ${it.reqId}`);
+    if (!w.add(it.reqId, it.algorithm, it.limit, it.duration, it.ns, it.identifier, it.cost)) throw new Error(`refused ${it.reqId}`);
   }
 }
 
@@ -123,7 +123,7 @@ t.test("DECIDE writer refuses what the wire cannot carry, and stays usable", asy
 t.test("DECIDE batches split at MAX_DECIDE_ITEMS items", async (t) => {
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [];
-  for (let i = 0; i < 2 * MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, ns: "ns", identifier: `k${i}` });
+  for (let i = 0; i < 2 * MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, ns: "ns", identifier: `k${i}` });
   writeAll(w, list);
   const out = frames(w.take()!);
   t.same(
@@ -143,7 +143,7 @@ t.test("DECIDE batches over the frame limit split into several valid frames", as
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [];
   for (let i = 0; i < 1000; i++) {
-    list.push({ reqId: i, algorithm: i % 4, limit: i, duration: 60, ns: "ns", identifier: `${i}-`.padEnd(5000, "z") });
+    list.push({ reqId: i, algorithm: i % 4, limit: i, duration: 60, cost: 1, ns: "ns", identifier: `${i}-`.padEnd(5000, "z") });
   }
   writeAll(w, list);
   const out = frames(w.take()!);
@@ -201,12 +201,12 @@ t.test("DECIDE decoder rejects invalid UTF-8", async (t) => {
 t.test("DECIDE decoder reuses a repeated namespace correctly", async (t) => {
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [
-    { reqId: 1, algorithm: 0, limit: 1, duration: 1, ns: "aa", identifier: "1" },
-    { reqId: 2, algorithm: 0, limit: 1, duration: 1, ns: "aa", identifier: "2" },
-    { reqId: 3, algorithm: 0, limit: 1, duration: 1, ns: "ab", identifier: "3" },
-    { reqId: 4, algorithm: 0, limit: 1, duration: 1, ns: "ab", identifier: "4" },
-    { reqId: 5, algorithm: 0, limit: 1, duration: 1, ns: "a".repeat(100), identifier: "5" },
-    { reqId: 6, algorithm: 0, limit: 1, duration: 1, ns: "a".repeat(99) + "b", identifier: "6" },
+    { reqId: 1, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "aa", identifier: "1" },
+    { reqId: 2, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "aa", identifier: "2" },
+    { reqId: 3, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "ab", identifier: "3" },
+    { reqId: 4, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "ab", identifier: "4" },
+    { reqId: 5, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "a".repeat(100), identifier: "5" },
+    { reqId: 6, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "a".repeat(99) + "b", identifier: "6" },
   ];
   writeAll(w, list);
   t.same(decodeDecideItems(frames(w.take()!)[0]!.body), list);

@@ -9,6 +9,7 @@ import type { StateTable } from "../table/state-table.js";
 import { BlockedCache } from "./blocked-cache.js";
 import { Coordinator } from "./coordinator.js";
 import { Directory } from "./directory.js";
+import { BatchForwarder, batchHoldMs } from "./batch-forwarding.js";
 import { ClusterDecider, type ClusterView } from "./forwarding.js";
 import type { HandOffReport } from "./handoff-sender.js";
 import { InboundHandler } from "./inbound.js";
@@ -84,7 +85,13 @@ export class Cluster implements ClusterView {
       quorum: () => pool.quorum,
       peerStates: () => pool.peerStates(),
     });
-    this.decider = new ClusterDecider(this, local, new BlockedCache(), clusterMetrics);
+    this.decider = new ClusterDecider(
+      this,
+      local,
+      new BlockedCache(),
+      clusterMetrics,
+      new BatchForwarder(this, local, config.peerTimeoutMs, batchHoldMs(config.peerTimeoutMs)),
+    );
     const inbound = new InboundHandler(this, local, {
       strayState: () => this.coordinator.noteStrayState(),
       memberLeaving: (member, from) => {

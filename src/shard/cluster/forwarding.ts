@@ -1,10 +1,11 @@
-import { newDecision, failOpenBatch, failOpenDecision, type BatchOutcome, type Decider, type Decision, type DegradedReason } from "../../decision.js";
+import { newDecision, failOpenDecision, type BatchOutcome, type Decider, type Decision, type DegradedReason } from "../../decision.js";
 import type { ResetOutcome, ResetQuery } from "../../decision.js";
 import type { LimitQuery } from "../../decision.js";
 import type { PeerClient, PeerError } from "../../peer/index.js";
 import type { BlockedCache } from "./blocked-cache.js";
 import type { ClusterMetrics } from "../../metrics/cluster-metrics.js";
 import type { LocalDecider } from "../table/local-decider.js";
+import type { BatchForwarder } from "./batch-forwarding.js";
 import { ownership, type OwnershipView } from "./ownership.js";
 import { replyWithinContract } from "./peer-data.js";
 import { ringKeyOf, stateKeyOf } from "../table/state-key.js";
@@ -32,6 +33,7 @@ export class ClusterDecider implements Decider {
     private readonly local: LocalDecider,
     private readonly blocked: BlockedCache,
     private readonly metrics: ClusterMetrics,
+    private readonly batches: BatchForwarder,
   ) {}
 
   /** Keys this node may decide now are answered at once; undefined means "use decide()". */
@@ -51,7 +53,10 @@ export class ClusterDecider implements Decider {
     }
 
     const stateKey = stateKeyOf(query.algorithm.code, query.duration, ringKey);
-    const block = this.blocked.get(stateKey, query.limit, now);
+    // A remembered block is one for a request of 1 (a peek is blocked exactly then too);
+    // a heavier request waits longer, so it asks the owner.
+    const cacheable = query.cost <= 1;
+    const block = cacheable ? this.blocked.get(stateKey, query.limit, now) : undefined;
     if (block !== undefined) {
       this.metrics.forwardOutcome("cached_block");
       const d = this.cachedBlock;
@@ -70,45 +75,48 @@ export class ClusterDecider implements Decider {
     }
     const sentAt = performance.now();
     const owner = verdict.owner;
-    client.decide(query.namespace, query.identifier, query.algorithm.code, query.limit, query.duration, (err: PeerError | null, r) => {
-      const d = newDecision();
-      if (err !== null || r === null || r.code === 2) {
-        const reason = err !== null ? (REASON[err.code] ?? "peer_error") : "peer_error";
-        if (reason === "peer_timeout") this.view.noteForward(owner, true, now);
-        this.metrics.forwardOutcome(reason === "peer_timeout" ? "timeout" : reason === "peer_unavailable" ? "unavailable" : "error");
-        return done(failOpenDecision(query, now, reason, d));
-      }
-      // An answer that does not fit the question (a count beyond the limit, NaN, a reset
-      // years ahead) is the owner's error for this item alone.
-      if (!replyWithinContract(r, query, now)) {
-        this.metrics.forwardOutcome("invalid");
-        return done(failOpenDecision(query, now, "peer_error", d));
-      }
-      this.metrics.observeForward(performance.now() - sentAt);
-      this.view.noteForward(owner, false, now);
-      d.allowed = r.code === 0;
-      d.remaining = r.remaining;
-      d.resetTime = r.resetTime;
-      d.retryAfterMs = r.retryAfterMs;
-      d.degraded = null;
-      if (!d.allowed) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
-      this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
-      done(d);
-    });
+    client.decide(
+      query.namespace,
+      query.identifier,
+      query.algorithm.code,
+      query.limit,
+      query.duration,
+      (err: PeerError | null, r) => {
+        const d = newDecision();
+        if (err !== null || r === null || r.code === 2) {
+          const reason = err !== null ? (REASON[err.code] ?? "peer_error") : "peer_error";
+          if (reason === "peer_timeout") this.view.noteForward(owner, true, now);
+          this.metrics.forwardOutcome(reason === "peer_timeout" ? "timeout" : reason === "peer_unavailable" ? "unavailable" : "error");
+          return done(failOpenDecision(query, now, reason, d));
+        }
+        // An answer that does not fit the question (a count beyond the limit, NaN, a reset
+        // years ahead) is the owner's error for this item alone.
+        if (!replyWithinContract(r, query, now)) {
+          this.metrics.forwardOutcome("invalid");
+          return done(failOpenDecision(query, now, "peer_error", d));
+        }
+        this.metrics.observeForward(performance.now() - sentAt);
+        this.view.noteForward(owner, false, now);
+        d.allowed = r.code === 0;
+        d.remaining = r.remaining;
+        d.resetTime = r.resetTime;
+        d.retryAfterMs = r.retryAfterMs;
+        d.degraded = null;
+        if (!d.allowed && cacheable) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
+        this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
+        done(d);
+      },
+      query.cost,
+    );
   }
 
-  /** Batches whose every item this node may decide are decided here; across owners: see docs/api.md (until then they fail open). */
+  /** See BatchForwarder: one owner decides in one step, several reserve then commit or release. */
   decideBatch(queries: readonly LimitQuery[], now: number, done: (outcome: BatchOutcome) => void): void {
-    for (const q of queries) {
-      const verdict = ownership(this.view, ringKeyOf(q.namespace, q.identifier), q.algorithm.code, q.duration, now, "local");
-      if (verdict.kind !== "decide") return done(failOpenBatch(queries, now, verdict.kind === "fail_open" ? verdict.reason : "peer_error"));
-    }
-    this.local.decideBatch(queries, now, done);
+    this.batches.decideBatch(queries, now, done);
   }
 
+  /** Routed to the identifier's owner (BatchForwarder.reset). */
   reset(query: ResetQuery, now: number, done: (outcome: ResetOutcome) => void): void {
-    const owner = this.view.ring.owner(ringKeyOf(query.namespace, query.identifier));
-    if (this.view.frozen || (owner !== undefined && owner !== this.view.self)) return done({ ok: false, reason: "peer_error" });
-    this.local.reset(query, now, done);
+    this.batches.reset(query, now, done);
   }
 }

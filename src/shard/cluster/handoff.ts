@@ -15,6 +15,14 @@ export const CallMethod = Object.freeze({
   ADVERTISE: 4,
   /** payload: state records the sender owns, for the receiver to keep as replicas (replicator.ts). Reply: u32 records kept. */
   REPLICATE: 5,
+  /** payload: a batch or one owner's part of it (batch-wire.ts). Reply: a decision per item. */
+  BATCH: 10,
+  /** payload: u32 reservation. Keep what that reservation counted. */
+  BATCH_COMMIT: 11,
+  /** payload: u32 reservation. Give back what it counted. */
+  BATCH_RELEASE: 12,
+  /** payload: the states of one identifier to remove. Reply: those removed. */
+  RESET: 13,
 });
 
 /** A batch is cut at this size (plus one record), within the peer channel's 512 KiB frame limit. */

@@ -4,6 +4,7 @@ import { DecideCode, type DecideResult, type PeerServerHandler } from "../../pee
 import type { LocalDecider } from "../table/local-decider.js";
 import { ringKeyOf } from "../table/state-key.js";
 import { CallMethod, decodeStates, mergeStates } from "./handoff.js";
+import { onBatchCall } from "./inbound-batch.js";
 import { ownership, type OwnershipView } from "./ownership.js";
 import { checkState } from "./peer-data.js";
 
@@ -39,13 +40,14 @@ export class InboundHandler implements PeerServerHandler {
   ) {}
 
   /** A throw answers this item with an error: the forwarding node fails open. */
-  decide(ns: string, identifier: string, algorithmCode: number, limit: number, duration: number, out: DecideResult): void {
+  decide(ns: string, identifier: string, algorithmCode: number, limit: number, duration: number, out: DecideResult, cost = 1): void {
     const algorithm = algorithmByCode(algorithmCode);
     const b = REQUEST_BOUNDS;
     if (
       algorithm === undefined ||
       !(limit >= b.limit.min && limit <= b.limit.max) ||
       !(duration >= b.duration.min && duration <= b.duration.max) ||
+      !(cost >= b.cost.min && cost <= limit) ||
       // the effective namespace (`namespace.slug`) has no upper bound of its own: a slug's NFKD may outgrow the product
       ns.length < b.namespace.min ||
       !(identifier.length >= b.identifier.min && identifier.length <= b.identifier.max)
@@ -57,7 +59,7 @@ export class InboundHandler implements PeerServerHandler {
     const verdict = ownership(this.view, ringKey, algorithmCode, duration, now, "forwarded");
     if (verdict.kind !== "decide") throw new Error(verdict.kind === "fail_open" ? verdict.why : "not decided here");
     if (verdict.stray) this.events.strayState();
-    const d = this.local.decideKey(ringKey, algorithm, limit, duration, now);
+    const d = this.local.decideKey(ringKey, algorithm, limit, duration, now, cost);
     out.code = d.allowed ? DecideCode.ALLOWED : DecideCode.BLOCKED;
     out.remaining = d.remaining;
     out.resetTime = d.resetTime;
@@ -102,6 +104,11 @@ export class InboundHandler implements PeerServerHandler {
         reply.writeUInt32BE(this.events.replicate(payload, from), 0);
         return reply;
       }
+      case CallMethod.BATCH:
+      case CallMethod.BATCH_COMMIT:
+      case CallMethod.BATCH_RELEASE:
+      case CallMethod.RESET:
+        return onBatchCall(method, payload, from, this.view, this.local, this.local.reservations);
       default:
         throw new Error(`unknown call method ${method}`);
     }

@@ -21,6 +21,12 @@ export interface BatchDecision {
   allowed: boolean;
   /** every state the batch counts, in first-touched order: what a commit writes (empty when not allowed) */
   counted: Counted[];
+  /**
+   * With `standing` asked for: each item as a peek before the batch would see it (what a
+   * refused batch answers for its items that passed). When the batch is refused here, these
+   * are `decisions` themselves.
+   */
+  standing?: Decision[];
 }
 
 /**
@@ -34,7 +40,14 @@ export interface BatchDecision {
  * (remaining and count as they stand: nothing was counted), and blocked items carry the
  * wait until they would fit after the batch's items before them.
  */
-export function decideBatchOn(table: StateTable, queries: readonly LimitQuery[], ringKeys: readonly string[], now: number, commit: boolean): BatchDecision {
+export function decideBatchOn(
+  table: StateTable,
+  queries: readonly LimitQuery[],
+  ringKeys: readonly string[],
+  now: number,
+  commit: boolean,
+  standing = false,
+): BatchDecision {
   const step = newStep();
   const overlay = new Map<string, Counted>();
   const decisions: Decision[] = [];
@@ -69,18 +82,30 @@ export function decideBatchOn(table: StateTable, queries: readonly LimitQuery[],
   }
   if (!allowed) {
     // Nothing is counted: items that passed show the state as it stands.
-    for (let i = 0; i < queries.length; i++) {
-      if (!decisions[i]!.allowed) continue;
-      const q = queries[i]!;
-      const key = stateKeyOf(q.algorithm.code, q.duration, ringKeys[i]!);
-      q.algorithm.step(table.get(key) ?? null, q.limit, q.duration * 1000, now, step, 0);
-      decisions[i] = toDecision(true, step.remaining, step.resetMs, 0);
-    }
-    return { decisions, allowed, counted: [] };
+    const views = standingViews(table, queries, ringKeys, now, decisions);
+    return { decisions: views, allowed, counted: [], ...(standing ? { standing: views } : {}) };
   }
+  const before = standing ? standingViews(table, queries, ringKeys, now, decisions) : undefined;
   const counted = [...overlay.values()];
   if (commit) for (const c of counted) table.set(c.key, c.state);
-  return { decisions, allowed, counted };
+  return { decisions, allowed, counted, ...(before !== undefined ? { standing: before } : {}) };
+}
+
+/** `decisions` with each allowed item replaced by a peek at the table as it stands (blocked ones kept). */
+function standingViews(
+  table: StateTable,
+  queries: readonly LimitQuery[],
+  ringKeys: readonly string[],
+  now: number,
+  decisions: readonly Decision[],
+): Decision[] {
+  const step = newStep();
+  return decisions.map((d, i) => {
+    if (!d.allowed) return d;
+    const q = queries[i]!;
+    q.algorithm.step(table.get(stateKeyOf(q.algorithm.code, q.duration, ringKeys[i]!)) ?? null, q.limit, q.duration * 1000, now, step, 0);
+    return toDecision(true, step.remaining, step.resetMs, 0);
+  });
 }
 
 function toDecision(allowed: boolean, remaining: number, resetMs: number, retryAfterMs: number): Decision {

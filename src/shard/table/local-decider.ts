@@ -2,6 +2,7 @@ import { newStep, type Algorithm } from "../../algorithms/index.js";
 import { newDecision, type BatchOutcome, type Decider, type Decision, type ResetOutcome, type ResetQuery } from "../../decision.js";
 import type { LimitQuery } from "../../decision.js";
 import { decideBatchOn } from "./batch.js";
+import { Reservations } from "./reservations.js";
 import { resetOn } from "./reset.js";
 import { ringKeyOf, stateKeyOf } from "./state-key.js";
 import type { StateTable } from "./state-table.js";
@@ -11,7 +12,12 @@ export class LocalDecider implements Decider {
   private readonly step = newStep();
   private readonly decision = newDecision();
 
-  constructor(readonly table: StateTable) {}
+  /** one owner's parts of batches across owners, held until committed or released */
+  readonly reservations: Reservations;
+
+  constructor(readonly table: StateTable) {
+    this.reservations = new Reservations(table);
+  }
 
   decide(query: LimitQuery, now: number, done: (decision: Decision) => void): void {
     done(this.decideSync(query, now));
@@ -43,7 +49,7 @@ export class LocalDecider implements Decider {
     done({ decisions: decideBatchOn(this.table, queries, ringKeys, now, true).decisions, degraded: null });
   }
 
-  reset(query: ResetQuery, _now: number, done: (outcome: ResetOutcome) => void): void {
-    done({ ok: true, removed: resetOn(this.table, ringKeyOf(query.namespace, query.identifier), query.algorithm, query.duration) });
+  reset(query: ResetQuery, now: number, done: (outcome: ResetOutcome) => void): void {
+    done({ ok: true, removed: resetOn(this.table, ringKeyOf(query.namespace, query.identifier), query.algorithm, query.duration, now) });
   }
 }

@@ -31,6 +31,8 @@ export function mergeState(table: StateTable, key: string, state: StoredState, n
   const algorithm = parsed && algorithmByCode(parsed.algorithmCode);
   if (parsed === undefined || algorithm === undefined) return false;
   if (state.expiresAt * 1000 <= now) return false;
+  // Reset here a moment ago: this state was counted before the reset and must not come back.
+  if (table.wasReset(parsed.ringKey, now)) return true;
   const existing = table.get(key);
   if (existing === undefined) {
     table.set(key, state);

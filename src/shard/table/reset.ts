@@ -8,8 +8,13 @@ import type { StateTable } from "./state-table.js";
  * duration, or all of those that match what was given. Without a duration the table's
  * known durations are looked up, key by key; only a table that has seen thousands of
  * distinct durations is scanned.
+ *
+ * The reset is remembered for RESET_MEMORY_MS (StateTable.noteReset): states of the
+ * identifier that another node counted before it and hands over meanwhile are dropped.
  */
-export function resetOn(table: StateTable, ringKey: string, algorithm: Algorithm | undefined, duration: number | undefined): RemovedState[] {
+export function resetOn(table: StateTable, ringKey: string, algorithm: Algorithm | undefined, duration: number | undefined, now: number): RemovedState[] {
+  // Remembered first: a state of this identifier handed over from elsewhere is not merged back.
+  table.noteReset(ringKey, now);
   const removed: RemovedState[] = [];
   const algorithms = algorithm !== undefined ? [algorithm] : ALGORITHMS;
   const durations = duration !== undefined ? [duration] : table.knownDurations();

@@ -7,6 +7,14 @@ import { parseStateKey } from "./state-key.js";
 /** How many random slots an eviction looks at to pick the one closest to expiry (as Redis does). */
 const EVICTION_SAMPLES = 5;
 const INITIAL_CAPACITY = 1024;
+/**
+ * How long a reset is remembered: a state of the identifier handed over within this time
+ * (a stray state reconciled to its owner, a leaving node's hand-off) was counted before
+ * the reset, or at worst just after it, and is dropped rather than merged back.
+ */
+export const RESET_MEMORY_MS = 60_000;
+/** Bound on remembered resets; the oldest are forgotten first. */
+const MAX_REMEMBERED_RESETS = 100_000;
 /** Distinct durations remembered for resets; past this, a reset of every state of an identifier scans the table. */
 const MAX_TRACKED_DURATIONS = 4096;
 
@@ -83,6 +91,9 @@ export class StateTable {
    */
   private durationsSeen: Set<number> | undefined = new Set();
   private changes: ChangeLog | undefined; // see trackChanges
+
+  /** ring key → unix ms until which its reset is remembered; insertion order is expiry order */
+  private readonly resets = new Map<string, number>();
 
   /** scratch view handed to algorithms, refilled per decision */
   private readonly view: LimitState = { a: 0, b: 0, c: 0 };
@@ -170,6 +181,19 @@ export class StateTable {
     return true;
   }
 
+  /** Remember that the states of `ringKey` were reset at `now` (see RESET_MEMORY_MS). */
+  noteReset(ringKey: string, now: number): void {
+    this.resets.delete(ringKey);
+    if (this.resets.size >= MAX_REMEMBERED_RESETS) this.resets.delete(this.resets.keys().next().value!);
+    this.resets.set(ringKey, now + RESET_MEMORY_MS);
+  }
+
+  /** Whether `ringKey` was reset within RESET_MEMORY_MS of `now`. */
+  wasReset(ringKey: string, now: number): boolean {
+    const until = this.resets.get(ringKey);
+    return until !== undefined && now < until;
+  }
+
   /** The durations (seconds) stored states have had, or undefined when too many to track (then scan with forEach). */
   knownDurations(): ReadonlySet<number> | undefined {
     return this.durationsSeen;
@@ -225,6 +249,10 @@ export class StateTable {
       for (let s = this.lastSweptSecond + 1; s <= nowSecond; s++) dropped += this.sweepSecond(s, nowSecond);
     }
     this.lastSweptSecond = Math.max(this.lastSweptSecond, nowSecond);
+    for (const [ringKey, until] of this.resets) {
+      if (until > now) break;
+      this.resets.delete(ringKey);
+    }
     this.expirations += dropped;
     return dropped;
   }
