@@ -49,8 +49,11 @@ export const MAX_DECIDE_ITEMS = 512;
  */
 export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
 
-/** Version byte at the start of HELLO; a server refuses any other (this is protocol 2). */
-export const PROTOCOL_VERSION = 2;
+/**
+ * Version byte at the start of HELLO; a server refuses any other. Protocol 3: DECIDE items
+ * carry `cost` (protocol 2 introduced the bound handshake and per-frame tags).
+ */
+export const PROTOCOL_VERSION = 3;
 /** Nonce and proof (HMAC-SHA256) sizes in the handshake. */
 export const NONCE_BYTES = 32;
 export const MAC_BYTES = 32;

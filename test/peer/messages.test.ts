@@ -1,6 +1,6 @@
 import t from "tap";
 import { createSecretKey, randomBytes } from "node:crypto";
-import { FRAME_HEADER_BYTES, FrameType, MAX_DECIDE_ITEMS, MAX_FRAME_BYTES, TAG_BYTES } from "../../src/peer/constants.js";
+import { FRAME_HEADER_BYTES, FrameType, MAX_DECIDE_ITEMS, MAX_FRAME_BYTES, PROTOCOL_VERSION, TAG_BYTES } from "../../src/peer/constants.js";
 import { FrameError } from "../../src/peer/errors.js";
 import { FrameDecoder } from "../../src/peer/frame.js";
 import { FrameOpener, FrameSealer } from "../../src/peer/session.js";
@@ -50,17 +50,17 @@ t.test("handshake messages round trip", async (t) => {
 
 t.test("handshake messages reject bad bodies", async (t) => {
   const hello = body(encodeHello(Buffer.alloc(32), "abc", "def"));
-  t.equal(hello[0], 2, "HELLO starts with the protocol version");
+  t.equal(hello[0], PROTOCOL_VERSION, "HELLO starts with the protocol version");
   t.throws(() => decodeHello(hello.subarray(0, hello.length - 1)), FrameError, "truncated");
   t.throws(() => decodeHello(Buffer.concat([hello, Buffer.from([0])])), FrameError, "trailing byte");
   t.throws(() => decodeHello(hello.subarray(0, 20)), FrameError, "short nonce");
   const v1 = Buffer.from(hello);
   v1[0] = 1;
   t.throws(() => decodeHello(v1), FrameError, "another protocol version");
-  const badUtf8 = Buffer.concat([Buffer.from([2]), Buffer.alloc(32), Buffer.from([0, 2, 0xc3, 0x28, 0, 1, 0x41])]);
+  const badUtf8 = Buffer.concat([Buffer.from([PROTOCOL_VERSION]), Buffer.alloc(32), Buffer.from([0, 2, 0xc3, 0x28, 0, 1, 0x41])]);
   t.throws(() => decodeHello(badUtf8), FrameError, "node id not UTF-8");
-  t.throws(() => decodeHello(Buffer.concat([Buffer.from([2]), Buffer.alloc(32), Buffer.from([0, 0, 0, 1, 0x41])])), FrameError, "empty node id");
-  t.throws(() => decodeHello(Buffer.concat([Buffer.from([2]), Buffer.alloc(32), Buffer.from([0, 1, 0x41])])), FrameError, "no server id");
+  t.throws(() => decodeHello(Buffer.concat([Buffer.from([PROTOCOL_VERSION]), Buffer.alloc(32), Buffer.from([0, 0, 0, 1, 0x41])])), FrameError, "empty node id");
+  t.throws(() => decodeHello(Buffer.concat([Buffer.from([PROTOCOL_VERSION]), Buffer.alloc(32), Buffer.from([0, 1, 0x41])])), FrameError, "no server id");
   t.throws(() => decodeProof(Buffer.alloc(31)), FrameError);
   t.throws(() => decodeChallenge(Buffer.alloc(63)), FrameError);
   t.throws(() => decodeChallenge(Buffer.alloc(65)), FrameError);

@@ -1,6 +1,7 @@
 import net from "node:net";
 import { createHmac, randomBytes } from "node:crypto";
 import t from "tap";
+import { PROTOCOL_VERSION } from "../../../src/peer/constants.js";
 import { PeerClient } from "../../../src/peer/index.js";
 import { closeAgents } from "../../harness/http-client.js";
 import { hit, startCluster } from "../../harness/cluster.js";
@@ -85,8 +86,8 @@ t.test("the peer port acts only on authenticated connections", async (t) => {
     const nonce = randomBytes(32);
     const nodeId = Buffer.from("intruder");
     const target = Buffer.from(`127.0.0.1:${peerPort}`);
-    // HELLO: version 2, nonce, u16 + client id, u16 + the id of the node dialed.
-    const body = Buffer.concat([Buffer.from([2]), nonce, u16(nodeId.length), nodeId, u16(target.length), target]);
+    // HELLO: the protocol version, nonce, u16 + client id, u16 + the id of the node dialed.
+    const body = Buffer.concat([Buffer.from([PROTOCOL_VERSION]), nonce, u16(nodeId.length), nodeId, u16(target.length), target]);
     const hello = Buffer.concat([u32(1 + body.length), Buffer.from([1]), body]);
     socket.write(hello);
     const challenged = new Promise<void>((r) => socket.once("data", () => r()));
