@@ -10,7 +10,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
 import t, { type Test } from "tap";
 import { parse } from "yaml";
-import { limit, request, TEST_KEY, type Reply } from "../harness/http-client.js";
+import { limit, post, request, TEST_KEY, type Reply } from "../harness/http-client.js";
 import { useTestNode } from "../harness/in-process-node.js";
 
 // ajv-formats is CommonJS with a default export.
@@ -114,4 +114,30 @@ t.test("the document's schemas are strict enough to catch drift", async (t) => {
   t.notOk(validate({ ...allowed.json, data: { ...allowed.json.data, remaining: -1 } }), "a bound is checked");
   const { count: _count, ...withoutCount } = allowed.json.data;
   t.notOk(validate({ ...allowed.json, data: withoutCount }), "a missing required field fails");
+});
+
+t.test("POST /limit/batch: 200, 429, 400, 405; POST /limit/reset: 200, 400", async (t) => {
+  const item = (identifier: string, extra: Record<string, unknown> = {}) => ({ namespace: "docs", identifier, limit: 2, duration: 60, ...extra });
+  const ok = await post(node.url, "/limit/batch", { requests: [item("b1", { cost: 2 }), item("b2", { algorithm: "token-bucket", product: "Café" })] });
+  t.equal(ok.status, 200);
+  conforms(t, "/limit/batch", "post", ok);
+  const refused = await post(node.url, "/limit/batch", { requests: [item("b2", { algorithm: "token-bucket", product: "Café" }), item("b1")] });
+  t.equal(refused.status, 429);
+  conforms(t, "/limit/batch", "post", refused);
+  const bad = await post(node.url, "/limit/batch", { requests: [item("b3"), item("b4", { limit: 0, cost: -1 })] });
+  t.equal(bad.status, 400);
+  conforms(t, "/limit/batch", "post", bad);
+  const none = await post(node.url, "/limit/batch", { requests: [] });
+  t.equal(none.status, 400);
+  conforms(t, "/limit/batch", "post", none);
+  const method = await request(node.url + "/limit/batch", { headers: auth });
+  t.equal(method.status, 405);
+  conforms(t, "/limit/batch", "post", method);
+  const reset = await post(node.url, "/limit/reset", { namespace: "docs", identifier: "b1" });
+  t.equal(reset.status, 200);
+  t.equal(reset.json.data.removed.length, 1);
+  conforms(t, "/limit/reset", "post", reset);
+  const badReset = await post(node.url, "/limit/reset", { namespace: "docs", identifier: "b1", duration: 0 });
+  t.equal(badReset.status, 400);
+  conforms(t, "/limit/reset", "post", badReset);
 });
