@@ -24,6 +24,7 @@ export const DEFAULTS = Object.freeze({
   peerTlsCaFile: undefined as string | undefined,
   heartbeatIntervalMs: 200 as number,
   failureTimeoutMs: 1000 as number, // no frame from a peer for this long: it leaves this node's ring
+  maxClockSkewMs: 1000 as number, // a peer's clock further off than this is logged as a warning
   dnsIntervalMs: 5000 as number,
   dnsServer: undefined as string | undefined, // host:port of the DNS server for PEERS_DNS; default: the system resolver
   drainTimeoutMs: 20000 as number, // SIGTERM: bound on handing states over and finishing requests
@@ -141,6 +142,7 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   peerTlsCaFile: ["PEER_TLS_CA_FILE", str, "PEM CA certificate(s) peers' certificates must chain to"],
   heartbeatIntervalMs: ["HEARTBEAT_INTERVAL_MS", int(10, 60_000), "ms between heartbeats to each peer"],
   failureTimeoutMs: ["FAILURE_TIMEOUT_MS", int(50, 600_000), "ms without a frame from a peer before it leaves this node's ring"],
+  maxClockSkewMs: ["MAX_CLOCK_SKEW_MS", int(1, 3_600_000), "warn when a peer's wall clock differs from this node's by more than this many ms"],
   dnsIntervalMs: ["DNS_INTERVAL_MS", int(100, 3_600_000), "ms between PEERS_DNS lookups"],
   dnsServer: ["DNS_SERVER", str, "host:port of the DNS server for PEERS_DNS (unset: the system resolver)"],
   drainTimeoutMs: ["DRAIN_TIMEOUT_MS", int(0, 3_600_000), "on SIGTERM, ms to finish requests and hand states over"],

@@ -262,6 +262,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   PEER_TLS_CA_FILE: [[""], ["/nonexistent/ca.pem"], [READABLE], [CERT.keyFile]],
   HEARTBEAT_INTERVAL_MS: [["5"], ["x"]],
   FAILURE_TIMEOUT_MS: [["10"], ["100", { HEARTBEAT_INTERVAL_MS: "200" }]],
+  MAX_CLOCK_SKEW_MS: [["0"], ["1s"], ["3600001"]],
   DNS_INTERVAL_MS: [["1"], ["soon"]],
   DNS_SERVER: [[""]],
   DRAIN_TIMEOUT_MS: [["-1"], ["forever"]],

@@ -11,7 +11,13 @@ export class ClusterMetrics {
 
   constructor(
     registry: Registry,
-    sources: { members: () => number; configured: () => number; quorum: () => boolean; peerStates: () => Iterable<[string, boolean]> },
+    sources: {
+      members: () => number;
+      configured: () => number;
+      quorum: () => boolean;
+      clockOffsets: () => Iterable<[string, number]>;
+      peerStates: () => Iterable<[string, boolean]>;
+    },
   ) {
     const outcomes = this.outcomes;
     new Counter({
@@ -52,6 +58,16 @@ export class ClusterMetrics {
       registers: [registry],
       collect() {
         this.set(sources.quorum() ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: "ringlimit_peer_clock_offset_seconds",
+      help: "The peer's wall clock minus this node's, estimated from heartbeats to within half a round trip (peers whose clock is not known yet are left out)",
+      labelNames: ["peer"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [peer, ms] of sources.clockOffsets()) this.set({ peer }, ms / 1000);
       },
     });
     new Gauge({

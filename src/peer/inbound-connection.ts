@@ -7,7 +7,7 @@ import { CallStatus, DecideCode, FrameType, MAX_CALL_ERROR_BYTES, MAX_FRAME_BYTE
 import { FrameAuthError, FrameError } from "./errors.js";
 import { FrameDecoder } from "./frame.js";
 import { HandshakeError, ServerHandshake, readyFrame } from "./handshake.js";
-import { decodeCall, decodePing, encodeCallReply, encodePing } from "./messages.js";
+import { decodeCall, decodePing, encodeCallReply, encodePong } from "./messages.js";
 import type { KeyObject } from "node:crypto";
 import type { PendingConnections } from "./admission.js";
 import type { PeerLogger } from "./logger.js";
@@ -142,7 +142,7 @@ export class InboundConnection implements PendingConnection {
         this.onDecide(body);
         return;
       case FrameType.PING:
-        this.send(encodePing(FrameType.PONG, decodePing(body)));
+        this.send(encodePong(decodePing(body), Date.now()));
         return;
       case FrameType.CALL:
         this.onCall(body);

@@ -111,8 +111,27 @@ export function encodePing(type: number, timestampMs: number): Buffer {
 }
 
 export function decodePing(body: Buffer): number {
-  if (body.length !== 8) throw new FrameError("PING/PONG body must be 8 bytes");
+  if (body.length !== 8) throw new FrameError("PING body must be 8 bytes");
   return body.readDoubleBE(0);
+}
+
+/**
+ * PONG body: the PING's f64 timestamp echoed, then f64 the server's wall clock (unix ms)
+ * when it answered, from which the client estimates the offset between their clocks. An
+ * 8-byte PONG (an older peer) carries no wall clock: NaN.
+ */
+export function encodePong(echoMs: number, wallMs: number): Buffer {
+  const frame = Buffer.allocUnsafe(sealedFrameBytes(16));
+  writeFrameHeader(frame, 0, FrameType.PONG, 16);
+  frame.writeDoubleBE(echoMs, FRAME_HEADER_BYTES);
+  frame.writeDoubleBE(wallMs, FRAME_HEADER_BYTES + 8);
+  return frame;
+}
+
+export function decodePong(body: Buffer, out: { echoMs: number; wallMs: number }): void {
+  if (body.length !== 8 && body.length !== 16) throw new FrameError("PONG body must be 8 or 16 bytes");
+  out.echoMs = body.readDoubleBE(0);
+  out.wallMs = body.length === 16 ? body.readDoubleBE(8) : NaN;
 }
 
 export * from "./decide-frames.js";

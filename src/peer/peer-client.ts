@@ -16,7 +16,7 @@ import {
   DecideBatchWriter,
   MAX_CALL_PAYLOAD_BYTES,
   decodeCallReply,
-  decodePing,
+  decodePong,
   encodeCall,
   encodePing,
   readDecideReply,
@@ -54,6 +54,12 @@ export class PeerClient extends EventEmitter {
   remoteNodeId: string | null = null;
   /** Last PING round trip in ms; NaN until measured. */
   rttMs = NaN;
+  /**
+   * The peer's wall clock minus this node's (ms), estimated at the last PONG to within half
+   * a round trip; NaN until measured (or when the peer sends no wall clock).
+   */
+  clockOffsetMs = NaN;
+  private readonly pong = { echoMs: 0, wallMs: 0 };
 
   private readonly key: KeyObject;
   private readonly log: PeerLogger;
@@ -278,7 +284,11 @@ export class PeerClient extends EventEmitter {
         readDecideReply(body, this.onReplyItem);
         return;
       case FrameType.PONG: {
-        this.rttMs = performance.now() - decodePing(body);
+        const pong = this.pong;
+        decodePong(body, pong);
+        this.rttMs = performance.now() - pong.echoMs;
+        // The peer read its clock about half a round trip before this one.
+        this.clockOffsetMs = pong.wallMs + this.rttMs / 2 - Date.now();
         this.emit("rtt", this.rttMs);
         return;
       }

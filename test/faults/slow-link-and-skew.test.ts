@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import t from "tap";
+import { metric } from "../harness/cluster.js";
 import { assertCleanedUp, faultNetFor, logLines, runFault, sleep } from "./fault-run.js";
 import { buildDelayer, slowLink } from "./net/delayer.js";
 import { degradedSpan } from "./tally.js";
@@ -56,6 +57,11 @@ if (net !== undefined) {
       { order: 5, fault: `owner's clock +${SKEW_S} s, hand-off away and back (window ${durationS} s)`, perNode: { 2: skewed }, durationS },
       async ({ cluster, load, notes }) => {
         await sleep(3000);
+        // Peers measure each other's clocks from their heartbeats, and warn (MAX_CLOCK_SKEW_MS, 1 s).
+        const offset = await metric(cluster.nodes[0]!, "ringlimit_peer_clock_offset_seconds", `{peer="${cluster.members[2]}"}`);
+        t.ok(offset !== undefined && Math.abs(offset - SKEW_S) < 2, `n1 measures n3's clock ${offset} s ahead`);
+        t.ok(logLines(cluster.nodes[0]!.output(), /clock skew/).length > 0, "n1 warns about n3's clock");
+        notes.push(`n1 measured n3's clock ${offset?.toFixed(2)} s ahead and warned`);
         // Away: n3 leaves gracefully (a load balancer stops sending to it first).
         await load.takeOut(2);
         const leaving = cluster.nodes[2]!;

@@ -13,12 +13,14 @@ import {
   decodeDecideItems,
   decodeHello,
   decodePing,
+  decodePong,
   decodeProof,
   encodeCall,
   encodeCallReply,
   encodeChallenge,
   encodeHello,
   encodePing,
+  encodePong,
   encodeProof,
   readDecideReply,
   type DecideItem,
@@ -46,6 +48,12 @@ t.test("handshake messages round trip", async (t) => {
   const ping = encodePing(FrameType.PING, 1234.5678);
   t.equal(ping.length, FRAME_HEADER_BYTES + 8 + TAG_BYTES, "sealed frames carry room for their tag");
   t.equal(decodePing(frames(ping)[0]!.body), 1234.5678);
+  const pong = { echoMs: 0, wallMs: 0 };
+  decodePong(frames(encodePong(1234.5678, 1_795_000_000_123))[0]!.body, pong);
+  t.same(pong, { echoMs: 1234.5678, wallMs: 1_795_000_000_123 }, "PONG echoes the PING and carries the server's wall clock");
+  decodePong(frames(encodePing(FrameType.PONG, 42))[0]!.body, pong);
+  t.same(pong, { echoMs: 42, wallMs: NaN }, "an 8-byte PONG (an older peer) has no wall clock");
+  t.throws(() => decodePong(Buffer.alloc(12), pong), FrameError);
 });
 
 t.test("handshake messages reject bad bodies", async (t) => {

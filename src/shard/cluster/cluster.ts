@@ -54,6 +54,7 @@ export class Cluster implements ClusterView {
       peerTimeoutMs: config.peerTimeoutMs,
       heartbeatIntervalMs: config.heartbeatIntervalMs,
       failureTimeoutMs: config.failureTimeoutMs,
+      maxClockSkewMs: config.maxClockSkewMs,
       clientTls: tls.client,
       logger,
       onRingChanged: (joined) => {
@@ -83,6 +84,7 @@ export class Cluster implements ClusterView {
       members: () => pool.ring.size,
       configured: () => pool.configuredCount,
       quorum: () => pool.quorum,
+      clockOffsets: () => pool.clockOffsets(),
       peerStates: () => pool.peerStates(),
     });
     this.decider = new ClusterDecider(

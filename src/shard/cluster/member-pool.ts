@@ -15,6 +15,8 @@ export interface MemberPoolOptions {
   peerTimeoutMs: number;
   heartbeatIntervalMs: number;
   failureTimeoutMs: number;
+  /** MAX_CLOCK_SKEW_MS: a peer's clock further off is logged (at most once a minute per peer) */
+  maxClockSkewMs: number;
   /** read once, when the node is composed */
   clientTls: PeerTlsOptions | undefined;
   logger: Logger;
@@ -49,6 +51,7 @@ export class MemberPool {
   private readonly quorumLog: QuorumLog;
   private quorumTimer: NodeJS.Timeout | undefined;
   private readonly slow: SlowPeers;
+  private readonly skewLoggedAt = new Map<string, number>();
   private slowTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly opts: MemberPoolOptions) {
@@ -91,6 +94,13 @@ export class MemberPool {
   /** The peer clients that are up now. */
   upClients(): PeerClient[] {
     return [...this.clients.values()].filter((c) => c.state === "up");
+  }
+
+  /** Each peer's clock offset (ms, the peer's wall clock minus this node's), where measured. */
+  clockOffsets(): [string, number][] {
+    const offsets: [string, number][] = [];
+    for (const [m, c] of this.clients) if (!Number.isNaN(c.clockOffsetMs)) offsets.push([m, c.clockOffsetMs]);
+    return offsets;
   }
 
   peerStates(): [string, boolean][] {
@@ -197,7 +207,11 @@ export class MemberPool {
       this.rebuildRing("peer up");
       this.checkSettled();
     });
-    client.on("rtt", (ms) => this.slow.noteRtt(member, ms, Date.now()));
+    client.on("rtt", (ms) => {
+      const now = Date.now();
+      this.slow.noteRtt(member, ms, now);
+      this.checkClock(member, client.clockOffsetMs, now);
+    });
     client.on("down", (reason) => {
       const wasSettled = !this.unsettled.delete(member);
       if (wasSettled || this.ring.has(member)) o.logger.warn({ peer: member, reason }, "peer down: leaves the ring");
@@ -206,6 +220,21 @@ export class MemberPool {
     });
     this.clients.set(member, client);
     client.connect();
+  }
+
+  /**
+   * States handed between nodes carry the sender's timestamps and are read with the
+   * receiver's clock (docs/faults.md), so a skewed clock costs counts or grants refill on
+   * every hand-off: say so, at most once a minute per peer.
+   */
+  private checkClock(member: string, offsetMs: number, now: number): void {
+    if (!(Math.abs(offsetMs) > this.opts.maxClockSkewMs)) return;
+    if (now - (this.skewLoggedAt.get(member) ?? -Infinity) < 60_000) return;
+    this.skewLoggedAt.set(member, now);
+    this.opts.logger.warn(
+      { peer: member, offsetMs: Math.round(offsetMs), maxClockSkewMs: this.opts.maxClockSkewMs },
+      "peer clock skew above MAX_CLOCK_SKEW_MS: hand-offs with this peer misread window and bucket times; fix NTP",
+    );
   }
 
   private releaseSlow(): void {
