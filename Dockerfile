@@ -40,9 +40,11 @@ COPY --from=build /app/dist ./dist
 COPY package.json ./
 USER node
 # 8080: POST /limit, /health, /ready, /metrics. 9080: the authenticated peer channel.
-EXPOSE 8080 9080
-# No curl in the image: node itself probes /health.
+# 9100: /metrics, /health, /ready when METRICS_PORT=9100 (the Kubernetes manifests set it).
+EXPOSE 8080 9080 9100
+# No curl in the image: node itself probes /health, on the plain-HTTP METRICS_PORT when set
+# (it answers /health there even when TLS is on), else on PORT.
 HEALTHCHECK --interval=10s --timeout=2s --start-period=10s --retries=3 \
-  CMD ["node", "-e", "require('http').get({host:'127.0.0.1',port:process.env.PORT||8080,path:'/health',timeout:1500},r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1)).on('timeout',()=>process.exit(1))"]
+  CMD ["node", "-e", "require('http').get({host:'127.0.0.1',port:process.env.METRICS_PORT||process.env.PORT||8080,path:'/health',timeout:1500},r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1)).on('timeout',()=>process.exit(1))"]
 # tini (PID 1) forwards SIGTERM to node and reaps; node drains and hands its states over.
 ENTRYPOINT ["/usr/bin/tini", "--", "node", "dist/src/main.js"]

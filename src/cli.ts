@@ -37,6 +37,9 @@ export function version(): string {
 }
 
 const KNOWN_NAMES = new Set(KNOWN_VARIABLES.map((v) => v.name));
+// Other programs' variables that sit within an edit or two of ours (OpenSSL's SSL_CERT_FILE
+// is set in many images): never suspect.
+const FOREIGN = new Set(["SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "NODE_OPTIONS", "NODE_ENV", "HOSTNAME", "HOME", "PATH"]);
 const PREFIX = "RINGLIMIT_";
 // Kubernetes injects service links for a Service named ringlimit (RINGLIMIT_SERVICE_HOST,
 // RINGLIMIT_PORT=tcp://…, RINGLIMIT_PORT_8080_TCP_ADDR, …): not ours, not misspellings.
@@ -54,7 +57,7 @@ const SERVICE_LINK_URL = /^(tcp|udp|sctp):\/\//;
 export function lookalikeVariables(env: NodeJS.ProcessEnv): { name: string; suggestion: string | undefined }[] {
   const found: { name: string; suggestion: string | undefined }[] = [];
   for (const [name, value] of Object.entries(env)) {
-    if (KNOWN_NAMES.has(name) || !/^[A-Z][A-Z0-9_]*$/i.test(name)) continue;
+    if (KNOWN_NAMES.has(name) || FOREIGN.has(name) || !/^[A-Z][A-Z0-9_]*$/i.test(name)) continue;
     const upper = name.toUpperCase();
     if (upper.startsWith(PREFIX)) {
       if (SERVICE_LINK.test(upper) || (SERVICE_LINK_PORT.test(upper) && SERVICE_LINK_URL.test(value ?? ""))) continue;

@@ -178,6 +178,8 @@ t.test("lookalike variables: warned about, by name only", async (t) => {
     RINGLIMIT_PORT_8080_TCP_ADDR: "10.0.0.2",
     RINGLIMIT_PEERS_PORT: "tcp://10.0.0.3:9080",
     UWS_HTTP_MAX_HEADERS_SIZE: "8192",
+    SSL_CERT_FILE: "/etc/ssl/certs/ca-certificates.crt",
+    SSL_CERT_DIR: "/etc/ssl/certs",
   };
   const found = new Map(lookalikeVariables(env).map((f) => [f.name, f.suggestion]));
   t.same(

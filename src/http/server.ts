@@ -126,6 +126,24 @@ export class FrontEnd {
       res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "GET");
       this.endError(res, Errors.methodNotAllowed);
     });
+    this.serveHealth(app);
+    if (options.metricsPort === undefined) {
+      app.get("/metrics", (res, req) => this.onMetrics(res, req));
+    } else {
+      // The admin port is plain HTTP even when the main one is TLS, and answers /health and
+      // /ready too: Kubernetes probes and Prometheus reach it without certificates.
+      this.adminApp = App().get("/metrics", (res, req) => this.onMetrics(res, req));
+      this.serveHealth(this.adminApp);
+      this.adminApp.any("/*", (res) => this.endError(res.writeStatus(Errors.notFound.statusLine), Errors.notFound));
+    }
+    app.any("/*", (res) => {
+      res.writeStatus(Errors.notFound.statusLine);
+      this.endError(res, Errors.notFound);
+    });
+  }
+
+  /** GET /health (alive) and GET /ready (serving, ring known; 503 while starting or draining). */
+  private serveHealth(app: TemplatedApp): void {
     app.get("/health", (res) => {
       res.writeStatus("200 OK").writeHeader("Content-Type", JSON_TYPE).end('{"status":"ok"}');
     });
@@ -136,17 +154,6 @@ export class FrontEnd {
           .writeStatus("503 Service Unavailable")
           .writeHeader("Content-Type", JSON_TYPE)
           .end(this.draining ? '{"status":"draining"}' : '{"status":"not ready"}');
-    });
-    if (options.metricsPort === undefined) {
-      app.get("/metrics", (res, req) => this.onMetrics(res, req));
-    } else {
-      this.adminApp = App()
-        .get("/metrics", (res, req) => this.onMetrics(res, req))
-        .any("/*", (res) => this.endError(res.writeStatus(Errors.notFound.statusLine), Errors.notFound));
-    }
-    app.any("/*", (res) => {
-      res.writeStatus(Errors.notFound.statusLine);
-      this.endError(res, Errors.notFound);
     });
   }
 

@@ -116,3 +116,13 @@ t.test("plain HTTP to the TLS port gets no 200", async (t) => {
   // and the TLS listener is unharmed
   t.equal((await limit(node.url, validBody())).status, 200);
 });
+
+t.test("with TLS on, METRICS_PORT serves /metrics, /health and /ready over plain HTTP (Kubernetes probes)", async (t) => {
+  const admin = await startTestNode({ TLS_CERT_FILE: certFile, TLS_KEY_FILE: keyFile, METRICS_PORT: "0" });
+  t.teardown(() => admin.stop());
+  const port = admin.node.metricsPort!;
+  t.equal((await request(`http://127.0.0.1:${port}/health`)).status, 200, "/health over plain HTTP");
+  t.same((await request(`http://127.0.0.1:${port}/ready`)).json, { status: "ready" }, "/ready over plain HTTP");
+  t.match((await request(`http://127.0.0.1:${port}/metrics`)).text, /^# TYPE ringlimit_requests_total counter/m);
+  t.match(admin.url, /^https:/, "the main port is still TLS");
+});

@@ -314,6 +314,8 @@ t.test("METRICS_PORT moves /metrics to its own port", async (t) => {
   t.equal(m.status, 200);
   t.match(m.text, /^# TYPE ringlimit_requests_total counter/m);
   t.equal((await request(`http://127.0.0.1:${port}/nope`)).status, 404);
+  t.same((await request(`http://127.0.0.1:${port}/health`)).json, { status: "ok" }, "/health on the admin port too (probes)");
+  t.same((await request(`http://127.0.0.1:${port}/ready`)).json, { status: "ready" }, "/ready on the admin port too (probes)");
   t.equal(
     (await request(`http://127.0.0.1:${port}/limit`, { method: "POST", headers: { authorization: AUTH, "content-type": JSON_CT }, body: "{}" })).status,
     404,
