@@ -17,6 +17,7 @@ import {
 import { answerBatchRequest, answerResetRequest, type ExchangeEnds } from "./batch-reset.js";
 import { Errors, type ErrorDef, type FieldProblem } from "./errors.js";
 import type { IdGenerator } from "./ids.js";
+import { serveHealth } from "./health.js";
 import { listenExclusive } from "./listen.js";
 import type { LimitQuery } from "../decision.js";
 import { Exchange } from "./exchange.js";
@@ -126,34 +127,20 @@ export class FrontEnd {
       res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "GET");
       this.endError(res, Errors.methodNotAllowed);
     });
-    this.serveHealth(app);
+    const readiness = () => (this.draining ? "draining" : this.deps.isReady() ? "ready" : "not ready");
+    serveHealth(app, readiness);
     if (options.metricsPort === undefined) {
       app.get("/metrics", (res, req) => this.onMetrics(res, req));
     } else {
       // The admin port is plain HTTP even when the main one is TLS, and answers /health and
       // /ready too: Kubernetes probes and Prometheus reach it without certificates.
       this.adminApp = App().get("/metrics", (res, req) => this.onMetrics(res, req));
-      this.serveHealth(this.adminApp);
+      serveHealth(this.adminApp, readiness);
       this.adminApp.any("/*", (res) => this.endError(res.writeStatus(Errors.notFound.statusLine), Errors.notFound));
     }
     app.any("/*", (res) => {
       res.writeStatus(Errors.notFound.statusLine);
       this.endError(res, Errors.notFound);
-    });
-  }
-
-  /** GET /health (alive) and GET /ready (serving, ring known; 503 while starting or draining). */
-  private serveHealth(app: TemplatedApp): void {
-    app.get("/health", (res) => {
-      res.writeStatus("200 OK").writeHeader("Content-Type", JSON_TYPE).end('{"status":"ok"}');
-    });
-    app.get("/ready", (res) => {
-      if (!this.draining && this.deps.isReady()) res.writeStatus("200 OK").writeHeader("Content-Type", JSON_TYPE).end('{"status":"ready"}');
-      else
-        res
-          .writeStatus("503 Service Unavailable")
-          .writeHeader("Content-Type", JSON_TYPE)
-          .end(this.draining ? '{"status":"draining"}' : '{"status":"not ready"}');
     });
   }
 
