@@ -201,6 +201,9 @@ t.test("lookalike variables: warned about, by name only", async (t) => {
   // never its value; the node still starts.
   const node = await spawnNode({ API_KEY: "svc_sk_ValueNeverLogged0123456789abcdef", RINGLIMIT_PORT: "1234", LOG_LEVEL: "warn" });
   t.teardown(() => node.kill());
+  // pino writes asynchronously: the lines may land after /ready answered.
+  const deadline = Date.now() + 5000;
+  while ((node.output().match(/is not a ringlimit variable/g) ?? []).length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   const warnings = node
     .output()
     .split("\n")
