@@ -45,11 +45,25 @@ process.on("exit", () => {
   }
 });
 
-/** Start `node dist/src/main.js` as its own process group and wait until /ready answers 200. */
-export async function spawnNode(
-  env: Record<string, string>,
-  options: { waitReady?: boolean; timeoutMs?: number; /** argv that runs the node, e.g. `ip netns exec <ns>` */ wrap?: readonly string[] } = {},
-): Promise<NodeProcess> {
+type SpawnOptions = { waitReady?: boolean; timeoutMs?: number; /** argv that runs the node, e.g. `ip netns exec <ns>` */ wrap?: readonly string[] };
+
+/**
+ * Start `node dist/src/main.js` as its own process group and wait until /ready answers 200.
+ * Ports the caller leaves to the harness come from freePort(), which another process can
+ * take before the node binds (nodes listen exclusively): such a start is retried on new ports.
+ */
+export async function spawnNode(env: Record<string, string>, options: SpawnOptions = {}): Promise<NodeProcess> {
+  const harnessPorts = env.PORT === undefined && env.PEER_PORT === undefined;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawnNodeOnce(env, options);
+    } catch (err) {
+      if (!harnessPorts || attempt === 3 || !/EADDRINUSE/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
+async function spawnNodeOnce(env: Record<string, string>, options: SpawnOptions): Promise<NodeProcess> {
   const port = env.PORT !== undefined ? Number(env.PORT) : await freePort();
   const fullEnv: Record<string, string> = {
     HOST: "127.0.0.1",
