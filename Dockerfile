@@ -37,7 +37,7 @@ ENV NODE_ENV=production \
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
-COPY package.json ./
+COPY package.json LICENSE ./
 USER node
 # 8080: POST /limit, /health, /ready, /metrics. 9080: the authenticated peer channel.
 # 9100: /metrics, /health, /ready when METRICS_PORT=9100 (the Kubernetes manifests set it).
