@@ -8,6 +8,7 @@
 import net from "node:net";
 import t from "tap";
 import { RingLimitClient } from "../../src/client/index.js";
+import { clearOfWindowEnd } from "../harness/contract.js";
 import { closeAgents, request, TEST_KEY } from "../harness/http-client.js";
 import { metric, startCluster, waitForRing, type TestCluster } from "../harness/cluster.js";
 import type { NodeProcess } from "../harness/node-process.js";
@@ -124,6 +125,7 @@ t.test("3 nodes through the client", async (t) => {
   await t.test("batch: all or nothing, sent to the owner when one member owns every item", async (t) => {
     const id = cluster.identifierOwnedBy(1, "batch");
     const item = { namespace: "test", identifier: id, limit: 3, duration: 3600 };
+    await clearOfWindowEnd(item.duration, 30_000);
     const ok = await client.batch([item, { ...item, cost: 2 }]);
     t.match(ok, { allowed: true, degraded: false, status: 200, source: "owner" });
     t.same(
@@ -137,6 +139,7 @@ t.test("3 nodes through the client", async (t) => {
 
   await t.test("reset: the owner removes the states, and the client forgets its remembered 429", async (t) => {
     const req = { namespace: "test", identifier: cluster.identifierOwnedBy(2, "reset"), limit: 1, duration: 3600 };
+    await clearOfWindowEnd(req.duration, 30_000);
     t.equal((await client.limit(req)).status, 200);
     t.equal((await client.limit(req)).status, 429);
     t.equal((await client.limit(req)).source, "cache");

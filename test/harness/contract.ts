@@ -93,6 +93,19 @@ export function paddedBody(bytes: number, base: Record<string, unknown> = validB
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
+ * Fixed windows are aligned to the epoch: "limit N, then request N+1 is 429" only holds while
+ * every request falls in one window. Waits, when needed, until the current window of
+ * `durationS` seconds has at least `needMs` left, so a test that takes up to needMs (on a
+ * loaded machine) cannot straddle a boundary. With durationS 3600 and needMs 30 s it waits
+ * at most 30 s, and only in the last 30 s of an hour.
+ */
+export async function clearOfWindowEnd(durationS: number, needMs: number): Promise<void> {
+  const windowMs = durationS * 1000;
+  const left = windowMs - (Date.now() % windowMs);
+  if (left < needMs) await sleep(left + 10);
+}
+
+/**
  * A printable-ASCII rendering of any string for assertion messages: TAP is line-based, and
  * raw control characters, U+2028/U+2029 or lone surrogates in a message corrupt the stream.
  */
