@@ -17,8 +17,12 @@ t.test("a peer that never answers: every waiter gets timeout by its deadline, th
 
   // Two turns, 50 ms apart: two deadlines, served by the one connection timer.
   const answered: Array<{ code: string | undefined; late: number; r: unknown }> = [];
+  // A plain timer armed for each turn's deadline: how late the machine itself runs timers.
+  // On a loaded box both fire late together; the client's lateness is judged against it.
+  const plainLate: number[] = [];
   const ask = (n: number): void => {
     const deadline = performance.now() + 100;
+    setTimeout(() => plainLate.push(performance.now() - deadline), 100);
     for (let i = 0; i < n; i++) {
       // Assertions come later: tap's own cost inside the callbacks would be measured as lateness.
       client.decide("ns", `id-${i}`, 0, 10, 60, (err: PeerError | null, r) => {
@@ -39,8 +43,11 @@ t.test("a peer that never answers: every waiter gets timeout by its deadline, th
   );
   const worst = Math.max(...answered.map((a) => a.late));
   const earliest = Math.min(...answered.map((a) => a.late));
-  // Bound generous enough for a loaded CI box (typically 2-4 ms here).
-  t.ok(worst < 50, `at most ${worst.toFixed(1)} ms after the deadline`);
+  const plainWorst = Math.max(...plainLate);
+  // Typically 2-4 ms late here. An absolute 50 ms bound failed at 53-56 ms under load, where a
+  // plain timer is just as late: what is claimed is that the waiter's own timer fires on time
+  // (not a later sweep), so the bound is 50 ms beyond how late a plain timer ran.
+  t.ok(worst < plainWorst + 50, `at most ${worst.toFixed(1)} ms after the deadline (a plain timer: ${plainWorst.toFixed(1)} ms)`);
   t.ok(earliest > -2, `not early (${earliest.toFixed(1)} ms)`);
   t.equal(client.pendingCount, 0);
   t.equal(stuck.decideFrames, 2, "the requests did go out");
@@ -84,7 +91,9 @@ t.test("connection lost with requests in flight: all answered unavailable at onc
   const dropped = performance.now();
   stuck.dropConnections();
   t.match(await down, /connection closed/);
-  t.ok(performance.now() - dropped < 100, "promptly");
+  // On the close itself, not at the 5 s deadline (typically < 5 ms; 100 ms failed under load).
+  const droppedMs = performance.now() - dropped;
+  t.ok(droppedMs < 1_000, `promptly (${droppedMs.toFixed(1)} ms, the deadline is 5 s)`);
   t.equal(codes.length, 50);
   t.ok(codes.every((c) => c === "unavailable"));
   t.equal(client.pendingCount, 0);
