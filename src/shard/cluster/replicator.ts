@@ -2,7 +2,7 @@ import type { Logger } from "../../logger.js";
 import type { ReplicationMetrics } from "../../metrics/replication-metrics.js";
 import { mergeState, storeReplica } from "../table/merge-states.js";
 import { ringKeyOfStateKey } from "../table/state-key.js";
-import { decodeStates, maxRecordBytes, writeRecord } from "../table/state-records.js";
+import { REMOVED, decodeStates, isRemoval, maxRecordBytes, writeRecord } from "../table/state-records.js";
 import type { StateTable } from "../table/state-table.js";
 import { CallMethod, MAX_BATCH_BYTES } from "./handoff.js";
 import type { MemberPool } from "./member-pool.js";
@@ -73,7 +73,8 @@ class Link {
  * - Each turn, the states that requests (or merges) changed are sent once each, as states,
  *   to their replicas: a key changed 100 times in a turn is sent once, and a copy applied
  *   twice changes nothing (same origin: mergeCopies). While a member's previous call is
- *   unanswered, turns add to its next batch (see PIPELINE).
+ *   unanswered, turns add to its next batch (see PIPELINE). A state a reset removed goes
+ *   as a removal (REMOVED) in the same stream, so it is applied in order with the states.
  * - After a ring change, one pass (a slice per turn) promotes the replica states this node
  *   now owns into its own table (mergeState: never counted twice), drops the copies it is no
  *   longer a replica for, and sends each owned state to the replicas it did not have on the
@@ -135,10 +136,16 @@ export class Replicator {
     let refused = 0;
     for (const { key, state } of decodeStates(payload)) {
       const verdict = checkState(key, state, now);
-      if (verdict !== "ok") {
-        if (verdict === "invalid") refused++;
+      if (verdict === "invalid") {
+        refused++;
         continue;
       }
+      if (isRemoval(state)) {
+        this.applyRemoval(key, now);
+        kept++;
+        continue;
+      }
+      if (verdict === "expired") continue;
       // The sender's ring is behind this one's (an owner back from a pause): a copy of a
       // state this node owns now merges as a copy, so its stale counts change nothing.
       if (ring.owner(ringKeyOfStateKey(key)) === self) mergeState(owned, key, state, now);
@@ -147,6 +154,19 @@ export class Replicator {
     }
     if (refused > 0) this.o.logger.warn({ from, refused }, "replicated states out of bounds: not kept");
     return kept;
+  }
+
+  /**
+   * The owner reset this state: drop the copy (and the state itself if this node owns the
+   * key now), and remember the reset as the owner does, so that nothing counted before it
+   * is merged back here: not this copy promoted, nor a stale one sent later.
+   */
+  private applyRemoval(key: string, now: number): void {
+    const { pool, owned, replicaTable } = this.o;
+    const ringKey = ringKeyOfStateKey(key);
+    owned.noteReset(ringKey, now);
+    replicaTable.delete(key);
+    if (pool.ring.owner(ringKey) === pool.self) owned.remove(key);
   }
 
   /** One turn's changes, to the replicas of each. */
@@ -165,9 +185,11 @@ export class Replicator {
   /** Put the owned state of `key` in the pending batch of each replica on `ring` that is not one on `before`. */
   private addToLinks(key: string, ring: HashRing, before: HashRing | undefined, changedAt: number): void {
     const { owned, pool, replicas } = this.o;
-    const state = owned.get(key);
-    if (state === undefined) return;
     const ringKey = ringKeyOfStateKey(key);
+    // Gone since it changed: a reset's removal goes to the replicas (StateTable.remove);
+    // a state that moved or lapsed is not sent, its replicas follow the ring or expire.
+    const state = owned.get(key) ?? (owned.wasReset(ringKey, Date.now()) ? REMOVED : undefined);
+    if (state === undefined) return;
     const targets = this.targets;
     const n = ring.successors(ringKey, replicas, targets);
     // Only the owner replicates: a stray state goes to its owner by the hand-off instead.

@@ -11,6 +11,8 @@ import type { StateTable } from "./state-table.js";
  *
  * The reset is remembered for RESET_MEMORY_MS (StateTable.noteReset): states of the
  * identifier that another node counted before it and hands over meanwhile are dropped.
+ * The states go as changes (StateTable.remove): replication sends their removal to the
+ * replicas (cluster/replicator.ts), so a replica promoted later does not bring them back.
  */
 export function resetOn(table: StateTable, ringKey: string, algorithm: Algorithm | undefined, duration: number | undefined, now: number): RemovedState[] {
   // Remembered first: a state of this identifier handed over from elsewhere is not merged back.
@@ -20,7 +22,7 @@ export function resetOn(table: StateTable, ringKey: string, algorithm: Algorithm
   const durations = duration !== undefined ? [duration] : table.knownDurations();
   if (durations !== undefined) {
     for (const a of algorithms) {
-      for (const d of durations) if (table.delete(stateKeyOf(a.code, d, ringKey))) removed.push({ algorithm: a.name, duration: d });
+      for (const d of durations) if (table.remove(stateKeyOf(a.code, d, ringKey))) removed.push({ algorithm: a.name, duration: d });
     }
     return removed;
   }
@@ -32,7 +34,7 @@ export function resetOn(table: StateTable, ringKey: string, algorithm: Algorithm
   });
   for (const key of due) {
     const parsed = parseStateKey(key)!;
-    table.delete(key);
+    table.remove(key);
     removed.push({ algorithm: ALGORITHMS[parsed.algorithmCode]!.name, duration: parsed.duration });
   }
   return removed;

@@ -6,10 +6,19 @@ import type { StoredState } from "./state-table.js";
  * peer channel and by snapshot files, so a state means the same thing wherever it goes.
  *
  * Record: u16 key length (UTF-8 bytes), key, f64 a, f64 b, f64 c, u32 expiresAt (unix s), u32 origin.
+ * A record with origin 0 and expiresAt 0 is a removal (REMOVED): no state has origin 0, and
+ * a receiver that does not know removals drops it as an expired state.
  */
 export interface StateRecord {
   key: string;
   state: StoredState;
+}
+
+/** The record of a state removed by a reset (see above): replicas drop their copy. */
+export const REMOVED: Readonly<StoredState> = Object.freeze({ a: 0, b: 0, c: 0, expiresAt: 0, origin: 0 });
+
+export function isRemoval(state: StoredState): boolean {
+  return state.origin === 0 && state.expiresAt === 0;
 }
 
 const RECORD_FIXED_BYTES = 2 + 8 + 8 + 8 + 4 + 4;

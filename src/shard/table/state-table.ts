@@ -181,6 +181,19 @@ export class StateTable {
     return true;
   }
 
+  /**
+   * Delete `key` as a change (a reset): trackChanges() lists it, so replication sends its
+   * removal and a replica promoted later does not bring it back. delete() is for states
+   * that move or lapse (hand-off, merges), whose replicas are left as they are.
+   */
+  remove(key: string): boolean {
+    const slot = this.index.get(key);
+    if (slot === undefined) return false;
+    this.changes?.note(slot, key);
+    this.removeSlot(slot);
+    return true;
+  }
+
   /** Remember that the states of `ringKey` were reset at `now` (see RESET_MEMORY_MS). */
   noteReset(ringKey: string, now: number): void {
     this.resets.delete(ringKey);

@@ -2,6 +2,7 @@ import t from "tap";
 import { algorithmByCode } from "../../../src/algorithms/index.js";
 import { checkState, CLOCK_SKEW_MS, replyWithinContract } from "../../../src/shard/cluster/peer-data.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/table/state-key.js";
+import { REMOVED } from "../../../src/shard/table/state-records.js";
 
 const NOW = 1_800_000_123_456;
 const D = 60_000;
@@ -75,4 +76,9 @@ t.test("replyWithinContract: the forged answers of issue 10 fail open, sound one
   ] as const) {
     t.notOk(replyWithinContract({ ...good, ...bad }, query, NOW), name);
   }
+});
+
+t.test("checkState: a removal record (a reset's) passes the key checks and reads as expired, so a receiver that does not know removals drops it", async (t) => {
+  for (let code = 0; code < 4; code++) t.equal(checkState(key(code), { ...REMOVED }, NOW), "expired", algorithmByCode(code)!.name);
+  t.equal(checkState("not a key", { ...REMOVED }, NOW), "invalid", "a forged key is still refused");
 });

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import t, { type Test } from "tap";
-import { closeAgents, type Reply } from "../../harness/http-client.js";
+import { closeAgents, post, type Reply } from "../../harness/http-client.js";
 import { hit, metric, startCluster, waitForRing, type TestCluster } from "../../harness/cluster.js";
 import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
 
@@ -80,6 +80,30 @@ t.test("REPLICAS=2: SIGKILL of the owner loses no count once replicated; under l
     ((await metric(b!, "ringlimit_replicas_promoted_total")) ?? 0) + ((await metric(c!, "ringlimit_replicas_promoted_total")) ?? 0) >= keys.length,
     "the replicas were promoted",
   );
+});
+
+t.test("REPLICAS=2: a reset reaches the replicas: a replica promoted after the owner's SIGKILL does not bring the states back", async (t) => {
+  const cluster = await startCluster(3, { REPLICAS: "2" });
+  t.teardown(() => cluster.stop());
+  const [a, b, c] = cluster.nodes as NodeProcess[];
+  const keys = keysOwnedBy(cluster, [0], "reset");
+  await count(t, [a!, b!, c!], keys, 5);
+  await replicated();
+  const held = async () => ((await metric(b!, "ringlimit_replica_states")) ?? 0) + ((await metric(c!, "ringlimit_replica_states")) ?? 0);
+  t.ok((await held()) >= keys.length, "the survivors hold a replica of each key");
+  for (const key of keys) {
+    const r = await post(c!.url, "/limit/reset", { namespace: "test", identifier: key.id });
+    t.equal(r.status, 200, `reset ${key.algorithm} ${key.id}`);
+    t.same(r.json.data.removed, [{ algorithm: key.algorithm, duration: YEAR }], "the owner removed its state");
+    key.used = 0;
+  }
+  await replicated();
+  t.equal(await held(), 0, "the replicas dropped their copies");
+  a!.signal("SIGKILL");
+  await a!.exited;
+  await waitForRing([b!, c!], 2);
+  await expectCounts(t, b!, keys, "after SIGKILL of the owner that reset them");
+  await expectCounts(t, c!, keys, "and from the other survivor");
 });
 
 t.test("REPLICAS=2: SIGKILL of the owner under load: counts lost per thousand", async (t) => {

@@ -68,3 +68,17 @@ t.test("a state handed over after a reset is not merged back, until the reset is
   );
   t.ok(table.get(key), "after RESET_MEMORY_MS the identifier's states merge again");
 });
+
+t.test("a reset lists the removed keys as changes (replication sends their removal); a plain delete does not", async (t) => {
+  const table = new StateTable(1000, T0);
+  const d = new LocalDecider(table);
+  table.trackChanges(() => {});
+  d.decideSync(q("u", 60), T0);
+  d.decideSync(q("moved", 60), T0);
+  table.takeChanges();
+  table.delete(stateKeyOf(0, 60, ringKeyOf("ns", "moved")));
+  t.same(table.takeChanges(), [], "a state that moves (hand-off) is not a change");
+  resetOn(table, ringKeyOf("ns", "u"), undefined, undefined, T0);
+  t.same(table.takeChanges(), [stateKeyOf(0, 60, ringKeyOf("ns", "u"))], "the reset one is");
+  t.equal(table.checkInvariants(), undefined);
+});
