@@ -1,33 +1,18 @@
 import type { Decision, LimitQuery, RemovedState } from "../decision.js";
-import { API_VERSION, formatMs, jsonString, timestampText } from "./envelope.js";
+import { allowedFields, blockedResultFields, ENVELOPE, envelopeHead, jsonString, RATE_LIMITED_FIELDS, requestTail } from "./envelope.js";
 
 /*
- * Bodies of POST /limit/batch and POST /limit/reset (docs/api.md), concatenated like the
- * single answer's. A batch's results carry the fields of a single answer's `data`, per item.
+ * Bodies of POST /limit/batch and POST /limit/reset (docs/api.md), built from the single
+ * answer's pieces (envelope.ts): the same envelope head and `_request` tail, and each
+ * result of a batch has the fields of a single answer's `data`.
  */
-
-/** One item of `data.results`: a single answer's fields, `retry_after` when blocked. */
-function resultJson(q: LimitQuery, d: Decision): string {
-  const common =
-    '{"allowed":' +
-    d.allowed +
-    ',"namespace":' +
-    jsonString(q.namespace) +
-    ',"identifier":' +
-    jsonString(q.identifier) +
-    ',"limit":' +
-    q.limit +
-    ',"remaining":' +
-    d.remaining +
-    ',"reset_time":' +
-    d.resetTime;
-  if (!d.allowed) return common + ',"algorithm":"' + q.algorithm.name + '","retry_after":' + d.retryAfterMs / 1000 + "}";
-  return common + ',"count":' + (q.limit - d.remaining) + ',"algorithm":"' + q.algorithm.name + '"' + (d.degraded !== null ? ',"degraded":true' : "") + "}";
-}
 
 function resultsJson(queries: readonly LimitQuery[], decisions: readonly Decision[]): string {
   let s = "[";
-  for (let i = 0; i < queries.length; i++) s += (i > 0 ? "," : "") + resultJson(queries[i]!, decisions[i]!);
+  for (let i = 0; i < queries.length; i++) {
+    const d = decisions[i]!;
+    s += (i > 0 ? ",{" : "{") + (d.allowed ? allowedFields(queries[i]!, d) : blockedResultFields(queries[i]!, d)) + "}";
+  }
   return s + "]";
 }
 
@@ -40,18 +25,11 @@ export function batchAllowedBody(
   processingMs: number,
 ): string {
   return (
-    '{"id":"' +
-    id +
-    '","timestamp":' +
-    timestampText(timestamp) +
-    ',"api_version":"' +
-    API_VERSION +
-    '","object":"rate_limit_batch","data":{"allowed":true,"results":' +
+    envelopeHead(id, timestamp, ENVELOPE.rateLimitBatch) +
+    '"allowed":true,"results":' +
     resultsJson(queries, decisions) +
     (degraded ? ',"degraded":true' : "") +
-    ',"_request":{"success":true,"processing_time_ms":' +
-    formatMs(processingMs) +
-    "}}}"
+    requestTail(true, processingMs)
   );
 }
 
@@ -64,19 +42,13 @@ export function batchBlockedBody(
   processingMs: number,
 ): string {
   return (
-    '{"id":"' +
-    id +
-    '","timestamp":' +
-    timestampText(timestamp) +
-    ',"api_version":"' +
-    API_VERSION +
-    '","object":"error","data":{"error":"Rate limit exceeded","status":429,"allowed":false,"retry_after":' +
+    envelopeHead(id, timestamp, ENVELOPE.error) +
+    RATE_LIMITED_FIELDS +
+    '"allowed":false,"retry_after":' +
     retryAfterMs / 1000 +
     ',"results":' +
     resultsJson(queries, decisions) +
-    ',"_request":{"success":false,"processing_time_ms":' +
-    formatMs(processingMs) +
-    "}}}"
+    requestTail(false, processingMs)
   );
 }
 
@@ -89,20 +61,13 @@ export function resetBody(
   processingMs: number,
 ): string {
   return (
-    '{"id":"' +
-    id +
-    '","timestamp":' +
-    timestampText(timestamp) +
-    ',"api_version":"' +
-    API_VERSION +
-    '","object":"rate_limit_reset","data":{"namespace":' +
+    envelopeHead(id, timestamp, ENVELOPE.rateLimitReset) +
+    '"namespace":' +
     jsonString(namespace) +
     ',"identifier":' +
     jsonString(identifier) +
     ',"removed":' +
     JSON.stringify(removed) +
-    ',"_request":{"success":true,"processing_time_ms":' +
-    formatMs(processingMs) +
-    "}}}"
+    requestTail(true, processingMs)
   );
 }

@@ -1,4 +1,5 @@
 import type { AlgorithmName } from "../algorithms/index.js";
+import type { Decision, LimitQuery } from "../decision.js";
 import { Errors, type ErrorDef, type FieldProblem } from "./errors.js";
 
 export const API_VERSION = "v2026.8.23";
@@ -9,9 +10,31 @@ export const API_VERSION = "v2026.8.23";
  * formatted. Strings from the request go through jsonString(), which needs no escaping
  * for the usual identifier and falls back to JSON.stringify otherwise.
  */
-const ENVELOPE_MIDDLE_OK = `,"api_version":"${API_VERSION}","object":"rate_limit","data":{"allowed":true,"namespace":`;
-const ENVELOPE_MIDDLE_ERR = `,"api_version":"${API_VERSION}","object":"error","data":{`;
-const BLOCKED_MIDDLE = `${ENVELOPE_MIDDLE_ERR}"error":"${Errors.rateLimited.message}","status":${Errors.rateLimited.status},"namespace":`;
+/** What follows the timestamp in every envelope, up to the first field of `data`, per `object`. */
+function envelopeMiddle(object: string): string {
+  return `,"api_version":"${API_VERSION}","object":"${object}","data":{`;
+}
+export const ENVELOPE = Object.freeze({
+  rateLimit: envelopeMiddle("rate_limit"),
+  rateLimitBatch: envelopeMiddle("rate_limit_batch"),
+  rateLimitReset: envelopeMiddle("rate_limit_reset"),
+  error: envelopeMiddle("error"),
+  cluster: envelopeMiddle("cluster"),
+});
+/** `data`'s first fields in a 429, single or batch (the text is errors.ts's). */
+export const RATE_LIMITED_FIELDS = `"error":"${Errors.rateLimited.message}","status":${Errors.rateLimited.status},`;
+
+/** `{"id":…,"timestamp":…,"api_version":…,"object":…,"data":{`: the head every answer shares; `middle` is one of ENVELOPE. */
+export function envelopeHead(id: string, timestamp: number, middle: string): string {
+  return '{"id":"' + id + '","timestamp":' + timestampText(timestamp) + middle;
+}
+
+/** The `_request` member that closes `data` and the envelope. */
+export function requestTail(success: boolean, processingMs: number): string {
+  return (
+    (success ? ',"_request":{"success":true,"processing_time_ms":' : ',"_request":{"success":false,"processing_time_ms":') + formatMs(processingMs) + "}}}"
+  );
+}
 
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
@@ -43,72 +66,63 @@ export function formatMs(ms: number): number {
   return Math.round(ms * 1000) / 1000;
 }
 
-export interface DecisionFields {
-  namespace: string;
-  identifier: string;
-  limit: number;
-  remaining: number;
-  resetTime: number;
-  algorithm: AlgorithmName;
+/** `"namespace":…,"identifier":…,"limit":…,"remaining":`, which every decided answer and batch result opens with. */
+function keyFields(q: LimitQuery): string {
+  return '"namespace":' + jsonString(q.namespace) + ',"identifier":' + jsonString(q.identifier) + ',"limit":' + q.limit + ',"remaining":';
 }
 
-export function allowedBody(id: string, timestamp: number, d: DecisionFields, count: number, degraded: boolean, processingMs: number): string {
+/** The fields of an allowed decision: the single answer's `data` and a batch result alike. */
+export function allowedFields(q: LimitQuery, d: Decision): string {
   return (
-    '{"id":"' +
-    id +
-    '","timestamp":' +
-    timestampText(timestamp) +
-    ENVELOPE_MIDDLE_OK +
-    jsonString(d.namespace) +
-    ',"identifier":' +
-    jsonString(d.identifier) +
-    ',"limit":' +
-    d.limit +
-    ',"remaining":' +
+    '"allowed":true,' +
+    keyFields(q) +
     d.remaining +
     ',"reset_time":' +
     d.resetTime +
     ',"count":' +
-    count +
+    (q.limit - d.remaining) +
     ',"algorithm":"' +
-    d.algorithm +
-    '"' +
-    (degraded ? ',"degraded":true' : "") +
-    ',"_request":{"success":true,"processing_time_ms":' +
-    formatMs(processingMs) +
-    "}}}"
+    q.algorithm.name +
+    (d.degraded !== null ? '","degraded":true' : '"')
   );
 }
 
-export function blockedBody(id: string, timestamp: number, d: DecisionFields, retryAfterMs: number, processingMs: number): string {
+/** A blocked batch result: the allowed one's fields without `count`, with `retry_after`. */
+export function blockedResultFields(q: LimitQuery, d: Decision): string {
   return (
-    '{"id":"' +
-    id +
-    '","timestamp":' +
-    timestampText(timestamp) +
-    BLOCKED_MIDDLE +
-    jsonString(d.namespace) +
-    ',"identifier":' +
-    jsonString(d.identifier) +
-    ',"limit":' +
-    d.limit +
-    ',"remaining":0,"reset_time":' +
+    '"allowed":false,' +
+    keyFields(q) +
+    d.remaining +
+    ',"reset_time":' +
+    d.resetTime +
+    ',"algorithm":"' +
+    q.algorithm.name +
+    '","retry_after":' +
+    d.retryAfterMs / 1000
+  );
+}
+
+export function allowedBody(id: string, timestamp: number, q: LimitQuery, d: Decision, processingMs: number): string {
+  return envelopeHead(id, timestamp, ENVELOPE.rateLimit) + allowedFields(q, d) + requestTail(true, processingMs);
+}
+
+/** The single 429: the error's fields, then the key's (no `algorithm`, `remaining` 0: docs/api.md). */
+export function blockedBody(id: string, timestamp: number, q: LimitQuery, d: Decision, processingMs: number): string {
+  return (
+    envelopeHead(id, timestamp, ENVELOPE.error) +
+    RATE_LIMITED_FIELDS +
+    keyFields(q) +
+    '0,"reset_time":' +
     d.resetTime +
     ',"retry_after":' +
-    retryAfterMs / 1000 +
-    ',"_request":{"success":false,"processing_time_ms":' +
-    formatMs(processingMs) +
-    "}}}"
+    d.retryAfterMs / 1000 +
+    requestTail(false, processingMs)
   );
 }
 
 export function errorBody(id: string, timestamp: number, error: ErrorDef, details?: readonly FieldProblem[]): string {
   return (
-    '{"id":"' +
-    id +
-    '","timestamp":' +
-    timestampText(timestamp) +
-    ENVELOPE_MIDDLE_ERR +
+    envelopeHead(id, timestamp, ENVELOPE.error) +
     '"error":"' +
     error.message +
     '","status":' +
@@ -167,12 +181,13 @@ export interface ClusterMemberView {
 /** GET /cluster (cold path: a client asks once per ring change). */
 export function clusterBody(id: string, timestamp: number, ringVersion: string, self: string, members: readonly ClusterMemberView[]): string {
   return (
-    '{"id":"' +
-    id +
-    '","timestamp":' +
-    timestampText(timestamp) +
-    `,"api_version":"${API_VERSION}","object":"cluster","data":` +
-    JSON.stringify({ ring_version: ringVersion, self, members: members.map((m) => ({ id: m.id, url: m.url })) }) +
-    "}"
+    envelopeHead(id, timestamp, ENVELOPE.cluster) +
+    '"ring_version":' +
+    jsonString(ringVersion) +
+    ',"self":' +
+    jsonString(self) +
+    ',"members":' +
+    JSON.stringify(members.map((m) => ({ id: m.id, url: m.url }))) +
+    "}}"
   );
 }

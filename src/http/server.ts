@@ -4,16 +4,7 @@ import { performance } from "node:perf_hooks";
 import { App, SSLApp, us_listen_socket_close, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from "uWebSockets.js";
 import { failOpenDecision, newDecision, type Decider, type Decision, type DegradedReason } from "../decision.js";
 import { BearerSecret, type ApiKeyVerifier } from "./auth.js";
-import {
-  allowedBody,
-  blockedBody,
-  clusterBody,
-  decisionHeaders,
-  errorBody,
-  RING_VERSION_HEADER,
-  type ClusterMemberView,
-  type DecisionFields,
-} from "./envelope.js";
+import { allowedBody, blockedBody, clusterBody, decisionHeaders, errorBody, RING_VERSION_HEADER, type ClusterMemberView } from "./envelope.js";
 import { answerBatchRequest, answerResetRequest, type ExchangeEnds } from "./batch-reset.js";
 import { Errors, type ErrorDef, type FieldProblem } from "./errors.js";
 import type { IdGenerator } from "./ids.js";
@@ -265,14 +256,6 @@ export class FrontEnd {
       if (!this.options.failOpen) return this.reject(x, d.degraded === "internal" ? Errors.internal : Errors.unavailable);
     }
     const now = x.receivedAt;
-    const fields: DecisionFields = {
-      namespace: query.namespace,
-      identifier: query.identifier,
-      limit: query.limit,
-      remaining: d.remaining,
-      resetTime: d.resetTime,
-      algorithm: query.algorithm.name,
-    };
     const secondsToReset = Math.max(0, d.resetTime - Math.floor(now / 1000));
     const processingMs = performance.now() - x.startedAt;
     const res = x.res;
@@ -283,12 +266,12 @@ export class FrontEnd {
     // joined values hold only algorithm names and integers, never caller input.
     const headers = decisionHeaders(query.algorithm.name, query.limit, query.duration, d.remaining, secondsToReset, this.deps.directory.version);
     if (d.allowed) {
-      const body = allowedBody(this.deps.ids.ok(), now, fields, query.limit - d.remaining, d.degraded !== null, processingMs);
+      const body = allowedBody(this.deps.ids.ok(), now, query, d, processingMs);
       if (x.inData) res.writeHeader(CONTENT_TYPE, headers).end(body);
       else res.cork(() => res.writeHeader(CONTENT_TYPE, headers).end(body));
       this.deps.metrics.countRequest(200, query.algorithm.code);
     } else {
-      const body = blockedBody(this.deps.ids.error(), now, fields, d.retryAfterMs, processingMs);
+      const body = blockedBody(this.deps.ids.error(), now, query, d, processingMs);
       const blockedHeaders = headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(d.retryAfterMs / 1000));
       const write = () => res.writeStatus(Errors.rateLimited.statusLine).writeHeader(CONTENT_TYPE, blockedHeaders).end(body);
       if (x.inData) write();

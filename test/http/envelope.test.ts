@@ -4,17 +4,10 @@
  * error bodies parse with every spec field; the RateLimit header formats.
  */
 import t from "tap";
-import {
-  allowedBody,
-  API_VERSION,
-  blockedBody,
-  errorBody,
-  formatMs,
-  jsonString,
-  policyHeader,
-  decisionHeaders,
-  type DecisionFields,
-} from "../../src/http/envelope.js";
+import { allowedBody, API_VERSION, blockedBody, errorBody, formatMs, jsonString, policyHeader, decisionHeaders } from "../../src/http/envelope.js";
+import { batchAllowedBody, batchBlockedBody } from "../../src/http/envelope-batch.js";
+import { algorithmByName } from "../../src/algorithms/index.js";
+import type { Decision, LimitQuery } from "../../src/decision.js";
 import { Errors } from "../../src/http/errors.js";
 import { show } from "../harness/contract.js";
 
@@ -83,18 +76,26 @@ t.test("jsonString on random code-unit strings", async (t) => {
   t.equal(bad, 0, "5000 random strings");
 });
 
-const fields = (over: Partial<DecisionFields> = {}): DecisionFields => ({
+const query = (over: Partial<LimitQuery> = {}): LimitQuery => ({
   namespace: 'ns"x',
   identifier: "id\\\u0001\ud800",
   limit: 10,
+  duration: 60,
+  algorithm: algorithmByName("token-bucket")!,
+  cost: 1,
+  ...over,
+});
+const decision = (over: Partial<Decision> = {}): Decision => ({
+  allowed: true,
   remaining: 7,
   resetTime: 1_800_000_000,
-  algorithm: "token-bucket",
+  retryAfterMs: 0,
+  degraded: null,
   ...over,
 });
 
 t.test("allowedBody", async (t) => {
-  const j = JSON.parse(allowedBody("req_abc_1", 1_799_999_999_123, fields(), 3, false, 0.12345));
+  const j = JSON.parse(allowedBody("req_abc_1", 1_799_999_999_123, query(), decision(), 0.12345));
   t.same(j, {
     id: "req_abc_1",
     timestamp: 1_799_999_999_123,
@@ -112,13 +113,13 @@ t.test("allowedBody", async (t) => {
       _request: { success: true, processing_time_ms: 0.123 },
     },
   });
-  const d = JSON.parse(allowedBody("req_abc_2", 1, fields(), 3, true, 0)).data;
+  const d = JSON.parse(allowedBody("req_abc_2", 1, query(), decision({ degraded: "peer_timeout" }), 0)).data;
   t.equal(d.degraded, true, "degraded: true on a fail-open answer");
   t.equal(API_VERSION, "v2026.8.23");
 });
 
 t.test("blockedBody", async (t) => {
-  const j = JSON.parse(blockedBody("err_abc_1", 1_799_999_999_123, fields({ remaining: 0 }), 1234567, 1.5));
+  const j = JSON.parse(blockedBody("err_abc_1", 1_799_999_999_123, query(), decision({ allowed: false, remaining: 0, retryAfterMs: 1234567 }), 1.5));
   t.equal(j.object, "error");
   t.equal(j.id, "err_abc_1");
   t.same(j.data, {
@@ -132,7 +133,22 @@ t.test("blockedBody", async (t) => {
     retry_after: 1234.567,
     _request: { success: false, processing_time_ms: 1.5 },
   });
-  t.equal(JSON.parse(blockedBody("e", 1, fields(), 1, 0)).data.retry_after, 0.001, "millisecond precision");
+  t.equal(JSON.parse(blockedBody("e", 1, query(), decision({ allowed: false, retryAfterMs: 1 }), 0)).data.retry_after, 0.001, "millisecond precision");
+});
+
+t.test("a batch result has the single answer's data fields, in the same order", async (t) => {
+  const single = JSON.parse(allowedBody("req_1", 1, query(), decision({ degraded: "handoff" }), 0)).data;
+  delete single._request;
+  const batch = JSON.parse(batchAllowedBody("req_2", 1, [query()], [decision({ degraded: "handoff" })], true, 0)).data;
+  t.equal(JSON.stringify(batch.results[0]), JSON.stringify(single), "same fields, same order");
+  const refused = JSON.parse(batchBlockedBody("err_3", 1, [query()], [decision({ allowed: false, remaining: 0, retryAfterMs: 1500 })], 1500, 0)).data;
+  t.same(
+    Object.keys(refused.results[0]),
+    ["allowed", "namespace", "identifier", "limit", "remaining", "reset_time", "algorithm", "retry_after"],
+    "a blocked result: no count, retry_after last",
+  );
+  t.equal(refused.results[0].retry_after, 1.5);
+  t.equal(refused.error, Errors.rateLimited.message);
 });
 
 t.test("errorBody", async (t) => {
