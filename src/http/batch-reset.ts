@@ -3,6 +3,7 @@ import { performance } from "node:perf_hooks";
 import { failOpenBatch, type BatchOutcome, type LimitQuery, type ResetOutcome } from "../decision.js";
 import { Endpoint } from "../metrics/metrics.js";
 import { batchAllowedBody, batchBlockedBody, resetBody } from "./envelope-batch.js";
+import { jsonHeaders } from "./envelope.js";
 import { Errors, type ErrorDef, type FieldProblem } from "./errors.js";
 import type { Exchange } from "./exchange.js";
 import type { IdGenerator } from "./ids.js";
@@ -11,13 +12,18 @@ import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { toBatchQueries, toResetQuery } from "./validation.js";
 
-const CONTENT_TYPE = Buffer.from("Content-Type");
-const JSON_TYPE = "application/json";
-
 /** What POST /limit/batch and POST /limit/reset need of the front end that received them. */
 export interface ExchangeEnds {
-  readonly deps: { readonly decider: Decider; readonly metrics: Metrics; readonly ids: IdGenerator; readonly logger: Logger };
+  readonly deps: {
+    readonly decider: Decider;
+    readonly metrics: Metrics;
+    readonly ids: IdGenerator;
+    readonly logger: Logger;
+    readonly directory: { readonly version: string };
+  };
   readonly failOpen: boolean;
+  /** the front end's one way to write an answer (server.ts): status, CRLF-joined headers, body */
+  respond(x: Exchange, statusLine: string | undefined, headers: string, body: string): void;
   reject(x: Exchange, error: ErrorDef, details?: readonly FieldProblem[]): void;
   finish(x: Exchange): void;
   internalError(x: Exchange, err: unknown): void;
@@ -54,15 +60,14 @@ function answerBatch(ends: ExchangeEnds, x: Exchange, queries: readonly LimitQue
   for (const d of outcome.decisions) if (!d.allowed && d.retryAfterMs > wait) wait = d.retryAfterMs;
   const processingMs = performance.now() - x.startedAt;
   x.done = true;
-  const res = x.res;
+  // No RateLimit headers: a batch has several policies (docs/api.md).
+  const headers = jsonHeaders(ends.deps.directory.version);
   if (wait < 0) {
-    const body = batchAllowedBody(ids.ok(), x.receivedAt, queries, outcome.decisions, outcome.degraded !== null, processingMs);
-    res.cork(() => res.writeHeader(CONTENT_TYPE, JSON_TYPE).end(body));
+    ends.respond(x, undefined, headers, batchAllowedBody(ids.ok(), x.receivedAt, queries, outcome.decisions, outcome.degraded !== null, processingMs));
     metrics.countEndpoint(Endpoint.batch, 200);
   } else {
     const body = batchBlockedBody(ids.error(), x.receivedAt, queries, outcome.decisions, wait, processingMs);
-    const retryAfter = String(Math.max(1, Math.ceil(wait / 1000)));
-    res.cork(() => res.writeStatus(Errors.rateLimited.statusLine).writeHeader(CONTENT_TYPE, JSON_TYPE).writeHeader("Retry-After", retryAfter).end(body));
+    ends.respond(x, Errors.rateLimited.statusLine, headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(wait / 1000)), body);
     metrics.countEndpoint(Endpoint.batch, 429);
   }
   metrics.countBatchItems(queries.length);
@@ -85,7 +90,7 @@ export function answerResetRequest(ends: ExchangeEnds, x: Exchange, parsed: unkn
     if (!outcome.ok) return ends.reject(x, Errors.unavailable);
     const body = resetBody(ends.deps.ids.ok(), x.receivedAt, query.namespace, query.identifier, outcome.removed, performance.now() - x.startedAt);
     x.done = true;
-    x.res.cork(() => x.res.writeHeader(CONTENT_TYPE, JSON_TYPE).end(body));
+    ends.respond(x, undefined, jsonHeaders(ends.deps.directory.version), body);
     ends.deps.metrics.countEndpoint(Endpoint.reset, 200);
     ends.finish(x);
   };

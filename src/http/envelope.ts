@@ -137,8 +137,19 @@ export function policyHeader(algorithm: AlgorithmName, limit: number, duration: 
   return '"' + algorithm + '";q=' + limit + ";w=" + duration;
 }
 
-/** The header every answer of POST /limit and GET /cluster carries (docs/client.md). */
+/** The header every answer of the POST endpoints (but a 401) and GET /cluster carries (docs/client.md). */
 export const RING_VERSION_HEADER = "RingLimit-Ring-Version";
+
+/**
+ * The Content-Type value of an answer with the ring-version header joined to it by CRLF
+ * (see decisionHeaders): the batch and reset answers. Kept until the ring version changes.
+ */
+let lastJsonHeaders = { ringVersion: "", value: "" };
+
+export function jsonHeaders(ringVersion: string): string {
+  if (lastJsonHeaders.ringVersion !== ringVersion) lastJsonHeaders = { ringVersion, value: "application/json\r\n" + RING_VERSION_HEADER + ": " + ringVersion };
+  return lastJsonHeaders.value;
+}
 
 /**
  * The Content-Type value of a decided answer with the ring version and the two rate-limit

@@ -97,6 +97,7 @@ export class FrontEnd {
     this.exchanges = {
       deps,
       failOpen: options.failOpen,
+      respond: (x, statusLine, headers, body) => this.respond(x, statusLine, headers, body),
       reject: (x, error, details) => this.reject(x, error, false, details),
       finish: (x) => this.finish(x),
       internalError: (x, err) => this.internalError(x, err),
@@ -258,7 +259,6 @@ export class FrontEnd {
     const now = x.receivedAt;
     const secondsToReset = Math.max(0, d.resetTime - Math.floor(now / 1000));
     const processingMs = performance.now() - x.startedAt;
-    const res = x.res;
     x.done = true;
     // Each uWS call crosses into C++ and converts its strings; the decided answer's headers
     // go out in one writeHeader (values joined by CRLF) and 200 is uWS's default status.
@@ -266,20 +266,26 @@ export class FrontEnd {
     // joined values hold only algorithm names and integers, never caller input.
     const headers = decisionHeaders(query.algorithm.name, query.limit, query.duration, d.remaining, secondsToReset, this.deps.directory.version);
     if (d.allowed) {
-      const body = allowedBody(this.deps.ids.ok(), now, query, d, processingMs);
-      if (x.inData) res.writeHeader(CONTENT_TYPE, headers).end(body);
-      else res.cork(() => res.writeHeader(CONTENT_TYPE, headers).end(body));
+      this.respond(x, undefined, headers, allowedBody(this.deps.ids.ok(), now, query, d, processingMs));
       this.deps.metrics.countRequest(200, query.algorithm.code);
     } else {
-      const body = blockedBody(this.deps.ids.error(), now, query, d, processingMs);
       const blockedHeaders = headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(d.retryAfterMs / 1000));
-      const write = () => res.writeStatus(Errors.rateLimited.statusLine).writeHeader(CONTENT_TYPE, blockedHeaders).end(body);
-      if (x.inData) write();
-      else res.cork(write);
+      this.respond(x, Errors.rateLimited.statusLine, blockedHeaders, blockedBody(this.deps.ids.error(), now, query, d, processingMs));
       this.deps.metrics.countRequest(429, query.algorithm.code);
     }
     this.deps.metrics.decisionSeconds.observe(processingMs / 1000);
     this.finish(x);
+  }
+
+  /**
+   * Write an answer: `statusLine` undefined is 200 (uWS's default), `headers` the
+   * Content-Type value with the other headers joined to it by CRLF (decisionHeaders,
+   * jsonHeaders). Inside onData the writes are corked already, and no closure is made.
+   */
+  private respond(x: Exchange, statusLine: string | undefined, headers: string, body: string): void {
+    const res = x.res;
+    if (x.inData) writeAnswer(res, statusLine, headers, body);
+    else res.cork(() => writeAnswer(res, statusLine, headers, body));
   }
 
   private reject(x: Exchange, error: ErrorDef, closeConnection = false, details?: readonly FieldProblem[]): void {
@@ -360,6 +366,11 @@ export class FrontEnd {
       },
     );
   }
+}
+
+function writeAnswer(res: HttpResponse, statusLine: string | undefined, headers: string, body: string): void {
+  if (statusLine !== undefined) res.writeStatus(statusLine);
+  res.writeHeader(CONTENT_TYPE, headers).end(body);
 }
 
 /** `application/json`, any case, optionally followed by parameters (`; charset=utf-8`). */

@@ -1,10 +1,10 @@
 /**
  * GET /cluster on a single node (docs/client.md): behind the bearer keys, a ring of one
  * whose URL is where the node listens (or ADVERTISE_URL), and the ring version every
- * answer of POST /limit carries.
+ * answer of POST /limit, /limit/batch and /limit/reset carries.
  */
 import t from "tap";
-import { closeAgents, limit, request, TEST_KEY } from "../harness/http-client.js";
+import { closeAgents, limit, post, request, TEST_KEY } from "../harness/http-client.js";
 import { startTestNode, useTestNode } from "../harness/in-process-node.js";
 
 const node = useTestNode(t);
@@ -47,6 +47,26 @@ t.test("every answer of POST /limit but a 401 carries the ring version", async (
   );
   t.equal(unauthorized.status, 401);
   t.equal(unauthorized.headers["ringlimit-ring-version"], undefined);
+});
+
+t.test("batch and reset answers carry the ring version too", async (t) => {
+  const version = (await request(node.url + "/cluster", { headers: auth })).json.data.ring_version;
+  const item = { ...body, identifier: "batch-u1", algorithm: "token-bucket" };
+  const allowed = await post(node.url, "/limit/batch", { requests: [item] });
+  const blocked = await post(node.url, "/limit/batch", { requests: [item] });
+  const invalid = await post(node.url, "/limit/batch", { requests: [] });
+  const reset = await post(node.url, "/limit/reset", { namespace: body.namespace, identifier: "batch-u1" });
+  t.same(
+    [allowed, blocked, invalid, reset].map((r) => [r.status, r.headers["ringlimit-ring-version"]]),
+    [
+      [200, version],
+      [429, version],
+      [400, version],
+      [200, version],
+    ],
+  );
+  t.equal(blocked.headers["retry-after"], "60", "beside Retry-After (one token per 60 s)");
+  t.equal(allowed.headers["ratelimit"], undefined, "no RateLimit headers on a batch: it has several policies");
 });
 
 t.test("methods other than GET: 405 with Allow: GET", async (t) => {
