@@ -58,7 +58,9 @@ function conforms(t: Test, path: string, method: string, reply: Reply, contentTy
 
 t.equal(doc.openapi, "3.1.0", "OpenAPI 3.1");
 
-const node = useTestNode(t);
+// A second key, scoped to namespaces starting "elsewhere.", for the 403s.
+const SCOPED_KEY = "svc_sk_" + "s".repeat(40);
+const node = useTestNode(t, { API_KEYS: `${TEST_KEY},${SCOPED_KEY}@elsewhere.` });
 const auth = { authorization: `Bearer ${TEST_KEY}` };
 const body = (extra: Record<string, unknown> = {}) => ({ namespace: "docs", identifier: "openapi", limit: 1, duration: 60, ...extra });
 
@@ -97,6 +99,20 @@ t.test("POST /limit: 400, 401, 405, 413, 415; 404 elsewhere", async (t) => {
     [400, 400, 400, 400, 400, 401, 401, 405, 413, 415, 404],
   );
   for (const [path, method, reply] of replies) conforms(t, path, method, reply);
+});
+
+t.test("403: a key scoped to other namespaces, on each POST endpoint", async (t) => {
+  const scoped = { authorization: `Bearer ${SCOPED_KEY}` };
+  const replies: [string, Reply][] = [
+    ["/limit", await limit(node.url, body(), scoped)],
+    ["/limit/batch", await post(node.url, "/limit/batch", { requests: [body()] }, scoped)],
+    ["/limit/reset", await post(node.url, "/limit/reset", { namespace: "docs", identifier: "openapi" }, scoped)],
+  ];
+  t.same(
+    replies.map(([, r]) => r.status),
+    [403, 403, 403],
+  );
+  for (const [path, reply] of replies) conforms(t, path, "post", reply);
 });
 
 t.test("GET /cluster, /health, /ready", async (t) => {
