@@ -1,5 +1,6 @@
-import { Counter, Gauge, type Registry } from "prom-client";
+import { Gauge, type Registry } from "prom-client";
 import { FastHistogram } from "./fast-histogram.js";
+import { pulledGauge, pulledLabelledCounter } from "./pulled.js";
 
 const OUTCOMES = ["allowed", "blocked", "cached_block", "timeout", "unavailable", "error", "invalid"] as const;
 export type ForwardOutcome = (typeof OUTCOMES)[number];
@@ -19,47 +20,28 @@ export class ClusterMetrics {
       peerStates: () => Iterable<[string, boolean]>;
     },
   ) {
-    const outcomes = this.outcomes;
-    new Counter({
-      name: "ringlimit_forwarded_total",
-      help: "Decisions for keys owned by another node, by outcome (cached_block: answered 429 from the owner's earlier block; invalid: the owner's answer was out of bounds, failed open)",
-      labelNames: ["outcome"],
-      registers: [registry],
-      collect() {
-        this.reset();
-        OUTCOMES.forEach((outcome, i) => this.inc({ outcome }, outcomes[i]!));
-      },
-    });
+    pulledLabelledCounter(
+      registry,
+      "ringlimit_forwarded_total",
+      "Decisions for keys owned by another node, by outcome (cached_block: answered 429 from the owner's earlier block; invalid: the owner's answer was out of bounds, failed open)",
+      "outcome",
+      OUTCOMES,
+      this.outcomes,
+    );
     this.roundTrip = new FastHistogram(
       "ringlimit_peer_round_trip_seconds",
       "Forwarded decision round trip, from send to answer, for answered forwards",
       [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
       registry,
     );
-    new Gauge({
-      name: "ringlimit_ring_members",
-      help: "Members on this node's ring (itself included): the ones it believes alive",
-      registers: [registry],
-      collect() {
-        this.set(sources.members());
-      },
-    });
-    new Gauge({
-      name: "ringlimit_configured_members",
-      help: "Members from PEERS / PEERS_DNS (itself included)",
-      registers: [registry],
-      collect() {
-        this.set(sources.configured());
-      },
-    });
-    new Gauge({
-      name: "ringlimit_cluster_quorum",
-      help: "1 while this node sees a majority of the configured members (itself included); 0 in a minority, when /ready is 503 (from 3 members on)",
-      registers: [registry],
-      collect() {
-        this.set(sources.quorum() ? 1 : 0);
-      },
-    });
+    pulledGauge(registry, "ringlimit_ring_members", "Members on this node's ring (itself included): the ones it believes alive", sources.members);
+    pulledGauge(registry, "ringlimit_configured_members", "Members from PEERS / PEERS_DNS (itself included)", sources.configured);
+    pulledGauge(
+      registry,
+      "ringlimit_cluster_quorum",
+      "1 while this node sees a majority of the configured members (itself included); 0 in a minority, when /ready is 503 (from 3 members on)",
+      () => (sources.quorum() ? 1 : 0),
+    );
     new Gauge({
       name: "ringlimit_peer_clock_offset_seconds",
       help: "The peer's wall clock minus this node's, estimated from heartbeats to within half a round trip (peers whose clock is not known yet are left out)",

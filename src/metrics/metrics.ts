@@ -1,7 +1,8 @@
-import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Registry, collectDefaultMetrics } from "prom-client";
 import { ALGORITHMS } from "../algorithms/index.js";
 import { DEGRADED_REASONS, type DegradedReason } from "../decision.js";
 import { FastHistogram } from "./fast-histogram.js";
+import { pulledCounter, pulledGauge, pulledLabelledCounter } from "./pulled.js";
 import { RenderCache } from "./render-cache.js";
 
 const STATUSES = [200, 400, 401, 403, 404, 405, 413, 415, 429, 500, 503] as const;
@@ -74,69 +75,31 @@ export class Metrics {
         });
       },
     });
-    const metrics = this;
-    new Counter({
-      name: "ringlimit_batch_items_total",
-      help: "Requests carried by answered POST /limit/batch calls",
-      registers: [registry],
-      collect() {
-        this.reset();
-        this.inc(metrics.batchItems);
-      },
-    });
-    const degradedCounts = this.degradedCounts;
-    new Counter({
-      name: "ringlimit_degraded_total",
-      help: "Fail-open answers (200, degraded: true) by reason",
-      labelNames: ["reason"],
-      registers: [registry],
-      collect() {
-        this.reset();
-        DEGRADED_REASONS.forEach((reason, i) => this.inc({ reason }, degradedCounts[i]!));
-      },
-    });
+    pulledCounter(registry, "ringlimit_batch_items_total", "Requests carried by answered POST /limit/batch calls", () => this.batchItems);
+    pulledLabelledCounter(
+      registry,
+      "ringlimit_degraded_total",
+      "Fail-open answers (200, degraded: true) by reason",
+      "reason",
+      DEGRADED_REASONS,
+      this.degradedCounts,
+    );
     this.decisionSeconds = new FastHistogram(
       "ringlimit_decision_seconds",
       "Time from request received to answer written, for decided requests",
       [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
       registry,
     );
-    new Gauge({
-      name: "ringlimit_stored_keys",
-      help: "Limit states stored on this node",
-      registers: [registry],
-      collect() {
-        this.set(sources.storedKeys());
-      },
-    });
-    new Counter({
-      name: "ringlimit_evictions_total",
-      help: "States evicted because the table reached MAX_KEYS",
-      registers: [registry],
-      collect() {
-        this.reset();
-        this.inc(sources.evictions());
-      },
-    });
-    const rendered = this.rendered;
-    new Counter({
-      name: "ringlimit_metrics_renders_total",
-      help: "Times the /metrics text was rendered (at most once per METRICS_CACHE_MS; scrapes in between get the same text)",
-      registers: [registry],
-      collect() {
-        this.reset();
-        this.inc(rendered.renders + 1);
-      },
-    });
-    new Counter({
-      name: "ringlimit_expirations_total",
-      help: "States dropped by the expiry sweep",
-      registers: [registry],
-      collect() {
-        this.reset();
-        this.inc(sources.expirations());
-      },
-    });
+    pulledGauge(registry, "ringlimit_stored_keys", "Limit states stored on this node", sources.storedKeys);
+    pulledCounter(registry, "ringlimit_evictions_total", "States evicted because the table reached MAX_KEYS", sources.evictions);
+    pulledCounter(
+      registry,
+      "ringlimit_metrics_renders_total",
+      "Times the /metrics text was rendered (at most once per METRICS_CACHE_MS; scrapes in between get the same text)",
+      // the render being collected is counted already
+      () => this.rendered.renders + 1,
+    );
+    pulledCounter(registry, "ringlimit_expirations_total", "States dropped by the expiry sweep", sources.expirations);
   }
 
   countRequest(status: number, algorithmCode: number): void {
