@@ -151,10 +151,6 @@ export class FrontEnd {
     this.draining = true;
   }
 
-  get isDraining(): boolean {
-    return this.draining;
-  }
-
   /** Stop accepting connections; open keep-alive connections are closed by close(). */
   stopListening(): void {
     for (const s of this.listenSockets) us_listen_socket_close(s);

@@ -5,6 +5,13 @@ import { pulledGauge, pulledLabelledCounter } from "./pulled.js";
 const OUTCOMES = ["allowed", "blocked", "cached_block", "timeout", "unavailable", "error", "invalid"] as const;
 export type ForwardOutcome = (typeof OUTCOMES)[number];
 
+export interface PeerStateSample {
+  member: string;
+  up: boolean;
+  /** last heartbeat round trip; NaN before the first */
+  rttMs: number;
+}
+
 /** Cluster metrics, registered into the node's registry when peers are configured. */
 export class ClusterMetrics {
   private readonly outcomes = new Float64Array(OUTCOMES.length);
@@ -17,7 +24,7 @@ export class ClusterMetrics {
       configured: () => number;
       quorum: () => boolean;
       clockOffsets: () => Iterable<[string, number]>;
-      peerStates: () => Iterable<[string, boolean]>;
+      peerStates: () => Iterable<PeerStateSample>;
     },
   ) {
     pulledLabelledCounter(
@@ -59,7 +66,17 @@ export class ClusterMetrics {
       registers: [registry],
       collect() {
         this.reset();
-        for (const [peer, up] of sources.peerStates()) this.set({ peer }, up ? 1 : 0);
+        for (const { member, up } of sources.peerStates()) this.set({ peer: member }, up ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: "ringlimit_peer_heartbeat_seconds",
+      help: "Round trip of the last heartbeat (PING/PONG) to the peer; absent before the first",
+      labelNames: ["peer"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const { member, rttMs } of sources.peerStates()) if (!Number.isNaN(rttMs)) this.set({ peer: member }, rttMs / 1000);
       },
     });
   }

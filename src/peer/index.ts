@@ -11,5 +11,4 @@ export { PeerError } from "./errors.js";
 export type { PeerErrorCode } from "./errors.js";
 export type { PeerLogger } from "./logger.js";
 export type { PeerTlsOptions } from "./transport.js";
-export { ALGORITHMS, DecideCode, HANDSHAKE_TIMEOUT_MS, MAX_FRAME_BYTES, PEER_DEFAULTS } from "./constants.js";
-export type { AlgorithmName } from "./constants.js";
+export { DecideCode, HANDSHAKE_TIMEOUT_MS, MAX_FRAME_BYTES, PEER_DEFAULTS } from "./constants.js";

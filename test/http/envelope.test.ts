@@ -4,6 +4,7 @@
  * error bodies parse with every spec field; the RateLimit header formats.
  */
 import t from "tap";
+import { prng } from "../harness/prng.js";
 import { allowedBody, API_VERSION, blockedBody, errorBody, formatMs, jsonString, policyHeader, decisionHeaders } from "../../src/http/envelope.js";
 import { batchAllowedBody, batchBlockedBody } from "../../src/http/envelope-batch.js";
 import { algorithmByName } from "../../src/algorithms/index.js";
@@ -54,8 +55,7 @@ t.test("jsonString round-trips every kind of string as valid, well-formed JSON",
 });
 
 t.test("jsonString on random code-unit strings", async (t) => {
-  let seed = 987654321;
-  const rnd = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32;
+  const rnd = prng(987654321);
   let bad = 0;
   for (let i = 0; i < 5000; i++) {
     const units: number[] = [];
@@ -115,7 +115,6 @@ t.test("allowedBody", async (t) => {
   });
   const d = JSON.parse(allowedBody("req_abc_2", 1, query(), decision({ degraded: "peer_timeout" }), 0)).data;
   t.equal(d.degraded, true, "degraded: true on a fail-open answer");
-  t.equal(API_VERSION, "v2026.8.23");
 });
 
 t.test("blockedBody", async (t) => {

@@ -37,8 +37,4 @@ export class BlockedCache {
   clear(): void {
     this.blocks.clear();
   }
-
-  get size(): number {
-    return this.blocks.size;
-  }
 }

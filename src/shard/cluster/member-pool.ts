@@ -1,4 +1,5 @@
 import type { Logger } from "../../logger.js";
+import type { PeerStateSample } from "../../metrics/cluster-metrics.js";
 import { PeerClient, type PeerTlsOptions } from "../../peer/index.js";
 import { hasQuorum, QuorumLog } from "./quorum.js";
 import { HashRing } from "./ring.js";
@@ -44,6 +45,8 @@ export class MemberPool {
   private readonly unsettled = new Set<string>();
   /** members that announced they are leaving; they rejoin only as a new connection */
   private readonly departed = new Set<string>();
+  /** last heartbeat round trip per member, from the clients' 'rtt' events */
+  private readonly rttMs = new Map<string, number>();
   /** this node left the ring (graceful stop): rebuilds no longer put it back */
   private left = false;
   private stopped = false;
@@ -103,8 +106,9 @@ export class MemberPool {
     return offsets;
   }
 
-  peerStates(): [string, boolean][] {
-    return [...this.clients].map(([m, c]) => [m, c.state === "up"]);
+  /** Each peer: whether its connection is up, and its last heartbeat round trip (ms; NaN before the first). */
+  peerStates(): PeerStateSample[] {
+    return [...this.clients].map(([member, c]) => ({ member, up: c.state === "up", rttMs: this.rttMs.get(member) ?? NaN }));
   }
 
   /** A new member list (PEERS, or a DNS answer). */
@@ -129,6 +133,7 @@ export class MemberPool {
       this.clients.delete(member);
       this.unsettled.delete(member);
       this.slow.forget(member);
+      this.rttMs.delete(member);
     }
     if (first && !this.settled) {
       // Bounded by the failure timeout: a member that neither answers nor refuses does not hold this node back.
@@ -209,6 +214,7 @@ export class MemberPool {
     });
     client.on("rtt", (ms) => {
       const now = Date.now();
+      this.rttMs.set(member, ms);
       this.slow.noteRtt(member, ms, now);
       this.checkClock(member, client.clockOffsetMs, now);
     });

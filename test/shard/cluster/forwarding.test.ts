@@ -57,7 +57,10 @@ t.test("3 nodes: one counter per key whichever node is asked; exact under concur
       t.equal(await metric(n, "ringlimit_ring_members"), 3);
       t.equal(await metric(n, "ringlimit_configured_members"), 3);
       for (const [j, peer] of cluster.members.entries()) {
-        if (j !== i) t.equal(await metric(n, "ringlimit_peer_up", `{peer="${peer}"}`), 1, `node ${i} sees ${peer} up`);
+        if (j === i) continue;
+        t.equal(await metric(n, "ringlimit_peer_up", `{peer="${peer}"}`), 1, `node ${i} sees ${peer} up`);
+        const rtt = await metric(n, "ringlimit_peer_heartbeat_seconds", `{peer="${peer}"}`);
+        t.ok(rtt !== undefined && rtt > 0 && rtt < 1, `node ${i} timed a heartbeat to ${peer}: ${rtt} s`);
       }
       t.ok(((await metric(n, "ringlimit_peer_round_trip_seconds_count")) ?? 0) > 0, `node ${i} timed its forwarded round trips`);
     }

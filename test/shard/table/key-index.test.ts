@@ -1,12 +1,12 @@
 import t from "tap";
+import { prng } from "../../harness/prng.js";
 import { KeyIndex } from "../../../src/shard/table/key-index.js";
 
 t.test("add, get, move and remove agree with a Map through growth and wrap-around", async (t) => {
   const keys: string[] = [];
   const index = new KeyIndex((slot) => keys[slot]!);
   const reference = new Map<string, number>();
-  let seed = 7;
-  const rnd = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
+  const rnd = prng(7);
   for (let step = 0; step < 50_000; step++) {
     const key = "key-" + Math.floor(rnd() * 5000);
     const slot = reference.get(key);

@@ -1,4 +1,5 @@
 import t from "tap";
+import { prng } from "../../harness/prng.js";
 import { ALGORITHMS, newStep } from "../../../src/algorithms/index.js";
 import { fixedWindow } from "../../../src/algorithms/fixed-window.js";
 import { tokenBucket } from "../../../src/algorithms/token-bucket.js";
@@ -121,8 +122,7 @@ t.test("set/get/delete round trip; deleting moves the last slot correctly", asyn
 });
 
 t.test("random operations keep the structure consistent (lists, index, slots)", async (t) => {
-  let seed = 12345;
-  const rnd = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
+  const rnd = prng(12345);
   // Small enough that the table fills up between sweeps: evictions and expiries both happen.
   const table = new StateTable(60, T0);
   const out = newStep();
