@@ -1,3 +1,5 @@
+import { REQUEST_BOUNDS } from "../../decision.js";
+
 /**
  * Key layout. The ring places a key by (effective namespace, identifier) so every limit of
  * one identifier lives on one node; the state table keys by that plus (algorithm, duration).
@@ -26,11 +28,15 @@ export interface ParsedStateKey {
   ringKey: string;
 }
 
+/** Keys arrive from peers in hand-off batches: anything stateKeyOf could not have written is refused. */
 export function parseStateKey(key: string): ParsedStateKey | undefined {
   const colon = key.indexOf(":");
   if (colon < 2) return undefined;
   const algorithmCode = key.charCodeAt(0) - 48;
-  const duration = Number(key.slice(1, colon));
-  if (!(algorithmCode >= 0 && algorithmCode <= 9) || !Number.isInteger(duration)) return undefined;
+  const digits = key.slice(1, colon);
+  const duration = Number(digits);
+  const { min, max } = REQUEST_BOUNDS.duration;
+  if (!(algorithmCode >= 0 && algorithmCode <= 9) || !Number.isInteger(duration) || !(duration >= min && duration <= max) || String(duration) !== digits)
+    return undefined;
   return { algorithmCode, duration, ringKey: key.slice(colon + 1) };
 }
