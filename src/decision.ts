@@ -28,6 +28,43 @@ export const REQUEST_BOUNDS = Object.freeze({
   cost: { min: 0, max: 1_000_000 },
 } as const);
 
+// The product slug is part of a key's effective namespace (`namespace.slug`), so the
+// ring-aware client (src/client) computes it with this same code.
+
+/**
+ * The product slug (docs/api.md, Request body): Unicode NFKD, combining marks removed, lower-cased, every
+ * run of characters outside [a-z0-9] replaced by "-", leading and trailing "-" trimmed.
+ */
+export function slugify(product: string): string {
+  return product
+    .normalize("NFKD")
+    .replace(/\p{M}+/gu, "")
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-+|-+$/g, "");
+}
+
+const CACHE_LIMIT = 10_000;
+
+/**
+ * Callers send a handful of distinct products, each many times a second, and slugify costs
+ * ~1 µs (normalize + three regexes). A bounded cache makes the repeat cost one Map lookup;
+ * it is simply cleared when full, since products are few.
+ */
+export class SlugCache {
+  private readonly cache = new Map<string, string>();
+
+  get(product: string): string {
+    let slug = this.cache.get(product);
+    if (slug === undefined) {
+      slug = slugify(product);
+      if (this.cache.size >= CACHE_LIMIT) this.cache.clear();
+      this.cache.set(product, slug);
+    }
+    return slug;
+  }
+}
+
 /** Why an answer was a fail-open one; also the `reason` label of the degraded metric. */
 export const DEGRADED_REASONS = ["internal", "peer_timeout", "peer_unavailable", "peer_error", "handoff"] as const;
 export type DegradedReason = (typeof DEGRADED_REASONS)[number];

@@ -4,7 +4,7 @@
  */
 import t from "tap";
 import { prng } from "./harness/prng.js";
-import { SlugCache, slugify } from "../src/slug.js";
+import { SlugCache, slugify } from "../src/decision.js";
 import { show } from "./harness/contract.js";
 
 t.test("slugify", async (t) => {

@@ -1,7 +1,7 @@
 import { BlockedCache } from "../shard/cluster/blocked-cache.js";
 import { HashRing } from "../shard/cluster/ring.js";
 import { ringKeyOf, stateKeyOf } from "../shard/table/state-key.js";
-import { SlugCache } from "../slug.js";
+import { SlugCache } from "../decision.js";
 import { cachedBlockAnswer, clientAnswer, NodeAnswer, parseData, resetAnswer } from "./answer.js";
 import { Attempt, Check, CheckKind, type CheckHandler, type Result } from "./check.js";
 import { Deadlines } from "./deadlines.js";

@@ -1,8 +1,7 @@
 import typia, { tags } from "typia";
 import { ALGORITHM_NAMES, algorithmByName, DEFAULT_ALGORITHM, type AlgorithmName } from "../algorithms/index.js";
-import { REQUEST_BOUNDS, type LimitQuery, type ResetQuery } from "../decision.js";
+import { REQUEST_BOUNDS, SlugCache, type LimitQuery, type ResetQuery } from "../decision.js";
 import type { FieldProblem } from "./errors.js";
-import { SlugCache } from "../slug.js";
 
 type B = typeof REQUEST_BOUNDS;
 type Text<K extends keyof B> = string & tags.MinLength<B[K]["min"]> & tags.MaxLength<B[K]["max"]>;
