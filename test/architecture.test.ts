@@ -1,14 +1,17 @@
 /**
- * The layout rule (README, Layout) as a test: data flows one way, nothing in src/algorithms imports anything
- * outside it, and there are no circular imports anywhere in src/ (as madge -c would say).
- * Reads the TypeScript sources themselves.
+ * The layout's rules as a test (docs/architecture.md): which folder may import which, the
+ * size of src/'s root and of its files, no circular imports anywhere in src/ (as madge -c
+ * would say), and no unused runtime dependency. Reads the TypeScript sources themselves.
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import t from "tap";
 
-const SRC = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../src");
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const SRC = path.join(ROOT, "src");
+const MAX_ROOT_FILES = 6;
+const MAX_LINES = 400;
 
 function sources(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -18,34 +21,69 @@ function sources(dir: string): string[] {
   });
 }
 
-/** Relative imports of a module (type-only ones too: they still tie modules together). */
-function importsOf(file: string): string[] {
+/** Import specifiers of a module (type-only ones too: they still tie modules together). */
+function specifiersOf(file: string): string[] {
   const text = readFileSync(file, "utf8");
   const found: string[] = [];
-  for (const m of text.matchAll(/(?:import|export)[^'"]*?from\s+["'](\.[^"']+)["']/g)) {
-    found.push(path.resolve(path.dirname(file), m[1]!.replace(/\.js$/, ".ts")));
+  for (const m of text.matchAll(/(?:import|export)[^'"]*?from\s+["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)|^import\s+["']([^"']+)["']/gm)) {
+    found.push((m[1] ?? m[2] ?? m[3])!);
   }
   return found;
 }
 
+/** Relative imports, resolved to the .ts file they name. */
+function importsOf(file: string): string[] {
+  return specifiersOf(file)
+    .filter((s) => s.startsWith("."))
+    .map((s) => path.resolve(path.dirname(file), s.replace(/\.js$/, ".ts")));
+}
+
 const files = sources(SRC);
 const graph = new Map(files.map((f) => [f, importsOf(f)]));
+const rel = (f: string) => path.relative(SRC, f);
+const inside = (folder: string) => (f: string) => f.startsWith(path.join(SRC, folder) + path.sep);
 
-t.test("src/ has TypeScript modules to check", async (t) => {
+/** Every import from a file in `from` to a file matching `forbidden`, as "a → b". */
+function violations(from: (f: string) => boolean, forbidden: (dep: string) => boolean): string[] {
+  return [...graph].filter(([f]) => from(f)).flatMap(([f, deps]) => deps.filter(forbidden).map((d) => `${rel(f)} → ${rel(d)}`));
+}
+
+t.test("src/ has TypeScript modules to check, and the checks see their imports", async (t) => {
   t.ok(files.length > 20, `${files.length} modules`);
+  t.ok(graph.get(path.join(SRC, "node.ts"))!.includes(path.join(SRC, "http", "server.ts")), "node.ts → http/server.ts is found");
 });
 
-t.test("src/algorithms imports nothing outside itself", async (t) => {
-  const algorithms = path.join(SRC, "algorithms") + path.sep;
-  const outside = [...graph]
-    .filter(([f]) => f.startsWith(algorithms))
-    .flatMap(([f, deps]) => deps.filter((d) => !d.startsWith(algorithms)).map((d) => `${path.relative(SRC, f)} → ${path.relative(SRC, d)}`));
-  t.same(outside, []);
+t.test("algorithms/ and peer/ import nothing outside themselves", async (t) => {
+  for (const folder of ["algorithms", "peer"]) {
+    t.same(
+      violations(inside(folder), (d) => !inside(folder)(d)),
+      [],
+      folder,
+    );
+  }
   const text = files
-    .filter((f) => f.startsWith(algorithms))
+    .filter(inside("algorithms"))
     .map((f) => readFileSync(f, "utf8"))
     .join("\n");
   t.notMatch(text, /Date\.now|performance\.now|setTimeout|setInterval|from "node:/, "no clock reads, timers or I/O in the algorithms");
+});
+
+t.test("shard/table/ never imports shard/cluster/", async (t) => {
+  t.same(violations(inside("shard/table"), inside("shard/cluster")), []);
+});
+
+t.test("http/ reaches shard/ only through the composition root", async (t) => {
+  t.same(violations(inside("http"), inside("shard")), []);
+});
+
+t.test(`src/ root holds at most ${MAX_ROOT_FILES} files`, async (t) => {
+  const root = readdirSync(SRC).filter((name) => statSync(path.join(SRC, name)).isFile());
+  t.ok(root.length <= MAX_ROOT_FILES, `src/: ${root.join(", ")}`);
+});
+
+t.test(`no file in src/ is over ${MAX_LINES} lines`, async (t) => {
+  const long = files.map((f) => [rel(f), readFileSync(f, "utf8").trimEnd().split("\n").length] as const).filter(([, n]) => n > MAX_LINES);
+  t.same(long, []);
 });
 
 t.test("no circular imports", async (t) => {
@@ -54,7 +92,7 @@ t.test("no circular imports", async (t) => {
   const visit = (file: string, trail: string[]) => {
     if (state.get(file) === "done") return;
     if (state.get(file) === "visiting") {
-      cycles.push([...trail.slice(trail.indexOf(file)), file].map((f) => path.relative(SRC, f)).join(" → "));
+      cycles.push([...trail.slice(trail.indexOf(file)), file].map(rel).join(" → "));
       return;
     }
     state.set(file, "visiting");
@@ -63,6 +101,18 @@ t.test("no circular imports", async (t) => {
   };
   for (const f of files) visit(f, []);
   t.same(cycles, []);
+});
+
+t.test("every runtime dependency is imported by src/", async (t) => {
+  const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as { dependencies: Record<string, string> };
+  const imported = new Set(
+    files.flatMap(specifiersOf).map((s) => {
+      const parts = s.split("/");
+      return s.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0]!;
+    }),
+  );
+  const unused = Object.keys(pkg.dependencies).filter((d) => !imported.has(d));
+  t.same(unused, [], "unused dependencies");
 });
 
 /** Modules a module loads at run time: relative and bare specifiers, `import type` left out. */
@@ -82,15 +132,9 @@ t.test("src/client loads only itself, the ring code and pure helpers: no uWebSoc
   const client = path.join(SRC, "client") + path.sep;
   // The ring and its hash, the key layout, the blocked cache, the product slug, the algorithm names, the request bounds.
   const allowed = new Set(
-    [
-      "shard/cluster/ring.ts",
-      "shard/hash.ts",
-      "shard/table/state-key.ts",
-      "shard/cluster/blocked-cache.ts",
-      "slug.ts",
-      "algorithms/types.ts",
-      "decision.ts",
-    ].map((f) => path.join(SRC, f)),
+    ["shard/cluster/ring.ts", "shard/hash.ts", "shard/table/state-key.ts", "shard/cluster/blocked-cache.ts", "algorithms/types.ts", "decision.ts"].map((f) =>
+      path.join(SRC, f),
+    ),
   );
   const reached = new Set<string>();
   const bare = new Set<string>();
