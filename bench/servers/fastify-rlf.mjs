@@ -149,6 +149,22 @@ app.addHook('onRequest', async (req, reply) => {
 
 app.get('/ready', async () => 'ok')
 
+/** The 200 envelope, for a counted request and a fail-open one alike (fields serialised in schema order). */
+function sendAllowed(reply, headers, now, t0, data) {
+  data.allowed = true
+  data._request = { success: true, processing_time_ms: performance.now() - t0 }
+  return reply
+    .code(200)
+    .headers(headers)
+    .send({
+      id: 'req_' + randomUUID(),
+      timestamp: now,
+      api_version: API_VERSION,
+      object: 'rate_limit',
+      data,
+    })
+}
+
 app.post('/limit', { schema }, async (req, reply) => {
   const t0 = performance.now()
   const { namespace, product, identifier, limit, duration } = req.body
@@ -163,53 +179,29 @@ app.post('/limit', { schema }, async (req, reply) => {
   const headers = { 'RateLimit-Policy': `"${algorithm}";q=${limit};w=${duration}` }
   try {
     const r = await limiterFor(limit, duration).consume(ns + ':' + identifier)
-    const resetMs = now + r.msBeforeNext
     headers.RateLimit = `"${algorithm}";r=${r.remainingPoints};t=${Math.ceil(r.msBeforeNext / 1000)}`
-    return reply
-      .code(200)
-      .headers(headers)
-      .send({
-        id: 'req_' + randomUUID(),
-        timestamp: now,
-        api_version: API_VERSION,
-        object: 'rate_limit',
-        data: {
-          allowed: true,
-          namespace: ns,
-          identifier,
-          limit,
-          remaining: r.remainingPoints,
-          reset_time: Math.ceil(resetMs / 1000),
-          count: r.consumedPoints,
-          algorithm,
-          _request: { success: true, processing_time_ms: performance.now() - t0 },
-        },
-      })
+    return sendAllowed(reply, headers, now, t0, {
+      namespace: ns,
+      identifier,
+      limit,
+      algorithm,
+      remaining: r.remainingPoints,
+      reset_time: Math.ceil((now + r.msBeforeNext) / 1000),
+      count: r.consumedPoints,
+    })
   } catch (r) {
-    if (!(r instanceof RateLimiterRes)) {
-      // Store failure (Redis down): fail open like ringlimit does.
-      return reply
-        .code(200)
-        .headers(headers)
-        .send({
-          id: 'req_' + randomUUID(),
-          timestamp: now,
-          api_version: API_VERSION,
-          object: 'rate_limit',
-          data: {
-            allowed: true,
-            namespace: ns,
-            identifier,
-            limit,
-            remaining: limit - 1,
-            reset_time: Math.ceil(now / 1000) + duration,
-            count: 1,
-            algorithm,
-            degraded: true,
-            _request: { success: true, processing_time_ms: performance.now() - t0 },
-          },
-        })
-    }
+    // Store failure (Redis down): fail open like ringlimit does.
+    if (!(r instanceof RateLimiterRes))
+      return sendAllowed(reply, headers, now, t0, {
+        namespace: ns,
+        identifier,
+        limit,
+        algorithm,
+        remaining: limit - 1,
+        reset_time: Math.ceil(now / 1000) + duration,
+        count: 1,
+        degraded: true,
+      })
     const retryAfter = Math.ceil(r.msBeforeNext) / 1000
     headers.RateLimit = `"${algorithm}";r=0;t=${Math.ceil(r.msBeforeNext / 1000)}`
     headers['Retry-After'] = String(Math.max(1, Math.ceil(retryAfter)))
