@@ -134,16 +134,19 @@ if (args.baseline) {
 }
 
 const tmp = mkdtempSync(join(tmpdir(), 'ringlimit-bench-'))
-installCleanup(() => rmSync(tmp, { recursive: true, force: true }))
+installCleanup(() => {
+  rmSync(tmp, { recursive: true, force: true })
+  tlsFiles?.remove()
+})
 const apiKey = srv.makeApiKey()
 const authHeaders = { authorization: `Bearer ${apiKey}` }
 let tlsFiles = null
 const needsTls = selected.some((s) => s.server.tls)
 if (needsTls) {
   try {
-    tlsFiles = srv.makeCert(join(tmp, 'tls'))
+    tlsFiles = await srv.makeCert()
   } catch (e) {
-    notes.push(`openssl failed (${e.message}): HTTPS rows skipped`)
+    notes.push(`no self-signed certificate (${e.message}): HTTPS rows skipped`)
   }
 }
 
@@ -154,7 +157,7 @@ for (const s of selected) {
   if (s.server.kind === 'ringlimit' && !ringlimitBuilt) skipped.set(s.name, 'dist/src/main.js missing (run `npm run build` at the repo root)')
   else if (s.server.kind === 'fastify' && s.server.store === 'redis' && !redisVersion)
     skipped.set(s.name, 'redis-server not on PATH (apt-get install redis-server)')
-  else if (s.server.tls && !tlsFiles) skipped.set(s.name, 'no TLS certificate (openssl failed)')
+  else if (s.server.tls && !tlsFiles) skipped.set(s.name, 'no TLS certificate (see the notes)')
 }
 
 function log(msg) {
@@ -412,5 +415,6 @@ mkdirSync(join(benchDir, 'results'), { recursive: true })
 writeFileSync(join(benchDir, 'results/latest.json'), JSON.stringify(json, null, 2) + '\n')
 out.write(`results: bench/results/latest.json\n`)
 rmSync(tmp, { recursive: true, force: true })
+tlsFiles?.remove()
 if (liveCount() !== 0) log(`bench: warning: ${liveCount()} child group(s) still tracked at exit (killed now)`)
 process.exit(0)

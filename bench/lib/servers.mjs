@@ -1,7 +1,7 @@
 // Starting the servers under test. Each starter returns a Server:
 //   { urls: [base url per node], recs: [tracked child records], pgids: [...], stop() }
 // Every process is started in its own group (see children.mjs) and stopped by group.
-import { existsSync, mkdirSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
@@ -53,35 +53,16 @@ export function redisAvailable() {
   }
 }
 
-/** Self-signed certificate for 127.0.0.1 via the openssl CLI. */
-export function makeCert(dir) {
-  mkdirSync(dir, { recursive: true })
-  const cert = join(dir, 'cert.pem')
-  const key = join(dir, 'key.pem')
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '2',
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  )
-  return { cert, key }
+/**
+ * A self-signed certificate for 127.0.0.1 (subjectAltName IP:127.0.0.1), made in JavaScript
+ * by the tests' own maker (test/harness/certs.ts, built to dist/test/): no openssl CLI.
+ * → { cert, key } file paths, and remove() for the temp folder holding them.
+ */
+export async function makeCert() {
+  const { selfSignedCert } = await import(join(repoRoot, 'dist/test/harness/certs.js'))
+  const cleanups = []
+  const files = await selfSignedCert({ teardown: (fn) => cleanups.push(fn) }, { commonName: '127.0.0.1', ip: '127.0.0.1' })
+  return { cert: files.certFile, key: files.keyFile, remove: () => cleanups.forEach((fn) => fn()) }
 }
 
 export async function startFloor({ tls } = {}) {
