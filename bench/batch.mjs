@@ -2,14 +2,14 @@
 // all in one run: the servers' own CPU time (utime + stime from /proc) per answer, under
 // wrk, medians over rounds that alternate the rows.
 //
-//   node bench/batch.mjs [--rounds 3] [--seconds 8] [--connections 32] [--before <dir>] [--build <dir>]
-// (<dir>: a checkout built with `npm run build`; --build replaces this one as the build under test)
+//   node bench/batch.mjs [--rounds 3] [--seconds 8] [--connections 32] [--baseline DIR] [--build DIR]
+// (DIR: a checkout built with `npm run build`; --build replaces this one as the build under test)
 //
 // Rows:
 //   floor      uWS: read body, JSON.parse, constant answer (the baseline)
 //   single     ringlimit, POST /limit, one limit per request (10 k identifiers, all 200)
 //   batch10    ringlimit, POST /limit/batch with 10 limits (10 k identifiers, all 200)
-//   before     (with --before <dir>) the same single row on the build in <dir>/dist
+//   baseline   (with --baseline DIR) the same single row on the build in DIR
 // Figures: CPU µs per HTTP answer; batch10 / (10 × single) is the cost of a batch of 10
 // against 10 single requests; single / floor is the local path's ratio to the floor.
 import { execFileSync } from 'node:child_process'
@@ -20,18 +20,18 @@ import { parseArgs } from 'node:util'
 import { installCleanup } from './lib/children.mjs'
 import { GroupWatch, clockTicks } from './lib/procfs.mjs'
 import { median } from './lib/report.mjs'
-import { makeApiKey, ringlimitMain, startFloor, startRinglimit } from './lib/servers.mjs'
+import { buildMain, makeApiKey, ringlimitMain, startFloor, startRinglimit } from './lib/servers.mjs'
 
 const { values: args } = parseArgs({
   options: {
     rounds: { type: 'string', default: '3' },
     seconds: { type: 'string', default: '8' },
     connections: { type: 'string', default: '32' },
-    before: { type: 'string' },
+    baseline: { type: 'string' },
     build: { type: 'string' },
   },
 })
-const MAIN = args.build ? join(args.build, 'dist/src/main.js') : ringlimitMain
+const MAIN = args.build ? buildMain(args.build, '--build') : ringlimitMain
 const ROUNDS = Number(args.rounds)
 const SECONDS = Number(args.seconds)
 const CONNECTIONS = Number(args.connections)
@@ -89,7 +89,10 @@ const rows = [
   { name: 'single', start: () => startRinglimit({ apiKey, main: MAIN }), lua: SINGLE },
   { name: 'batch10', start: () => startRinglimit({ apiKey, main: MAIN }), lua: BATCH },
 ]
-if (args.before) rows.push({ name: 'before', start: () => startRinglimit({ apiKey, main: join(args.before, 'dist/src/main.js') }), lua: SINGLE })
+if (args.baseline) {
+  const main = buildMain(args.baseline)
+  rows.push({ name: 'baseline', start: () => startRinglimit({ apiKey, main }), lua: SINGLE })
+}
 
 const results = Object.fromEntries(rows.map((r) => [r.name, []]))
 try {
@@ -119,4 +122,4 @@ console.log('|:--|--:|--:|')
 for (const row of rows) console.log(`| ${row.name} | ${med(row.name).toFixed(1)} | ${(med(row.name) / floor).toFixed(2)}× |`)
 console.log(`\nbatch of 10 / 10 single requests: ${(batch / (10 * single)).toFixed(3)}× (target ≤ 0.3×)`)
 console.log(`CPU per limit in a batch of 10: ${(batch / 10).toFixed(2)} µs against ${single.toFixed(1)} µs for a single request`)
-if (args.before) console.log(`single-limit path: ${(single / floor).toFixed(2)}× floor now, ${(med('before') / floor).toFixed(2)}× before`)
+if (args.baseline) console.log(`single-limit path: ${(single / floor).toFixed(2)}× floor now, ${(med('baseline') / floor).toFixed(2)}× on the baseline build`)

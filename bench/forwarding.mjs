@@ -4,10 +4,9 @@
 //
 //   npm run build && node bench/forwarding.mjs [--seconds 8] [--rounds 3] [--baseline DIR]
 //
-// --baseline DIR: also run a 2-node cluster from another build (DIR/dist/src/main.js, e.g.
-// the previous commit, built with `git archive <commit> | tar -x -C DIR`, node_modules
-// linked, `npx tspc -p DIR`) and measure it in the same rounds, alternating, so the two
-// builds are compared on the same machine at the same time.
+// --baseline DIR: also run a 2-node cluster from another build (a checkout built with
+// `npm run build`, see buildMain in lib/servers.mjs) and measure it in the same rounds,
+// alternating, so the two builds are compared on the same machine at the same time.
 //
 // Needs wrk (apt-get install wrk). Servers: one standalone node, and a 2-node cluster
 // driven on both nodes at once, so each node forwards the keys the other owns (~50%).
@@ -20,6 +19,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { HashRing } from '../dist/src/shard/cluster/ring.js'
 import { ringKeyOf } from '../dist/src/shard/table/state-key.js'
+import { buildMain } from './lib/servers.mjs'
 
 const arg = (name, d) => {
   const i = process.argv.indexOf(name)
@@ -110,7 +110,7 @@ let base
 if (BASELINE !== undefined) {
   const [oap, obp, oapeer, obpeer] = [await freePort(), await freePort(), await freePort(), await freePort()]
   const opeers = `127.0.0.1:${oapeer},127.0.0.1:${obpeer}`
-  const main = path.join(BASELINE, 'dist/src/main.js')
+  const main = buildMain(BASELINE)
   const oa = start({ PORT: String(oap), PEER_HOST: '127.0.0.1', PEER_PORT: String(oapeer), PEERS: opeers, CLUSTER_SECRET: SECRET }, main)
   const ob = start({ PORT: String(obp), PEER_HOST: '127.0.0.1', PEER_PORT: String(obpeer), PEERS: opeers, CLUSTER_SECRET: SECRET }, main)
   await ready(oap, 2)

@@ -58,8 +58,9 @@ if (args.help) {
   --connections N    connections in total, spread over a row's nodes (default 50)
   --memory           also run the memory scenarios (bench/memory.mjs)
   --markdown         also print the tables as Markdown
-  --baseline PATH    also run every selected ringlimit row against another build's main.js
-                     (rows named <row>@base): before/after figures from one run
+  --baseline DIR     also run every selected ringlimit row on the build of another checkout
+                     (DIR/dist/src/main.js, built there with npm run build; rows named
+                     <row>@base): before/after figures from one run
   --list             list the scenarios and exit
 `)
   process.exit(0)
@@ -122,14 +123,9 @@ if (args.only) {
 // Before/after in one run: each ringlimit row gets a twin started from another build
 // (for example a worktree of the previous commit, built there).
 if (args.baseline) {
-  if (!existsSync(args.baseline)) {
-    process.stderr.write(`bench: --baseline ${args.baseline} does not exist\n`)
-    process.exit(2)
-  }
+  const main = srv.buildMain(args.baseline)
   selected = selected.flatMap((s) =>
-    s.server.kind === 'ringlimit'
-      ? [s, { ...s, name: `${s.name}@base`, desc: `${s.desc} [${args.baseline}]`, server: { ...s.server, main: args.baseline } }]
-      : [s],
+    s.server.kind === 'ringlimit' ? [s, { ...s, name: `${s.name}@base`, desc: `${s.desc} [${args.baseline}]`, server: { ...s.server, main } }] : [s],
   )
 }
 

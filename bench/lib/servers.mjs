@@ -65,6 +65,20 @@ export async function makeCert() {
   return { cert: files.certFile, key: files.keyFile, remove: () => cleanups.forEach((fn) => fn()) }
 }
 
+/**
+ * The main.js of another build, for before/after rows: `--baseline DIR`, DIR a checkout built
+ * there with `npm run build` (e.g. `git worktree add DIR <commit>`, `npm ci`, `npm run build`).
+ * Every script takes a build in this one shape; exits with a clear message when DIR has none.
+ */
+export function buildMain(dir, flag = '--baseline') {
+  const main = join(dir, 'dist/src/main.js')
+  if (!existsSync(main)) {
+    process.stderr.write(`bench: ${flag} ${dir}: no ${main} (run \`npm ci && npm run build\` there)\n`)
+    process.exit(2)
+  }
+  return main
+}
+
 export async function startFloor({ tls } = {}) {
   const port = await freePort()
   const env = { PORT: String(port), HOST: '127.0.0.1', ...(tls ? { TLS_CERT_FILE: tls.cert, TLS_KEY_FILE: tls.key } : {}) }
