@@ -12,19 +12,12 @@ import { FrameDecoder } from "./frame.js";
 import { ClientHandshake, secretKey } from "./handshake.js";
 import type { FrameSealer } from "./session.js";
 import { NOOP_LOGGER, type PeerLogger } from "./logger.js";
-import {
-  DecideBatchWriter,
-  MAX_CALL_PAYLOAD_BYTES,
-  decodeCallReply,
-  decodePong,
-  encodeCall,
-  encodePing,
-  readDecideReply,
-  type DecideResult,
-} from "./messages.js";
+import { DecideBatchWriter, MAX_CALL_PAYLOAD_BYTES, decodeCallReply, encodeCall, encodePing, readDecideReply, type DecideResult } from "./messages.js";
 import { PendingCalls } from "./pending-calls.js";
 import { PendingRequests, invokeSafely, type DecideCallback } from "./pending-requests.js";
 import type { PeerClientOptions, PeerClientState } from "./peer-client-options.js";
+import { RoundTrip } from "./round-trip.js";
+import { ReconnectBackoff } from "./reconnect-backoff.js";
 import { connectSocket, type PeerSocket, type PeerTlsOptions } from "./transport.js";
 
 export type { PeerClientOptions, PeerClientState };
@@ -52,14 +45,7 @@ export class PeerClient extends EventEmitter {
   state: PeerClientState = "connecting";
   /** The peer's node id (options.serverNodeId, proven by its CHALLENGE); null before the first handshake. */
   remoteNodeId: string | null = null;
-  /** Last PING round trip in ms; NaN until measured. */
-  rttMs = NaN;
-  /**
-   * The peer's wall clock minus this node's (ms), estimated at the last PONG to within half
-   * a round trip; NaN until measured (or when the peer sends no wall clock).
-   */
-  clockOffsetMs = NaN;
-  private readonly pong = { echoMs: 0, wallMs: 0 };
+  private readonly roundTrip = new RoundTrip();
 
   private readonly key: KeyObject;
   private readonly log: PeerLogger;
@@ -71,8 +57,7 @@ export class PeerClient extends EventEmitter {
   private readonly timeoutMs: number;
   private readonly heartbeatIntervalMs: number;
   private readonly failureTimeoutMs: number;
-  private readonly reconnectMinMs: number;
-  private readonly reconnectMaxMs: number;
+  private readonly backoff: ReconnectBackoff;
   private readonly handshakeTimeoutMs: number;
   private readonly callTimeoutMs: number;
 
@@ -83,7 +68,6 @@ export class PeerClient extends EventEmitter {
   private ready = false;
   private closed = false;
   private lastRx = 0;
-  private attempts = 0;
   private handshakeTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private failureTimer: NodeJS.Timeout | null = null;
@@ -126,10 +110,19 @@ export class PeerClient extends EventEmitter {
     this.timeoutMs = opts.timeoutMs ?? PEER_DEFAULTS.timeoutMs;
     this.heartbeatIntervalMs = opts.heartbeatIntervalMs ?? PEER_DEFAULTS.heartbeatIntervalMs;
     this.failureTimeoutMs = opts.failureTimeoutMs ?? PEER_DEFAULTS.failureTimeoutMs;
-    this.reconnectMinMs = opts.reconnectMinMs ?? PEER_DEFAULTS.reconnectMinMs;
-    this.reconnectMaxMs = opts.reconnectMaxMs ?? PEER_DEFAULTS.reconnectMaxMs;
+    this.backoff = new ReconnectBackoff(opts.reconnectMinMs ?? PEER_DEFAULTS.reconnectMinMs, opts.reconnectMaxMs ?? PEER_DEFAULTS.reconnectMaxMs);
     this.handshakeTimeoutMs = opts.handshakeTimeoutMs ?? PEER_DEFAULTS.handshakeTimeoutMs;
     this.callTimeoutMs = opts.callTimeoutMs ?? PEER_DEFAULTS.callTimeoutMs;
+  }
+
+  /** Last PING round trip in ms; NaN until measured. */
+  get rttMs(): number {
+    return this.roundTrip.rttMs;
+  }
+
+  /** The peer's wall clock minus this node's in ms (see RoundTrip); NaN until measured. */
+  get clockOffsetMs(): number {
+    return this.roundTrip.clockOffsetMs;
   }
 
   /** Decisions waiting for an answer (including this turn's unsent batch). */
@@ -204,7 +197,7 @@ export class PeerClient extends EventEmitter {
   reconnectNow(): void {
     if (this.closed || this.reconnectTimer === null) return;
     clearTimeout(this.reconnectTimer);
-    this.attempts = 0;
+    this.backoff.reset();
     this.open();
   }
 
@@ -283,15 +276,9 @@ export class PeerClient extends EventEmitter {
       case FrameType.DECIDE_REPLY:
         readDecideReply(body, this.onReplyItem);
         return;
-      case FrameType.PONG: {
-        const pong = this.pong;
-        decodePong(body, pong);
-        this.rttMs = performance.now() - pong.echoMs;
-        // The peer read its clock about half a round trip before this one.
-        this.clockOffsetMs = pong.wallMs + this.rttMs / 2 - Date.now();
-        this.emit("rtt", this.rttMs);
+      case FrameType.PONG:
+        this.emit("rtt", this.roundTrip.measure(body, performance.now(), Date.now()));
         return;
-      }
       case FrameType.CALL_REPLY:
         this.calls.settle(decodeCallReply(body));
         return;
@@ -305,7 +292,7 @@ export class PeerClient extends EventEmitter {
     this.remoteNodeId = this.serverNodeId;
     this.handshake = null;
     this.decoder!.maxFrameBytes = MAX_FRAME_BYTES;
-    this.attempts = 0;
+    this.backoff.reset();
     clearTimeout(this.handshakeTimer!);
     this.handshakeTimer = null;
     this.heartbeatTimer = setInterval(() => this.ping(), this.heartbeatIntervalMs);
@@ -355,12 +342,8 @@ export class PeerClient extends EventEmitter {
     this.calls.failAll(err.code, `peer connection lost while waiting: ${reason}`);
     if (this.closed) return;
     this.setDown(reason);
-    if (silent) this.attempts = 0;
-    const base = Math.min(this.reconnectMaxMs, this.reconnectMinMs * 2 ** this.attempts);
-    this.attempts = Math.min(this.attempts + 1, 30);
-    // Jitter in [base/2, base) keeps a restarted cluster from reconnecting in lockstep.
-    const delay = base / 2 + (Math.random() * base) / 2;
-    this.reconnectTimer = setTimeout(() => this.open(), delay);
+    if (silent) this.backoff.reset();
+    this.reconnectTimer = setTimeout(() => this.open(), this.backoff.next());
   }
 
   private setUp(): void {
