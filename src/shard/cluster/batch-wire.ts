@@ -1,6 +1,7 @@
 import { isUtf8 } from "node:buffer";
 import { ALGORITHMS, algorithmByCode } from "../../algorithms/index.js";
 import { REQUEST_BOUNDS, newDecision, type Decision, type LimitQuery, type RemovedState, type ResetQuery } from "../../decision.js";
+import { forwardedWithinContract } from "./peer-data.js";
 
 /*
  * Bodies of the CALLs that carry batches and resets between nodes (docs/api.md, "Batches
@@ -78,28 +79,11 @@ export function decodeBatchRequest(buf: Buffer): BatchRequest {
     const namespace = strictUtf8(buf, o, o + nsLen);
     const identifier = strictUtf8(buf, o + nsLen, o + nsLen + idLen);
     o += nsLen + idLen;
-    const query = { namespace, identifier, limit, duration, algorithm: algorithm!, cost };
-    if (algorithm === undefined || !withinContract(query)) throw new RangeError("BATCH item out of contract");
-    queries.push(query);
+    if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, namespace, identifier)) throw new RangeError("BATCH item out of contract");
+    queries.push({ namespace, identifier, limit, duration, algorithm, cost });
   }
   if (o !== buf.length) throw new RangeError("BATCH has trailing bytes");
   return { mode, reservation, holdMs, queries };
-}
-
-/** A forwarded item is held to the bounds of POST /limit (docs/api.md), as a caller's would be. */
-function withinContract(q: LimitQuery): boolean {
-  const b = REQUEST_BOUNDS;
-  return (
-    q.limit >= b.limit.min &&
-    q.limit <= b.limit.max &&
-    q.duration >= b.duration.min &&
-    q.duration <= b.duration.max &&
-    q.cost >= b.cost.min &&
-    q.cost <= q.limit &&
-    q.namespace.length >= b.namespace.min &&
-    q.identifier.length >= b.identifier.min &&
-    q.identifier.length <= b.identifier.max
-  );
 }
 
 function strictUtf8(buf: Buffer, start: number, end: number): string {

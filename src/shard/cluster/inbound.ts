@@ -1,12 +1,11 @@
 import { algorithmByCode } from "../../algorithms/index.js";
-import { REQUEST_BOUNDS } from "../../decision.js";
 import { DecideCode, type DecideResult, type PeerServerHandler } from "../../peer/index.js";
 import type { LocalDecider } from "../table/local-decider.js";
 import { ringKeyOf } from "../table/state-key.js";
 import { CallMethod, decodeStates, mergeStates } from "./handoff.js";
 import { onBatchCall } from "./inbound-batch.js";
 import { ownership, type OwnershipView } from "./ownership.js";
-import { checkState } from "./peer-data.js";
+import { checkState, forwardedWithinContract } from "./peer-data.js";
 
 /** What inbound requests change elsewhere in the cluster. */
 export interface InboundEvents {
@@ -42,18 +41,7 @@ export class InboundHandler implements PeerServerHandler {
   /** A throw answers this item with an error: the forwarding node fails open. */
   decide(ns: string, identifier: string, algorithmCode: number, limit: number, duration: number, out: DecideResult, cost = 1): void {
     const algorithm = algorithmByCode(algorithmCode);
-    const b = REQUEST_BOUNDS;
-    if (
-      algorithm === undefined ||
-      !(limit >= b.limit.min && limit <= b.limit.max) ||
-      !(duration >= b.duration.min && duration <= b.duration.max) ||
-      !(cost >= b.cost.min && cost <= limit) ||
-      // the effective namespace (`namespace.slug`) has no upper bound of its own: a slug's NFKD may outgrow the product
-      ns.length < b.namespace.min ||
-      !(identifier.length >= b.identifier.min && identifier.length <= b.identifier.max)
-    ) {
-      throw new RangeError("forwarded decision out of contract");
-    }
+    if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, ns, identifier)) throw new RangeError("forwarded decision out of contract");
     const ringKey = ringKeyOf(ns, identifier);
     const now = Date.now();
     const verdict = ownership(this.view, ringKey, algorithmCode, duration, now, "forwarded");

@@ -22,6 +22,27 @@ const MAX_COUNT = REQUEST_BOUNDS.limit.max;
 const MAX_DURATION_MS = REQUEST_BOUNDS.duration.max * 1000;
 
 /**
+ * Whether a decision forwarded by a peer (a DECIDE item, a BATCH item) asks what POST /limit
+ * would accept from a caller (docs/api.md): the one rule for both, on fields, so the DECIDE
+ * path checks it without building a query. The effective namespace (`namespace.slug`) has
+ * no upper bound of its own: a slug's NFKD may outgrow the product. NaN fails every test.
+ */
+export function forwardedWithinContract(limit: number, duration: number, cost: number, namespace: string, identifier: string): boolean {
+  const b = REQUEST_BOUNDS;
+  return (
+    limit >= b.limit.min &&
+    limit <= b.limit.max &&
+    duration >= b.duration.min &&
+    duration <= b.duration.max &&
+    cost >= b.cost.min &&
+    cost <= limit &&
+    namespace.length >= b.namespace.min &&
+    identifier.length >= b.identifier.min &&
+    identifier.length <= b.identifier.max
+  );
+}
+
+/**
  * Whether a forwarded decision's answer fits the question asked: `remaining` within the
  * limit, the reset at most two windows ahead (the sliding window's reach), the wait
  * finite, non-negative and no longer than that. Anything else is a peer error for that

@@ -1,6 +1,7 @@
 import t from "tap";
-import { algorithmByCode } from "../../../src/algorithms/index.js";
-import { checkState, CLOCK_SKEW_MS, replyWithinContract } from "../../../src/shard/cluster/peer-data.js";
+import { ALGORITHMS, algorithmByCode } from "../../../src/algorithms/index.js";
+import { BatchMode, decodeBatchRequest, encodeBatchRequest } from "../../../src/shard/cluster/batch-wire.js";
+import { checkState, CLOCK_SKEW_MS, forwardedWithinContract, replyWithinContract } from "../../../src/shard/cluster/peer-data.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/table/state-key.js";
 import { REMOVED } from "../../../src/shard/table/state-records.js";
 
@@ -81,4 +82,30 @@ t.test("replyWithinContract: the forged answers of issue 10 fail open, sound one
 t.test("checkState: a removal record (a reset's) passes the key checks and reads as expired, so a receiver that does not know removals drops it", async (t) => {
   for (let code = 0; code < 4; code++) t.equal(checkState(key(code), { ...REMOVED }, NOW), "expired", algorithmByCode(code)!.name);
   t.equal(checkState("not a key", { ...REMOVED }, NOW), "invalid", "a forged key is still refused");
+});
+
+t.test("forwardedWithinContract: a forwarded decision is held to the bounds of POST /limit, on DECIDE and BATCH alike", async (t) => {
+  const id512 = "i".repeat(512);
+  t.ok(forwardedWithinContract(1_000_000, 31_536_000, 1_000_000, "n", id512), "every bound at its largest");
+  t.ok(forwardedWithinContract(1, 1, 0, "n".repeat(300), "i"), "at its smallest; a long effective namespace (with the slug) passes");
+  const out: Array<[string, [number, number, number, string, string]]> = [
+    ["limit 0", [0, 60, 0, "n", "i"]],
+    ["limit above 1,000,000", [1_000_001, 60, 1, "n", "i"]],
+    ["duration 0", [5, 0, 1, "n", "i"]],
+    ["duration above a year", [5, 31_536_001, 1, "n", "i"]],
+    ["cost above the limit", [5, 60, 6, "n", "i"]],
+    ["negative cost", [5, 60, -1, "n", "i"]],
+    ["NaN limit", [NaN, 60, 1, "n", "i"]],
+    ["empty namespace", [5, 60, 1, "", "i"]],
+    ["empty identifier", [5, 60, 1, "n", ""]],
+    ["identifier of 513", [5, 60, 1, "n", "i".repeat(513)]],
+  ];
+  for (const [why, args] of out) t.notOk(forwardedWithinContract(...args), why);
+  const item = (cost: number) => ({ namespace: "n", identifier: "i", limit: 5, duration: 60, algorithm: ALGORITHMS[0]!, cost });
+  t.equal(decodeBatchRequest(encodeBatchRequest(BatchMode.DECIDE, 1, 100, [item(5)])).queries[0]!.cost, 5, "a BATCH item within bounds decodes");
+  t.throws(
+    () => decodeBatchRequest(encodeBatchRequest(BatchMode.DECIDE, 1, 100, [item(5), item(6)])),
+    /out of contract/,
+    "a BATCH item asking more than its limit is refused",
+  );
 });
