@@ -4,6 +4,7 @@ import type { StateTable } from "../table/state-table.js";
 import { CallMethod } from "./handoff.js";
 import { handOverStates, type HandOffReport } from "./handoff-sender.js";
 import type { MemberPool } from "./member-pool.js";
+import { RerunningPass } from "./rerunning-pass.js";
 
 /** After a join, a second reconcile pass catches states created by forwards still in flight on the old ring. */
 const RECONCILE_AGAIN_MS = 500;
@@ -52,8 +53,7 @@ export class Coordinator {
   private readonly fences = new Map<string, number>();
   /** members owed a HANDOFF_DONE once the running reconcile has sent their states */
   private readonly owedDone = new Set<string>();
-  private reconciling: Promise<void> | undefined;
-  private reconcileAgain = false;
+  private readonly reconcile: RerunningPass;
   private strayTimer: NodeJS.Timeout | undefined;
   private lastStrayAt = -Infinity;
   private joinTimer: NodeJS.Timeout | undefined;
@@ -64,7 +64,14 @@ export class Coordinator {
     private readonly pool: MemberPool,
     private readonly table: StateTable,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.reconcile = new RerunningPass(
+      "reconcile",
+      () => this.reconcileOnce(),
+      () => !this.stopped && !this.frozen,
+      logger,
+    );
+  }
 
   start(): void {
     this.joinTimer = setTimeout(() => this.joinTimedOut(), JOIN_TIMEOUT_MS);
@@ -182,30 +189,23 @@ export class Coordinator {
 
   /** Send every state this node holds but does not own to its owner; run one at a time. */
   private scheduleReconcile(again: boolean): void {
-    if (this.reconciling !== undefined) {
-      this.reconcileAgain = true;
-      return;
-    }
-    this.reconciling = (async () => {
-      do {
-        this.reconcileAgain = false;
-        const ring = this.pool.ring;
-        const owed = [...this.owedDone].filter((m) => ring.has(m));
-        for (const m of owed) this.owedDone.delete(m);
-        // While strays still arrive, only members that just joined get their states; see STRAY_QUIET_MS.
-        const now = Date.now();
-        const keepStrays = now - this.lastStrayAt < STRAY_QUIET_MS;
-        const ownerOf = (key: string): string | undefined => {
-          const owner = ring.owner(key);
-          return !keepStrays || (owner !== undefined && (this.fences.get(owner) ?? 0) > now) ? owner : undefined;
-        };
-        const report = await this.handOver(ownerOf, now + RECONCILE_DEADLINE_MS);
-        if (report.sent > 0 || report.failed > 0) this.logger.info(report, "handed states to their new owners");
-        await Promise.allSettled(owed.map((m) => this.pool.client(m)?.call(CallMethod.HANDOFF_DONE, Buffer.alloc(0))));
-      } while (this.reconcileAgain && !this.stopped && !this.frozen);
-    })().finally(() => {
-      this.reconciling = undefined;
-    });
-    if (again) setTimeout(() => !this.stopped && !this.frozen && this.scheduleReconcile(false), RECONCILE_AGAIN_MS).unref();
+    this.reconcile.request();
+    if (again) setTimeout(() => !this.stopped && !this.frozen && this.reconcile.request(), RECONCILE_AGAIN_MS).unref();
+  }
+
+  private async reconcileOnce(): Promise<void> {
+    const ring = this.pool.ring;
+    const owed = [...this.owedDone].filter((m) => ring.has(m));
+    for (const m of owed) this.owedDone.delete(m);
+    // While strays still arrive, only members that just joined get their states; see STRAY_QUIET_MS.
+    const now = Date.now();
+    const keepStrays = now - this.lastStrayAt < STRAY_QUIET_MS;
+    const ownerOf = (key: string): string | undefined => {
+      const owner = ring.owner(key);
+      return !keepStrays || (owner !== undefined && (this.fences.get(owner) ?? 0) > now) ? owner : undefined;
+    };
+    const report = await this.handOver(ownerOf, now + RECONCILE_DEADLINE_MS);
+    if (report.sent > 0 || report.failed > 0) this.logger.info(report, "handed states to their new owners");
+    await Promise.allSettled(owed.map((m) => this.pool.client(m)?.call(CallMethod.HANDOFF_DONE, Buffer.alloc(0))));
   }
 }

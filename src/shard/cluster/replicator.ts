@@ -8,6 +8,7 @@ import { CallMethod, MAX_BATCH_BYTES } from "./handoff.js";
 import type { MemberPool } from "./member-pool.js";
 import { checkState } from "./peer-data.js";
 import type { HashRing } from "./ring.js";
+import { RerunningPass } from "./rerunning-pass.js";
 
 /** Keys visited per event-loop turn by the pass that follows a ring change (as the hand-off scan). */
 const SCAN_SLICE = 20_000;
@@ -86,11 +87,17 @@ export class Replicator {
   private readonly targets: string[] = [];
   private readonly links = new Map<string, Link>();
   private syncedRing: HashRing | undefined;
-  private syncing: Promise<void> | undefined;
-  private syncAgain = false;
+  private readonly resyncPass: RerunningPass;
   private stopped = false;
 
-  constructor(private readonly o: ReplicatorOptions) {}
+  constructor(private readonly o: ReplicatorOptions) {
+    this.resyncPass = new RerunningPass(
+      "replica resync",
+      () => this.resync(),
+      () => !this.stopped,
+      o.logger,
+    );
+  }
 
   start(): void {
     this.syncedRing = this.o.pool.ring;
@@ -108,19 +115,7 @@ export class Replicator {
 
   /** The ring changed: promote, drop and re-replicate (one pass at a time, run again if it changes meanwhile). */
   onRingChanged(): void {
-    if (this.stopped) return;
-    if (this.syncing !== undefined) {
-      this.syncAgain = true;
-      return;
-    }
-    this.syncing = (async () => {
-      do {
-        this.syncAgain = false;
-        await this.resync();
-      } while (this.syncAgain && !this.stopped);
-    })()
-      .catch((err: unknown) => this.o.logger.error({ err: (err as Error).message }, "replica resync failed"))
-      .finally(() => (this.syncing = undefined));
+    if (!this.stopped) this.resyncPass.request();
   }
 
   /**
