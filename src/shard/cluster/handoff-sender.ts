@@ -3,9 +3,8 @@ import type { PeerClient } from "../../peer/index.js";
 import { CallMethod, MAX_BATCH_BYTES, encodeStates, mergeStates, recordBytes, type StateRecord } from "./handoff.js";
 import { parseStateKey } from "../table/state-key.js";
 import type { StateTable } from "../table/state-table.js";
+import { forEachKeySliced } from "./sliced-scan.js";
 
-/** Keys scanned per event-loop turn while looking for states to hand over: keeps a 1 M-key scan from stalling answers. */
-const SCAN_SLICE = 20_000;
 /**
  * Hand-off batches awaiting their acknowledgement, per receiving member, so the receiver's
  * merge overlaps the next batch's encoding (measured, 1 M keys with the Map-based table:
@@ -78,10 +77,8 @@ export async function handOverStates(table: StateTable, target: HandOffTarget): 
 /** The keys to move, grouped by new owner; scanned a slice per event-loop turn. */
 async function keysByOwner(table: StateTable, target: HandOffTarget): Promise<Map<string, string[]>> {
   const byOwner = new Map<string, string[]>();
-  const keys: string[] = [];
-  table.forEach((key) => keys.push(key));
-  for (let i = 0; i < keys.length; i += SCAN_SLICE) {
-    for (const key of keys.slice(i, i + SCAN_SLICE)) {
+  await forEachKeySliced(table, (keys) => {
+    for (const key of keys) {
       const parsed = parseStateKey(key);
       const owner = parsed && target.ownerOf(parsed.ringKey);
       if (owner === undefined || owner === target.self) continue;
@@ -89,7 +86,6 @@ async function keysByOwner(table: StateTable, target: HandOffTarget): Promise<Ma
       if (list === undefined) byOwner.set(owner, (list = []));
       list.push(key);
     }
-    if (i + SCAN_SLICE < keys.length) await new Promise((r) => setImmediate(r));
-  }
+  });
   return byOwner;
 }

@@ -9,9 +9,8 @@ import type { MemberPool } from "./member-pool.js";
 import { checkState } from "./peer-data.js";
 import type { HashRing } from "./ring.js";
 import { RerunningPass } from "./rerunning-pass.js";
+import { forEachKeySliced } from "./sliced-scan.js";
 
-/** Keys visited per event-loop turn by the pass that follows a ring change (as the hand-off scan). */
-const SCAN_SLICE = 20_000;
 /** Deadline of one replication call: a replica that does not answer is left behind, the next resync catches it up. */
 const REPLICATE_TIMEOUT_MS = 2000;
 /**
@@ -239,18 +238,15 @@ export class Replicator {
     const before = this.syncedRing;
     this.syncedRing = ring;
     const self = pool.self;
-    const turn = () => new Promise<void>((r) => setImmediate(r));
 
     // Replica states: promote those this node owns now, drop those it no longer keeps.
-    const replicaKeys: string[] = [];
-    replicaTable.forEach((key) => replicaKeys.push(key));
     let promoted = 0;
     let dropped = 0;
     const targets: string[] = [];
-    for (let i = 0; i < replicaKeys.length; i += SCAN_SLICE) {
-      if (this.stopped) return;
+    const replicasDone = await forEachKeySliced(replicaTable, (keys) => {
+      if (this.stopped) return false;
       const now = Date.now();
-      for (const key of replicaKeys.slice(i, i + SCAN_SLICE)) {
+      for (const key of keys) {
         const n = ring.successors(ringKeyOfStateKey(key), replicas, targets);
         if (n > 0 && targets[0] === self) {
           const state = replicaTable.get(key);
@@ -261,19 +257,17 @@ export class Replicator {
           dropped++;
         }
       }
-      await turn();
-    }
+    });
+    if (!replicasDone) return;
 
-    // Owned states: to the replicas they did not have on the previous ring.
-    const ownedKeys: string[] = [];
-    owned.forEach((key) => ownedKeys.push(key));
-    for (let i = 0; i < ownedKeys.length; i += SCAN_SLICE) {
-      if (this.stopped) return;
+    // Owned states (the promoted ones included): to the replicas they did not have on the previous ring.
+    const ownedDone = await forEachKeySliced(owned, (keys) => {
+      if (this.stopped) return false;
       const now = performance.now();
-      for (const key of ownedKeys.slice(i, i + SCAN_SLICE)) this.addToLinks(key, pool.ring, before, now);
+      for (const key of keys) this.addToLinks(key, pool.ring, before, now);
       for (const [member, link] of this.links) if (link.inFlight < PIPELINE && link.pending.count > 0) this.send(member, link);
-      await turn();
-    }
+    });
+    if (!ownedDone) return;
     metrics.promoted(promoted);
     if (promoted > 0 || dropped > 0) this.o.logger.info({ promoted, dropped, members: ring.members }, "replicas: promoted the states this node now owns");
   }
