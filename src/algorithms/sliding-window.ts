@@ -63,39 +63,13 @@ export const slidingWindow: Algorithm = {
   },
 
   merge(x, y, D, _now, out) {
-    // Align both to the later window, then add counts window by window.
-    const windowStart = Math.max(x.a, y.a);
-    let current = 0;
-    let previous = 0;
-    for (const s of [x, y]) {
-      if (s.a === windowStart) {
-        current += s.b;
-        previous += s.c;
-      } else if (s.a === windowStart - D) {
-        previous += s.b;
-      }
-    }
-    out.a = windowStart;
-    out.b = current;
-    out.c = previous;
+    // Disjoint requests: the counts of each window add up.
+    mergeWindows(x, y, D, add, out);
   },
 
   mergeCopies(x, y, D, _now, out) {
-    // As merge, but each window keeps the larger of the two counts instead of their sum.
-    const windowStart = Math.max(x.a, y.a);
-    let current = 0;
-    let previous = 0;
-    for (const s of [x, y]) {
-      if (s.a === windowStart) {
-        current = Math.max(current, s.b);
-        previous = Math.max(previous, s.c);
-      } else if (s.a === windowStart - D) {
-        previous = Math.max(previous, s.b);
-      }
-    }
-    out.a = windowStart;
-    out.b = current;
-    out.c = previous;
+    // Copies of one history: each window keeps the larger of the two counts.
+    mergeWindows(x, y, D, Math.max, out);
   },
 
   refund(state, cost, countedAt, D, _now, out) {
@@ -114,3 +88,25 @@ export const slidingWindow: Algorithm = {
     return state.b > 0 ? state.a + 2 * D : state.a + D;
   },
 };
+
+const add = (p: number, q: number): number => p + q;
+
+/**
+ * x and y aligned to the later window (a state one window older has its current count as
+ * the previous one; older still counts nothing), then combined window by window. Reads
+ * both before writing, so `out` may be x or y.
+ */
+function mergeWindows(x: Readonly<LimitState>, y: Readonly<LimitState>, D: number, combine: (p: number, q: number) => number, out: LimitState): void {
+  const windowStart = Math.max(x.a, y.a);
+  const current = combine(x.a === windowStart ? x.b : 0, y.a === windowStart ? y.b : 0);
+  const previous = combine(previousCount(x, windowStart, D), previousCount(y, windowStart, D));
+  out.a = windowStart;
+  out.b = current;
+  out.c = previous;
+}
+
+/** The count `state` gives the window before `windowStart`. */
+function previousCount(state: Readonly<LimitState>, windowStart: number, D: number): number {
+  if (state.a === windowStart) return state.c;
+  return state.a === windowStart - D ? state.b : 0;
+}

@@ -44,6 +44,21 @@ t.test("merge aligns windows and adds counts", async (t) => {
   t.same(out, { a: T0, b: 2, c: 7 }, "the older state's current window is the merged previous");
   alg.merge({ a: T0, b: 2, c: 4 }, { a: T0, b: 1, c: 1 }, D, T0, out);
   t.same(out, { a: T0, b: 3, c: 5 });
+  alg.merge({ a: T0 - 2 * D, b: 9, c: 9 }, { a: T0, b: 1, c: 1 }, D, T0, out);
+  t.same(out, { a: T0, b: 1, c: 1 }, "a state two windows old counts nothing");
+});
+
+t.test("mergeCopies aligns windows and keeps the larger count of each", async (t) => {
+  const out = { a: 0, b: 0, c: 0 };
+  alg.mergeCopies({ a: T0, b: 2, c: 4 }, { a: T0 - D, b: 3, c: 1 }, D, T0, out);
+  t.same(out, { a: T0, b: 2, c: 4 }, "the older copy's current window is the previous one: max(4, 3)");
+  alg.mergeCopies({ a: T0, b: 2, c: 4 }, { a: T0, b: 5, c: 1 }, D, T0, out);
+  t.same(out, { a: T0, b: 5, c: 4 });
+  const x = { a: T0, b: 3, c: 2 };
+  alg.mergeCopies(x, x, D, T0, x);
+  t.same(x, { a: T0, b: 3, c: 2 }, "a copy merged with itself (and into itself) is unchanged");
+  alg.merge(x, { a: T0 - D, b: 4, c: 0 }, D, T0, x);
+  t.same(x, { a: T0, b: 3, c: 6 }, "merge into one of its inputs");
 });
 
 t.test("invariants over random sequences", async (t) => checkInvariants(t, alg, 400));
