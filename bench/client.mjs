@@ -8,8 +8,10 @@
 import { spawn } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import http from 'node:http'
-import net from 'node:net'
 import { createInterface } from 'node:readline'
+import { installCleanup, killAllSync } from './lib/children.mjs'
+import { freePort } from './lib/net.mjs'
+import { spawnNode } from './lib/servers.mjs'
 
 const arg = (name, d) => {
   const i = process.argv.indexOf(name)
@@ -22,34 +24,10 @@ const KEY = 'svc_sk_' + 'c'.repeat(40)
 const SECRET = 'bench-client-' + 'k7Qx9PzR2mWv4LtB8nYc3HsJ6dFg1AeU5oKi0'
 const IDLE_SECONDS = 2
 
-const freePort = () =>
-  new Promise((r) => {
-    const s = net.createServer()
-    s.listen(0, '127.0.0.1', () => {
-      const p = s.address().port
-      s.close(() => r(p))
-    })
-  })
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-const children = []
-const kill = () =>
-  children.forEach((c) => {
-    try {
-      process.kill(-c.pid, 'SIGKILL')
-    } catch {}
-  })
-process.on('exit', kill)
-process.on('SIGINT', () => process.exit(130))
+installCleanup()
 
-function start(env) {
-  const c = spawn(process.execPath, ['dist/src/main.js'], {
-    env: { PATH: process.env.PATH, HOST: '127.0.0.1', API_KEYS: KEY, LOG_LEVEL: 'warn', ...env },
-    stdio: 'ignore',
-    detached: true,
-  })
-  children.push(c)
-  return c
-}
+const start = (env) => spawnNode('ringlimit', { API_KEYS: KEY, ...env })
 /**
  * CPU time of a process in ns, every thread (V8's GC helpers, libuv's pool) included: the
  * first field of /proc/<pid>/task/<tid>/schedstat. /proc/<pid>/stat counts 10 ms ticks, too
@@ -185,5 +163,5 @@ ROWS.forEach(([label], i) =>
     `| ${label} | ${Math.round(med[i].rate)} | ${med[i].serverUs.toFixed(1)} (${med[i].rawServerUs.toFixed(1)}) | ${ratio(i, 1).toFixed(2)}× | ${ratio(i, 2).toFixed(2)}× | ${med[i].clientUs.toFixed(1)} | ${clientRatio(i).toFixed(2)}× |`,
   ),
 )
-kill()
+killAllSync()
 process.exit(0)

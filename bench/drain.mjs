@@ -6,35 +6,28 @@
 // Two real nodes on loopback. Node A is filled through its own peer channel (a forwarded
 // decision is always decided locally, so this puts N distinct keys on A in seconds);
 // then A gets SIGTERM and its log says how many keys it handed over and how long it took.
-import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import net from 'node:net'
 import { PeerClient } from '../dist/src/peer/index.js'
 import { HashRing } from '../dist/src/shard/cluster/ring.js'
 import { ringKeyOf } from '../dist/src/shard/table/state-key.js'
+import { installCleanup, killAllSync } from './lib/children.mjs'
+import { freePort } from './lib/net.mjs'
+import { spawnNode } from './lib/servers.mjs'
 
 const args = process.argv.slice(2)
 const KEYS = Number(args[args.indexOf('--keys') + 1] || 1_000_000) || 1_000_000
 const SECRET = randomBytes(32).toString('base64url')
 const API_KEY = 'svc_sk_' + 'b'.repeat(40)
 
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = net.createServer()
-    s.listen(0, '127.0.0.1', () => {
-      const p = s.address().port
-      s.close(() => resolve(p))
-    })
-  })
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 const ports = [await freePort(), await freePort(), await freePort(), await freePort()]
 const peers = `127.0.0.1:${ports[2]},127.0.0.1:${ports[3]}`
-const nodes = [0, 1].map((i) => {
-  const child = spawn(process.execPath, ['dist/src/main.js'], {
-    env: {
-      PATH: process.env.PATH,
-      HOST: '127.0.0.1',
+installCleanup()
+const nodes = [0, 1].map((i) =>
+  spawnNode(
+    `ringlimit n${i + 1}`,
+    {
       PORT: String(ports[i]),
       PEER_HOST: '127.0.0.1',
       PEER_PORT: String(ports[2 + i]),
@@ -45,24 +38,9 @@ const nodes = [0, 1].map((i) => {
       DRAIN_TIMEOUT_MS: '300000',
       LOG_LEVEL: 'info',
     },
-    stdio: ['ignore', 'pipe', 'inherit'],
-    detached: true,
-  })
-  let log = ''
-  child.stdout.on('data', (d) => (log += d))
-  return { child, log: () => log }
-})
-const killAll = () =>
-  nodes.forEach((n) => {
-    try {
-      process.kill(-n.child.pid, 'SIGKILL')
-    } catch {}
-  })
-process.on('SIGINT', () => {
-  killAll()
-  process.exit(130)
-})
-process.on('exit', killAll)
+    { stdout: 'all' },
+  ),
+)
 
 const metric = async (port, name) => {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
@@ -111,14 +89,10 @@ console.log(
 
 const before = await metric(ports[1], 'ringlimit_stored_keys')
 const t0 = Date.now()
-process.kill(nodes[0].child.pid, 'SIGTERM')
-await new Promise((r) => nodes[0].child.on('exit', r))
+process.kill(nodes[0].pid, 'SIGTERM')
+await nodes[0].exited
 const wall = Date.now() - t0
-const line =
-  nodes[0]
-    .log()
-    .split('\n')
-    .find((l) => l.includes('handedOver')) ?? '{}'
+const line = nodes[0].out.split('\n').find((l) => l.includes('handedOver')) ?? '{}'
 const report = JSON.parse(line)
 const after = await metric(ports[1], 'ringlimit_stored_keys')
 console.log(
@@ -126,5 +100,5 @@ console.log(
 )
 console.log(`keys handed over per second: ${Math.round(report.handedOver / (report.ms / 1000)).toLocaleString()}`)
 console.log(`node B stored keys: ${before.toLocaleString()} → ${after.toLocaleString()} (+${(after - before).toLocaleString()})`)
-killAll()
+killAllSync()
 process.exit(0)

@@ -14,12 +14,13 @@ import { execFileSync, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs'
 import http from 'node:http'
-import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { HashRing } from '../dist/src/shard/cluster/ring.js'
 import { ringKeyOf } from '../dist/src/shard/table/state-key.js'
-import { buildMain } from './lib/servers.mjs'
+import { installCleanup, killAllSync } from './lib/children.mjs'
+import { freePort } from './lib/net.mjs'
+import { buildMain, spawnNode } from './lib/servers.mjs'
 
 const arg = (name, d) => {
   const i = process.argv.indexOf(name)
@@ -46,34 +47,10 @@ end
 `,
 )
 
-const freePort = () =>
-  new Promise((r) => {
-    const s = net.createServer()
-    s.listen(0, '127.0.0.1', () => {
-      const p = s.address().port
-      s.close(() => r(p))
-    })
-  })
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-const children = []
-const kill = () =>
-  children.forEach((c) => {
-    try {
-      process.kill(-c.pid, 'SIGKILL')
-    } catch {}
-  })
-process.on('exit', kill)
-process.on('SIGINT', () => process.exit(130))
+installCleanup()
 
-function start(env, main = 'dist/src/main.js') {
-  const c = spawn(process.execPath, [main], {
-    env: { PATH: process.env.PATH, HOST: '127.0.0.1', API_KEYS: KEY, LOG_LEVEL: 'warn', ...env },
-    stdio: 'ignore',
-    detached: true,
-  })
-  children.push(c)
-  return c
-}
+const start = (env, main) => spawnNode('ringlimit', { API_KEYS: KEY, ...env }, { main })
 const cpuTicks = (pid) => {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
   return Number(f[11]) + Number(f[12])
@@ -223,5 +200,5 @@ if (base !== undefined) {
     `median extra µs per forwarded decision over a local one: this build ${m((x) => perForward({ cluster: x.cluster.usPerReq, local: x.local.usPerReq })).toFixed(1)}, baseline ${m((x) => perForward({ cluster: x.baseline.usPerReq, local: x.local.usPerReq })).toFixed(1)}`,
   )
 }
-kill()
+killAllSync()
 process.exit(0)

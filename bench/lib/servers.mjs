@@ -79,6 +79,16 @@ export function buildMain(dir, flag = '--baseline') {
   return main
 }
 
+/**
+ * One ringlimit node for a bench that places its nodes itself (ports, peers, builds): the
+ * build's main.js, loopback, LOG_LEVEL warn unless `env` says otherwise, in its own process
+ * group and tracked (children.mjs), so installCleanup kills it with the bench. Returns the
+ * tracked record: `pid`, `exited`, and the output kept as `stdout` says ('all' for a log).
+ */
+export function spawnNode(name, env, { main = ringlimitMain, stdout } = {}) {
+  return spawnTracked(name, process.execPath, [main], { cwd: repoRoot, env: { HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env }, stdout })
+}
+
 export async function startFloor({ tls } = {}) {
   const port = await freePort()
   const env = { PORT: String(port), HOST: '127.0.0.1', ...(tls ? { TLS_CERT_FILE: tls.cert, TLS_KEY_FILE: tls.key } : {}) }
