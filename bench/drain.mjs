@@ -36,6 +36,7 @@ const nodes = [0, 1].map((i) =>
       API_KEYS: API_KEY,
       MAX_KEYS: String(KEYS * 2),
       DRAIN_TIMEOUT_MS: '300000',
+      METRICS_CACHE_MS: '0', // the fill's figures are read from /metrics right after it
       LOG_LEVEL: 'info',
     },
     { stdout: 'all' },
@@ -63,7 +64,14 @@ process.stdout.write(`filling node A with ${KEYS.toLocaleString()} keys through 
 const ring = new HashRing(peers.split(','))
 const owned = []
 for (let i = 0; owned.length < KEYS; i++) if (ring.owner(ringKeyOf('bench', `user-${i}`)) === `127.0.0.1:${ports[2]}`) owned.push(`user-${i}`)
-const client = new PeerClient({ host: '127.0.0.1', port: ports[2], secret: SECRET, nodeId: 'bench-loader', timeoutMs: 30_000 })
+const client = new PeerClient({
+  host: '127.0.0.1',
+  port: ports[2],
+  secret: SECRET,
+  nodeId: 'bench-loader',
+  serverNodeId: `127.0.0.1:${ports[2]}`,
+  timeoutMs: 30_000,
+})
 client.connect()
 await new Promise((r) => client.once('up', r))
 const errors = new Map()
