@@ -273,10 +273,11 @@ t.test("a DECIDE frame over the caps is refused at once, before anything is deci
   const header = Buffer.alloc(5);
   header.writeUInt32BE(1024 * 1024, 0);
   header[4] = FrameType.DECIDE;
-  const started = performance.now();
   big.socket.write(header);
   t.ok(await within(big.closed, 1_000), "closed");
-  t.ok(performance.now() - started < 500, `in ${(performance.now() - started).toFixed(1)} ms`);
+  // Not judged by the clock (a loaded machine makes any bound flaky): the refusal's reason
+  // says it came from the header's length, not from a timeout waiting for the body.
+  t.equal(server.refusals.total("bad_frame"), 1, "refused as a bad frame, on its header");
 
   // 513 items (one over MAX_DECIDE_ITEMS) in one properly sealed frame: refused whole.
   const many = await rawAuthenticatedClient(port);

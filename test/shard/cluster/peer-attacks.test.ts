@@ -130,7 +130,8 @@ t.test("a member's answers out of bounds fail open per item, never NaN or a nega
 });
 
 t.test("an oversized or over-full frame from an authenticated peer is refused at once; the node keeps serving", async (t) => {
-  const cluster = await startCluster(2);
+  // debug: the node logs why it closed a peer connection
+  const cluster = await startCluster(2, { LOG_LEVEL: "debug" });
   t.teardown(() => cluster.stop());
   const node = cluster.nodes[0]!;
   const port = Number(cluster.env[0]!.PEER_PORT);
@@ -138,11 +139,13 @@ t.test("an oversized or over-full frame from an authenticated peer is refused at
   const header = Buffer.alloc(5);
   header.writeUInt32BE(1024 * 1024, 0);
   header[4] = 7; // DECIDE
-  const started = performance.now();
   peer.socket.write(header);
   t.ok(await within(peer.closed, 1_000), "closed on the header");
-  const ms = performance.now() - started;
-  t.ok(ms < 500, `in ${ms.toFixed(1)} ms`);
+  // Not judged by the clock (a loaded machine makes any bound flaky): the node's reason names
+  // the length the header announced, so it did not wait for the body or time out.
+  const refusal = /"reason":"frame length 1048576 outside 1\.\.\d+"[^\n]*"msg":"peer connection closed"/;
+  for (const end = Date.now() + 5_000; !refusal.test(node.output()) && Date.now() < end;) await new Promise((r) => setTimeout(r, 20));
+  t.match(node.output(), refusal, "refused for the length its header announced");
   const id = cluster.identifierOwnedBy(0, "after");
   t.equal((await hit(node, id, 10)).json.data.count, 1, "serving, counts untouched");
 });
