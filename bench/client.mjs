@@ -7,10 +7,9 @@
 //   npm run build && node bench/client.mjs [--seconds 6] [--rounds 3] [--concurrency 48]
 import { spawn } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
-import http from 'node:http'
 import { createInterface } from 'node:readline'
 import { installCleanup, killAllSync } from './lib/children.mjs'
-import { freePort } from './lib/net.mjs'
+import { freePort, get, waitFor, waitReady } from './lib/net.mjs'
 import { spawnNode } from './lib/servers.mjs'
 
 const arg = (name, d) => {
@@ -57,29 +56,12 @@ async function idleNsPerSecond(pids) {
   await sleep(IDLE_SECONDS * 1000)
   return (totalNs(pids) - before) / ((performance.now() - t0) / 1000)
 }
-const get = (port, p) =>
-  new Promise((resolve, reject) =>
-    http
-      .get({ host: '127.0.0.1', port, path: p, headers: { authorization: `Bearer ${KEY}` } }, (res) => {
-        let b = ''
-        res.on('data', (d) => (b += d))
-        res.on('end', () => resolve({ status: res.statusCode, body: b }))
-      })
-      .on('error', reject),
-  )
-async function ready(port, members) {
-  for (;;) {
-    try {
-      if (members === undefined) {
-        if ((await get(port, '/ready')).status === 200) return
-      } else {
-        const c = JSON.parse((await get(port, '/cluster')).body).data
-        if (c.members.length === members && c.members.every((m) => m.url !== null)) return
-      }
-    } catch {}
-    await sleep(100)
-  }
-}
+/** Until the node at `port` lists `members` members, each with its URL (what the client routes by). */
+const directoryComplete = (port, members) =>
+  waitFor(async () => {
+    const c = JSON.parse((await get(`http://127.0.0.1:${port}/cluster`, 2000, { authorization: `Bearer ${KEY}` })).body).data
+    return c.members.length === members && c.members.every((m) => m.url !== null)
+  })
 
 const single = await freePort()
 const ports = [await freePort(), await freePort(), await freePort()]
@@ -89,8 +71,8 @@ const singleNode = start({ PORT: String(single), PEER_PORT: String(await freePor
 const clusterNodes = ports.map((port, i) =>
   start({ PORT: String(port), PEER_HOST: '127.0.0.1', PEER_PORT: String(peerPorts[i]), PEERS: peers, CLUSTER_SECRET: SECRET }),
 )
-await ready(single)
-for (const p of ports) await ready(p, 3)
+await waitReady(`http://127.0.0.1:${single}/ready`, singleNode)
+for (const p of ports) await directoryComplete(p, 3)
 
 /** Run one driver; server CPU is read when it says "start" and when it prints its result. */
 async function drive(spec, serverPids) {

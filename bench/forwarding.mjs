@@ -12,14 +12,15 @@
 // driven on both nodes at once, so each node forwards the keys the other owns (~50%).
 import { execFileSync, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs'
+import { writeFileSync, mkdtempSync } from 'node:fs'
 import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import { HashRing } from '../dist/src/shard/cluster/ring.js'
 import { ringKeyOf } from '../dist/src/shard/table/state-key.js'
 import { installCleanup, killAllSync } from './lib/children.mjs'
-import { freePort } from './lib/net.mjs'
+import { freePort, get, waitFor } from './lib/net.mjs'
+import { cpuTicks } from './lib/procfs.mjs'
 import { buildMain, spawnNode } from './lib/servers.mjs'
 
 const arg = (name, d) => {
@@ -47,33 +48,15 @@ end
 `,
 )
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 installCleanup()
 
 const start = (env, main) => spawnNode('ringlimit', { API_KEYS: KEY, ...env }, { main })
-const cpuTicks = (pid) => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
-  return Number(f[11]) + Number(f[12])
-}
-const get = (port, p) =>
-  new Promise((resolve, reject) =>
-    http
-      .get({ host: '127.0.0.1', port, path: p }, (res) => {
-        let b = ''
-        res.on('data', (d) => (b += d))
-        res.on('end', () => resolve({ status: res.statusCode, body: b }))
-      })
-      .on('error', reject),
-  )
-async function ready(port, members) {
-  for (;;) {
-    try {
-      const m = await get(port, '/metrics')
-      if (members === undefined || m.body.includes(`ringlimit_ring_members ${members}`)) return
-    } catch {}
-    await sleep(100)
-  }
-}
+/** Until the node at `port` answers /metrics and, given `members`, has that many on its ring. */
+const ready = (port, members) =>
+  waitFor(async () => {
+    const m = await get(`http://127.0.0.1:${port}/metrics`)
+    return members === undefined || m.body.includes(`ringlimit_ring_members ${members}`)
+  })
 
 const [sp, ap, bp, apeer, bpeer] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()]
 const peers = `127.0.0.1:${apeer},127.0.0.1:${bpeer}`
@@ -179,7 +162,7 @@ for (let r = 0; r < ROUNDS; r++) {
   )
 }
 const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]
-const fwd = await get(ap, '/metrics')
+const fwd = await get(`http://127.0.0.1:${ap}/metrics`)
 const line = (n) =>
   fwd.body
     .split('\n')

@@ -24,10 +24,10 @@ export async function freePort() {
 }
 
 /** GET url → { status, body } (self-signed certificates accepted). */
-export function get(url, timeoutMs = 2000) {
+export function get(url, timeoutMs = 2000, headers = {}) {
   const mod = url.startsWith('https:') ? https : http
   return new Promise((resolve, reject) => {
-    const req = mod.get(url, { rejectUnauthorized: false, timeout: timeoutMs, agent: false }, (res) => {
+    const req = mod.get(url, { rejectUnauthorized: false, timeout: timeoutMs, agent: false, headers }, (res) => {
       let body = ''
       res.setEncoding('utf8')
       res.on('data', (d) => {
@@ -67,6 +67,18 @@ export function postJson(url, body, headers = {}, timeoutMs = 2000) {
     req.on('error', reject)
     req.end(data)
   })
+}
+
+/** Poll `check` (an async predicate; a throw counts as false) every 100 ms until it holds. */
+export async function waitFor(check) {
+  for (;;) {
+    try {
+      if (await check()) return
+    } catch {
+      /* not up yet */
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
 }
 
 /**
