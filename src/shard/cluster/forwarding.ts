@@ -27,6 +27,8 @@ const REASON: Record<string, DegradedReason> = { timeout: "peer_timeout", unavai
  */
 export class ClusterDecider implements Decider {
   private readonly cachedBlock: Decision = newDecision();
+  /** A forward's answer: valid only for the `done` call it is passed to (see Decider), so one object serves every forward. */
+  private readonly forwarded: Decision = newDecision();
 
   constructor(
     private readonly view: ClusterView,
@@ -82,7 +84,7 @@ export class ClusterDecider implements Decider {
       query.limit,
       query.duration,
       (err: PeerError | null, r) => {
-        const d = newDecision();
+        const d = this.forwarded;
         if (err !== null || r === null || r.code === 2) {
           const reason = err !== null ? (REASON[err.code] ?? "peer_error") : "peer_error";
           if (reason === "peer_timeout") this.view.noteForward(owner, true, now);
