@@ -12,6 +12,7 @@ import { clearOfWindowEnd } from "../harness/contract.js";
 import { closeAgents, request, TEST_KEY } from "../harness/http-client.js";
 import { metric, startCluster, waitForRing, type TestCluster } from "../harness/cluster.js";
 import type { NodeProcess } from "../harness/node-process.js";
+import { until } from "../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -28,14 +29,6 @@ async function urlsKnown(node: NodeProcess, size: number): Promise<void> {
     const data = (await request(node.url + "/cluster", { headers: { authorization: `Bearer ${TEST_KEY}` } })).json.data;
     if (data.members.length === size && data.members.every((m: { url: string | null }) => m.url !== null)) return;
     if (Date.now() > deadline) throw new Error("member URLs not known: " + JSON.stringify(data));
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-async function until(what: string, fn: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await fn())) {
-    if (Date.now() > deadline) throw new Error("timed out waiting for " + what);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

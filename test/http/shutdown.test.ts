@@ -12,6 +12,7 @@ import t from "tap";
 import { closeAgents, request, TEST_KEY } from "../harness/http-client.js";
 import { spawnNode, type NodeProcess } from "../harness/node-process.js";
 import { sleep, validBody } from "../harness/contract.js";
+import { until } from "../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -62,15 +63,6 @@ function refused(port: number): Promise<boolean> {
   });
 }
 
-async function until(what: string, cond: () => Promise<boolean>, timeoutMs = 3000): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await cond()) return true;
-    await sleep(25);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 function exitWithin(n: NodeProcess, ms: number): Promise<{ code: number | null; signal: NodeJS.Signals | null } | "timeout"> {
   return Promise.race([n.exited, sleep(ms).then(() => "timeout" as const)]);
 }
@@ -89,19 +81,24 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
 
     // /ready on the connection that is already open: 503 while draining
     let readyDuringDrain: number | string = "none";
-    await until("/ready to change", async () => {
-      try {
-        const r = await request(n.url + "/ready", { agent: keepAlive, timeoutMs: 1000 });
-        readyDuringDrain = r.status;
-        if (r.status === 503) t.equal(r.json?.status, "draining");
-        return r.status !== 200;
-      } catch (err) {
-        readyDuringDrain = (err as Error).message;
-        return true;
-      }
-    });
+    await until(
+      "/ready to change",
+      async () => {
+        try {
+          const r = await request(n.url + "/ready", { agent: keepAlive, timeoutMs: 1000 });
+          readyDuringDrain = r.status;
+          if (r.status === 503) t.equal(r.json?.status, "draining");
+          return r.status !== 200;
+        } catch (err) {
+          readyDuringDrain = (err as Error).message;
+          return true;
+        }
+      },
+      3000,
+      25,
+    );
     t.equal(readyDuringDrain, 503, "/ready answers 503 during the drain");
-    t.ok(await until("new connections refused", () => refused(n.port)), "new connections are refused while draining");
+    t.ok(await until("new connections refused", () => refused(n.port), 3000, 25), "new connections are refused while draining");
     t.equal(n.child.exitCode, null, "still running: a request is in flight");
 
     upload.finish();

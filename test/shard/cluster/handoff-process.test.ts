@@ -2,6 +2,7 @@ import t from "tap";
 import { closeAgents, request, type Reply } from "../../harness/http-client.js";
 import { hit, metric, startCluster, waitForRing } from "../../harness/cluster.js";
 import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
+import { eventually } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -49,8 +50,7 @@ t.test("graceful leave and rejoin keep every counted request", async (t) => {
   // Join hand-off runs when each survivor sees the new member; give it a moment to finish
   // (under a second here; the wait ends as soon as the keys are there, and 5 s was seen to
   // run out on a loaded machine: this bounds a wait, it is not a speed claim).
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline && ((await metric(back, "ringlimit_stored_keys")) ?? 0) < 8) await new Promise((r) => setTimeout(r, 50));
+  await eventually(async () => ((await metric(back, "ringlimit_stored_keys")) ?? 0) >= 8, 20_000);
   t.equal(await metric(back, "ringlimit_stored_keys"), 8, "the rejoined node received the states of its 8 keys");
   await check(b!, 2, "after the owner came back");
 });

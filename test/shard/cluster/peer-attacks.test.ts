@@ -10,6 +10,7 @@ import { closeAgents } from "../../harness/http-client.js";
 import { CLUSTER_SECRET, hit, metric, startCluster, waitForRing } from "../../harness/cluster.js";
 import net from "node:net";
 import { freePort, spawnNode } from "../../harness/node-process.js";
+import { eventually } from "../../harness/wait.js";
 import { rawAuthenticatedClient, within } from "../../peer/helpers.js";
 import { startProxy } from "../../peer/proxy.js";
 
@@ -144,7 +145,7 @@ t.test("an oversized or over-full frame from an authenticated peer is refused at
   // Not judged by the clock (a loaded machine makes any bound flaky): the node's reason names
   // the length the header announced, so it did not wait for the body or time out.
   const refusal = /"reason":"frame length 1048576 outside 1\.\.\d+"[^\n]*"msg":"peer connection closed"/;
-  for (const end = Date.now() + 5_000; !refusal.test(node.output()) && Date.now() < end;) await new Promise((r) => setTimeout(r, 20));
+  await eventually(() => refusal.test(node.output()), 5_000);
   t.match(node.output(), refusal, "refused for the length its header announced");
   const id = cluster.identifierOwnedBy(0, "after");
   t.equal((await hit(node, id, 10)).json.data.count, 1, "serving, counts untouched");

@@ -5,6 +5,7 @@ import t, { type Test } from "tap";
 import { closeAgents, post, type Reply } from "../../harness/http-client.js";
 import { hit, metric, startCluster, waitForRing, type TestCluster } from "../../harness/cluster.js";
 import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
+import { eventually } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -183,10 +184,11 @@ t.test("REPLICAS=2 and STATE_DIR: all nodes SIGTERMed together and restarted kee
   const restarted = await Promise.all(cluster.env.map((env) => spawnNode(env)));
   restarted.forEach((node, i) => (cluster.nodes[i] = node));
   await waitForRing(restarted, 3);
-  const deadline = Date.now() + 5000;
   // Each node hands the states it restored but does not own to their owners.
-  while (Date.now() < deadline && (await Promise.all(restarted.map((n) => metric(n, "ringlimit_stored_keys")))).reduce((x, y) => x! + y!, 0)! > keys.length)
-    await sleep(50);
+  await eventually(
+    async () => (await Promise.all(restarted.map((n) => metric(n, "ringlimit_stored_keys")))).reduce((x, y) => x! + y!, 0)! <= keys.length,
+    5000,
+  );
   await expectCounts(t, restarted[0]!, keys, "after a whole-cluster restart");
   await expectCounts(t, restarted[2]!, keys, "and again through another node");
 });
@@ -205,8 +207,7 @@ t.test("REPLICAS=2: an owner SIGSTOPped while its replica took over resumes with
   a!.signal("SIGCONT");
   await waitForRing([a!, b!, c!], 3);
   // The survivors hand the keys back to their owner; wait until they hold none.
-  const deadline = Date.now() + 5000;
-  while (Date.now() < deadline && ((await metric(b!, "ringlimit_stored_keys"))! > 0 || (await metric(c!, "ringlimit_stored_keys"))! > 0)) await sleep(50);
+  await eventually(async () => (await metric(b!, "ringlimit_stored_keys"))! === 0 && (await metric(c!, "ringlimit_stored_keys"))! === 0, 5000);
   await expectCounts(t, b!, keys, "after the owner resumed");
   await expectCounts(t, a!, keys, "asked at the owner itself");
 });
