@@ -5,7 +5,10 @@ import { hit, metric, startCluster } from "../../harness/cluster.js";
 t.teardown(closeAgents);
 
 t.test("3 nodes: one counter per key whichever node is asked; exact under concurrency", async (t) => {
-  const cluster = await startCluster(3);
+  // What is claimed here is exactness, not the deadline: 360 parallel forwards on two shared,
+  // loaded cores outran the 100 ms default, and each forward that did failed open (28 of them
+  // once, in a full suite). The deadline's own behaviour is tested in slow-peers and peer/failure.
+  const cluster = await startCluster(3, { PEER_TIMEOUT_MS: "5000" });
   t.teardown(() => cluster.stop());
   const nodes = cluster.nodes.map((n) => n!);
 
