@@ -33,6 +33,7 @@ export const DEFAULTS = Object.freeze({
   replicas: undefined as number | undefined, // copies of each state on the ring, the owner's included; default 2 with peers, 1 alone
   failOpen: true as boolean,
   maxKeys: 5_000_000 as number,
+  maxMemoryMb: undefined as number | undefined, // MiB for limit states (tables + blocked cache); default 30 % of the heap limit, shared as shard/table/memory-budget.ts says
   metricsPort: undefined as number | undefined, // set: /metrics moves to this port
   advertiseUrl: undefined as string | undefined, // the URL clients reach this node at (GET /cluster); default: http(s)://host:port, see defaultAdvertiseUrl
   metricsToken: undefined as string | undefined, // set: /metrics requires `Authorization: Bearer <token>`
@@ -150,7 +151,16 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   snapshotIntervalMs: ["SNAPSHOT_INTERVAL_MS", int(100, 86_400_000), "ms between snapshots to STATE_DIR (what a SIGKILL of a lone node loses at most)"],
   replicas: ["REPLICAS", int(1, 16), "copies of each state on the ring, the owner's included (unset: 2 with PEERS / PEERS_DNS, 1 alone)"],
   failOpen: ["FAIL_OPEN", bool, "answer 200 with degraded: true when no exact decision can be made (false: 500 or 503 instead)"],
-  maxKeys: ["MAX_KEYS", int(1, 1_000_000_000), "rate-limit states kept in memory; beyond it a sampled state near expiry is evicted"],
+  maxKeys: [
+    "MAX_KEYS",
+    int(1, 1_000_000_000),
+    "rate-limit states kept in memory; beyond it the sampled state whose loss matters least (fewest counted requests, then nearest expiry) is evicted",
+  ],
+  maxMemoryMb: [
+    "MAX_MEMORY_MB",
+    int(16, 1_048_576),
+    "MiB for rate-limit states (owned and replica tables, blocked cache); beyond it the state whose loss matters least is evicted (unset: 30 % of the V8 heap limit)",
+  ],
   metricsPort: ["METRICS_PORT", int(0, 65535), "serve /metrics on this port instead of PORT (unset: on PORT)"],
   metricsToken: ["METRICS_TOKEN", str, "when set (16+ characters), /metrics requires Authorization: Bearer <token>"],
   metricsCacheMs: ["METRICS_CACHE_MS", int(0, 60_000), "render /metrics at most once per this many ms; scrapes in between get the same text (0: every scrape)"],

@@ -12,6 +12,7 @@ import { Directory } from "./shard/cluster/directory.js";
 import { defaultAdvertiseUrl } from "./shard/cluster/self-address.js";
 import { LocalDecider } from "./shard/table/local-decider.js";
 import { StateTable } from "./shard/table/state-table.js";
+import { memoryBudget } from "./shard/table/memory-budget.js";
 import { DurabilityMetrics } from "./metrics/durability-metrics.js";
 import { clusterIdentity } from "./shard/table/snapshot-file.js";
 import { Snapshotter } from "./shard/table/snapshotter.js";
@@ -33,10 +34,13 @@ export interface RunningNode {
 
 /** Wire one node together from its configuration and start serving. */
 export async function startNode(config: Config, logger: Logger = createLogger(config.logLevel, config.nodeId)): Promise<RunningNode> {
-  const table = new StateTable(config.maxKeys, Date.now());
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
-  // Copies of other owners' states (docs/durability.md): bounded like the owned table.
-  const replicaTable = clustered && (config.replicas ?? 1) > 1 ? new StateTable(config.maxKeys, Date.now()) : undefined;
+  const replicated = clustered && (config.replicas ?? 1) > 1;
+  // One byte budget for every store of limit states, shared as memory-budget.ts says.
+  const budget = memoryBudget(config.maxMemoryMb, { clustered, replicas: config.replicas ?? 1 });
+  const table = new StateTable(config.maxKeys, Date.now(), budget.ownedBytes);
+  // Copies of other owners' states (docs/durability.md): bounded in keys like the owned table, in bytes by its share.
+  const replicaTable = replicated ? new StateTable(config.maxKeys, Date.now(), budget.replicaBytes) : undefined;
   const local = new LocalDecider(table);
   // One coarse sweep for expired states and for batch reservations nobody confirmed.
   const sweep = setInterval(() => {
@@ -55,8 +59,19 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
     logger.warn({ generatedApiKey: generated.key, sha256: generated.sha256 }, "no API_KEYS or API_KEY_HASHES configured: generated an API key for this run");
   }
   const verifier = new ApiKeyVerifier(apiKeys, config.apiKeyHashes);
-  const metrics = new Metrics({ storedKeys: () => table.size, evictions: () => table.evictions, expirations: () => table.expirations }, config.metricsCacheMs);
-  const cluster = clustered ? new Cluster(config, local, metrics, logger, readPeerTls(config), replicaTable) : undefined;
+  const metrics = new Metrics(
+    {
+      storedKeys: () => table.size,
+      storedBytes: (): number => table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0),
+      maxStoredBytes: budget.totalBytes,
+      evictions: () => table.evictions,
+      expirations: () => table.expirations,
+    },
+    config.metricsCacheMs,
+  );
+  const cluster = clustered
+    ? new Cluster(config, local, metrics, logger, readPeerTls(config), { replicaTable, blockedCacheBytes: budget.blockedCacheBytes })
+    : undefined;
   const decider: Decider = cluster?.decider ?? local;
   const durability = new DurabilityMetrics(metrics.registry);
   const snapshotter =
@@ -106,7 +121,19 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
     directory.selfUrl = advertiseUrl;
     directory.setRing([name], name);
   }
-  logger.info({ port, metricsPort, peerPort, self: cluster?.self, advertiseUrl, https: tls, maxKeys: config.maxKeys }, "ringlimit node listening");
+  logger.info(
+    {
+      port,
+      metricsPort,
+      peerPort,
+      self: cluster?.self,
+      advertiseUrl,
+      https: tls,
+      maxKeys: config.maxKeys,
+      memoryBudgetBytes: budget,
+    },
+    "ringlimit node listening",
+  );
 
   let stopping: Promise<void> | undefined;
   return {

@@ -82,7 +82,7 @@ t.test(`src/ root holds at most ${MAX_ROOT_FILES} files`, async (t) => {
 });
 
 /** Known debt, each at most its size when this test was written. Remove an entry when its file is split; an entry may only shrink. */
-const OVERSIZED: Record<string, number> = { "shard/table/state-table.ts": 439 };
+const OVERSIZED: Record<string, number> = {};
 
 t.test(`no file in src/ is over ${MAX_LINES} lines`, async (t) => {
   const lines = new Map(files.map((f) => [rel(f), readFileSync(f, "utf8").trimEnd().split("\n").length]));
@@ -140,11 +140,17 @@ function runtimeImportsOf(file: string): { relative: string[]; bare: string[] } 
 
 t.test("src/client loads only itself, the ring code and pure helpers: no uWebSockets.js, http/ or peer/", async (t) => {
   const client = path.join(SRC, "client") + path.sep;
-  // The ring and its hash, the key layout, the blocked cache, the product slug, the algorithm names, the request bounds.
+  // The ring and its hash, the key layout, the blocked cache (and what a key costs in bytes), the product slug, the algorithm names, the request bounds.
   const allowed = new Set(
-    ["shard/cluster/ring.ts", "shard/hash.ts", "shard/table/state-key.ts", "shard/cluster/blocked-cache.ts", "algorithms/types.ts", "decision.ts"].map((f) =>
-      path.join(SRC, f),
-    ),
+    [
+      "shard/cluster/ring.ts",
+      "shard/hash.ts",
+      "shard/table/state-key.ts",
+      "shard/cluster/blocked-cache.ts",
+      "shard/table/key-bytes.ts",
+      "algorithms/types.ts",
+      "decision.ts",
+    ].map((f) => path.join(SRC, f)),
   );
   const reached = new Set<string>();
   const bare = new Set<string>();

@@ -275,6 +275,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   ADVERTISE_URL: [[""], ["10.0.0.1:8080"], ["ftp://x"], ["http://user:pw@x"], ["http://x/?q=1"]],
   METRICS_TOKEN: [[""], ["short-token"]],
   METRICS_CACHE_MS: [["-1"], ["60001"], ["1s"]],
+  MAX_MEMORY_MB: [["15"], ["lots"], ["1048577"]],
   LOG_LEVEL: [["loud"], ["INFO"], [""]],
 };
 

@@ -9,6 +9,9 @@ const STATUSES = [200, 400, 401, 403, 404, 405, 413, 415, 429, 500, 503] as cons
 
 export interface MetricSources {
   storedKeys: () => number;
+  /** estimated bytes the state table holds, and its bound */
+  storedBytes: () => number;
+  maxStoredBytes: number;
   evictions: () => number;
   expirations: () => number;
 }
@@ -91,7 +94,19 @@ export class Metrics {
       registry,
     );
     pulledGauge(registry, "ringlimit_stored_keys", "Limit states stored on this node", sources.storedKeys);
-    pulledCounter(registry, "ringlimit_evictions_total", "States evicted because the table reached MAX_KEYS", sources.evictions);
+    pulledGauge(
+      registry,
+      "ringlimit_stored_bytes",
+      "Bytes held by limit states as V8 lays them out: the owned and replica tables (keys, arrays at capacity, index, remembered resets) and the blocked cache",
+      sources.storedBytes,
+    );
+    pulledGauge(
+      registry,
+      "ringlimit_stored_bytes_limit",
+      "Bound on ringlimit_stored_bytes (MAX_MEMORY_MB, or 30 % of the heap limit), shared by the tables and the blocked cache: states are evicted to stay under it",
+      () => sources.maxStoredBytes,
+    );
+    pulledCounter(registry, "ringlimit_evictions_total", "States evicted because the table reached MAX_KEYS or its byte bound", sources.evictions);
     pulledCounter(
       registry,
       "ringlimit_metrics_renders_total",

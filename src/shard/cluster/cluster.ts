@@ -39,10 +39,22 @@ export class Cluster implements ClusterView {
   private readonly table: StateTable;
   /** REPLICAS > 1: keeps copies of this node's states on its successors, and takes over theirs */
   readonly replicator: Replicator | undefined;
+  /** a forwarding node's memory of owners' 429s, bounded in bytes */
+  readonly blockedCache: BlockedCache;
   private stopped = false;
 
-  /** `replicaTable`: where states of other owners are kept; given when REPLICAS > 1. */
-  constructor(config: Config, local: LocalDecider, metrics: Metrics, logger: Logger, tls: PeerTls, replicaTable?: StateTable) {
+  /**
+   * `replicaTable`: where states of other owners are kept; given when REPLICAS > 1.
+   * `blockedCacheBytes`: the blocked cache's share of the memory budget (memory-budget.ts).
+   */
+  constructor(
+    config: Config,
+    local: LocalDecider,
+    metrics: Metrics,
+    logger: Logger,
+    tls: PeerTls,
+    { replicaTable, blockedCacheBytes }: { replicaTable: StateTable | undefined; blockedCacheBytes: number },
+  ) {
     this.table = local.table;
     const peerPort = config.peerPort!;
     this.pool = new MemberPool({
@@ -87,10 +99,11 @@ export class Cluster implements ClusterView {
       clockOffsets: () => pool.clockOffsets(),
       peerStates: () => pool.peerStates(),
     });
+    this.blockedCache = new BlockedCache(blockedCacheBytes);
     this.decider = new ClusterDecider(
       this,
       local,
-      new BlockedCache(),
+      this.blockedCache,
       clusterMetrics,
       new BatchForwarder(this, local, config.peerTimeoutMs, batchHoldMs(config.peerTimeoutMs)),
     );

@@ -14,6 +14,8 @@ export interface Counted {
   /** total cost of the batch's items on this state */
   cost: number;
   state: StoredState;
+  /** what the state has counted after them (limit − remaining): its eviction weight */
+  weight: number;
 }
 
 export interface BatchDecision {
@@ -69,6 +71,7 @@ export function decideBatchOn(
     if (pending !== undefined) {
       pending.state = { a: step.a, b: step.b, c: step.c, expiresAt, origin: KEEP_ORIGIN };
       pending.cost += q.cost;
+      pending.weight = q.limit - step.remaining;
     } else {
       overlay.set(key, {
         key,
@@ -77,6 +80,7 @@ export function decideBatchOn(
         at: now,
         cost: q.cost,
         state: { a: step.a, b: step.b, c: step.c, expiresAt, origin: KEEP_ORIGIN },
+        weight: q.limit - step.remaining,
       });
     }
   }
@@ -87,7 +91,7 @@ export function decideBatchOn(
   }
   const before = standing ? standingViews(table, queries, ringKeys, now, decisions) : undefined;
   const counted = [...overlay.values()];
-  if (commit) for (const c of counted) table.set(c.key, c.state);
+  if (commit) for (const c of counted) table.set(c.key, c.state, c.weight);
   return { decisions, allowed, counted, ...(before !== undefined ? { standing: before } : {}) };
 }
 

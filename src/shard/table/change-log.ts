@@ -1,9 +1,13 @@
+import { KEY_REF_BYTES } from "./key-bytes.js";
+
 /**
  * The keys of a state table whose state changed since the last take(), each once (for
  * replication: a state is sent, not each change). Per slot, the generation in which its key
  * was last logged; a take() starts a new generation. The table tells it when slots move.
  */
 export class ChangeLog {
+  /** bytes per slot of the table's capacity (loggedIn) */
+  static readonly SLOT_BYTES = 4;
   private keys: string[] = [];
   private loggedIn: Uint32Array;
   private generation = 1;
@@ -21,6 +25,11 @@ export class ChangeLog {
     this.loggedIn[slot] = this.generation;
     if (this.keys.length === 0) this.onFirst();
     this.keys.push(key);
+  }
+
+  /** bytes of the keys logged and not yet taken (references; the strings are the table's) */
+  get pendingBytes(): number {
+    return this.keys.length * KEY_REF_BYTES;
   }
 
   take(): string[] {

@@ -26,6 +26,11 @@ export class KeyIndex {
     return this.count;
   }
 
+  /** bytes of the two arrays at their capacity */
+  get bytes(): number {
+    return this.buckets.byteLength + this.hashes.byteLength;
+  }
+
   get(key: string): number | undefined {
     const h = hash32(key, this.seed);
     const buckets = this.buckets;

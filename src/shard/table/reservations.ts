@@ -1,6 +1,6 @@
 import { algorithmByCode, type LimitState } from "../../algorithms/index.js";
 import type { Counted } from "./batch.js";
-import type { StateTable } from "./state-table.js";
+import { KEEP_WEIGHT, type StateTable } from "./state-table.js";
 
 /** Bound on reservations held at once; past it the oldest is released early (a refused batch at worst). */
 const MAX_RESERVATIONS = 100_000;
@@ -54,7 +54,7 @@ export class Reservations {
       // Gone (reset, expired, handed over): nothing is left here to give back.
       if (state === undefined || algorithm === undefined) continue;
       algorithm.refund(state, c.cost, c.at, c.duration * 1000, now, out);
-      this.table.set(c.key, { a: out.a, b: out.b, c: out.c, expiresAt: state.expiresAt, origin: state.origin });
+      this.table.set(c.key, { a: out.a, b: out.b, c: out.c, expiresAt: state.expiresAt, origin: state.origin }, KEEP_WEIGHT);
     }
     return true;
   }

@@ -2,21 +2,21 @@ import type { Algorithm, LimitState, Step } from "../../algorithms/types.js";
 import { KeyIndex, flatCopy } from "./key-index.js";
 import { ChangeLog } from "./change-log.js";
 import { OriginSource } from "./origins.js";
+import { sampleVictim } from "./eviction.js";
+import { MIN_BYTES } from "./key-bytes.js";
+import { SlotCosts, UNKNOWN_WEIGHT } from "./slot-costs.js";
+import { DurationSet } from "./durations.js";
 import { parseStateKey } from "./state-key.js";
+import { ResetMemory } from "./reset-memory.js";
+import { SweepLists } from "./sweep-lists.js";
 
-/** How many random slots an eviction looks at to pick the one closest to expiry (as Redis does). */
-const EVICTION_SAMPLES = 5;
+export { RESET_MEMORY_MS } from "./reset-memory.js";
+
+/** Bytes per slot of capacity: a, b, c (Float64); expiry, origin, listed, prev, next, cost, weight (32-bit). */
+const SLOT_BYTES = 3 * 8 + 7 * 4;
 const INITIAL_CAPACITY = 1024;
-/**
- * How long a reset is remembered: a state of the identifier handed over within this time
- * (a stray state reconciled to its owner, a leaving node's hand-off) was counted before
- * the reset, or at worst just after it, and is dropped rather than merged back.
- */
-export const RESET_MEMORY_MS = 60_000;
-/** Bound on remembered resets; the oldest are forgotten first. */
-const MAX_REMEMBERED_RESETS = 100_000;
-/** Distinct durations remembered for resets; past this, a reset of every state of an identifier scans the table. */
-const MAX_TRACKED_DURATIONS = 4096;
+/** Of the byte bound, the share remembered resets may use (they are counted in `bytes`). */
+const RESET_MEMORY_SHARE = 1 / 16;
 
 export interface StoredState extends LimitState {
   /** unix seconds after which the state is equivalent to no state */
@@ -34,6 +34,9 @@ export interface StoredState extends LimitState {
 /** StoredState.origin for a state this node computed itself (a batch): set() keeps the key's origin, or draws one for a new key. */
 export const KEEP_ORIGIN = 0;
 
+/** set()'s weight for a state whose counted requests are unchanged or fewer (a refund): the stored key keeps its weight. */
+export const KEEP_WEIGHT = -1;
+
 /** Point-in-time copies of a table's columns, for a snapshot written over many event-loop turns. */
 export interface TableCopy {
   readonly keys: readonly string[];
@@ -45,22 +48,18 @@ export interface TableCopy {
 }
 
 /**
- * Limit states of the keys this node owns.
+ * Limit states of the keys this node owns (or, as the replica table, copies of other owners').
  *
  * Memory per key is what bounds a node, so states live in parallel typed arrays indexed
  * by a dense slot number (a removed slot is filled by moving the last one into it), and
  * the only per-key object is the key string, found through an open-addressing index
- * (KeyIndex). A key costs 44 bytes of arrays + ~12 of index + its string.
- *
- * Expiry is a per-second sweep: each slot sits in the list of at most one second, a
- * doubly linked list threaded through two Int32Arrays (prev/next), so a slot that is
- * evicted or deleted leaves its list at once and nothing of it is retained. When a
- * second comes, a slot whose expiry has since moved later is re-listed under its new
- * second instead of being removed. No timer per key, and an update on the hot path
- * costs nothing unless the slot is not listed at all.
+ * (KeyIndex). A key costs 52 bytes of arrays + ~12 of index + its string; bounded in
+ * states (MAX_KEYS) and in bytes (MAX_MEMORY_MB), since callers choose the keys.
+ * Expiry is a per-second sweep over lists of slots by second (SweepLists): no timer per key.
  */
 export class StateTable {
   readonly maxKeys: number;
+  readonly maxBytes: number;
   evictions = 0;
   expirations = 0;
 
@@ -72,49 +71,48 @@ export class StateTable {
   /** unix seconds; the state is dropped when a sweep passes this second */
   private expiry: Uint32Array;
   private origin: Uint32Array;
+  private readonly costs: SlotCosts;
+  /** SLOT_BYTES, and the change log's per slot once tracked */
+  private slotBytes = SLOT_BYTES;
   private readonly origins = new OriginSource();
-  /** the second whose sweep list holds this slot (0: in none) */
-  private listed: Uint32Array;
-  /** neighbours in that list (-1: none) */
-  private prev: Int32Array;
-  private next: Int32Array;
+  private readonly lists: SweepLists;
   private count = 0;
 
-  /** second → first slot of its list */
-  private readonly sweepHeads = new Map<number, number>();
-  private lastSweptSecond: number;
-
-  /**
-   * Every duration (seconds) a stored state has had, so that removing all the states of
-   * one identifier looks up (algorithm × duration) keys instead of scanning. Callers use a
-   * handful of durations; undefined once more than MAX_TRACKED_DURATIONS were seen.
-   */
-  private durationsSeen: Set<number> | undefined = new Set();
+  /** every duration (seconds) stored states have had: resets look keys up instead of scanning */
+  private readonly durations = new DurationSet();
   private changes: ChangeLog | undefined; // see trackChanges
 
-  /** ring key → unix ms until which its reset is remembered; insertion order is expiry order */
-  private readonly resets = new Map<string, number>();
+  private readonly resets: ResetMemory;
 
   /** scratch view handed to algorithms, refilled per decision */
   private readonly view: LimitState = { a: 0, b: 0, c: 0 };
 
-  constructor(maxKeys: number, now: number) {
-    if (!(maxKeys >= 1)) throw new RangeError("maxKeys must be at least 1");
+  /** `maxBytes`: bound on `bytes` (MAX_MEMORY_MB); states are evicted to stay under it. */
+  constructor(maxKeys: number, now: number, maxBytes = Infinity) {
+    if (!(maxKeys >= 1 && maxBytes >= MIN_BYTES)) throw new RangeError(`maxKeys must be at least 1 and maxBytes at least ${MIN_BYTES}`);
     this.maxKeys = maxKeys;
+    this.maxBytes = maxBytes;
+    this.resets = new ResetMemory(maxBytes * RESET_MEMORY_SHARE);
     const capacity = Math.min(INITIAL_CAPACITY, maxKeys);
     this.a = new Float64Array(capacity);
     this.b = new Float64Array(capacity);
     this.c = new Float64Array(capacity);
     this.expiry = new Uint32Array(capacity);
     this.origin = new Uint32Array(capacity);
-    this.listed = new Uint32Array(capacity);
-    this.prev = new Int32Array(capacity);
-    this.next = new Int32Array(capacity);
-    this.lastSweptSecond = Math.floor(now / 1000);
+    this.costs = new SlotCosts(capacity);
+    this.lists = new SweepLists(capacity, now);
   }
 
   get size(): number {
     return this.count;
+  }
+
+  /**
+   * Bytes held as V8 lays them out: keys, arrays at capacity, index, the change log when
+   * tracked (replication), remembered resets. bench/table-bytes.mjs: within 1 % of measured.
+   */
+  get bytes(): number {
+    return this.costs.keyBytes + this.a.length * this.slotBytes + this.index.bytes + (this.changes?.pendingBytes ?? 0) + this.resets.bytes;
   }
 
   /**
@@ -135,10 +133,11 @@ export class StateTable {
     if (!out.allowed || cost === 0) return;
     if (slot === undefined) {
       slot = this.insert(key);
-      this.noteDuration(durationMs / 1000);
+      this.durations.note(durationMs / 1000);
       this.origin[slot] = this.origins.next();
     }
     this.write(slot, out.a, out.b, out.c, Math.ceil(out.resetMs / 1000));
+    this.costs.weight[slot] = limit - out.remaining;
     this.changes?.note(slot, this.keys[slot]!);
   }
 
@@ -148,15 +147,20 @@ export class StateTable {
     return { a: this.a[slot]!, b: this.b[slot]!, c: this.c[slot]!, expiresAt: this.expiry[slot]!, origin: this.origin[slot]! };
   }
 
-  /** Store a state as it is, origin included (hand-off, replicas, snapshots, batches, tests). */
-  set(key: string, state: StoredState): void {
+  /**
+   * Store a state as it is, origin included (hand-off, replicas, snapshots, batches, tests).
+   * `weight`: see SlotCosts; KEEP_WEIGHT keeps a stored key's (a refund), unknown for a new one.
+   */
+  set(key: string, state: StoredState, weight = UNKNOWN_WEIGHT): void {
     let slot = this.index.get(key);
     if (slot === undefined) {
       slot = this.insert(key);
-      this.noteDuration(parseStateKey(key)?.duration);
+      this.durations.note(parseStateKey(key)?.duration);
       this.origin[slot] = state.origin >>> 0 || this.origins.next();
+      this.costs.weight[slot] = UNKNOWN_WEIGHT;
     } else if (state.origin !== KEEP_ORIGIN) this.origin[slot] = state.origin >>> 0;
     this.write(slot, state.a, state.b, state.c, state.expiresAt);
+    if (weight !== KEEP_WEIGHT) this.costs.weight[slot] = weight;
     this.changes?.note(slot, this.keys[slot]!);
   }
 
@@ -167,6 +171,7 @@ export class StateTable {
    */
   trackChanges(onFirstChange: () => void): void {
     this.changes = new ChangeLog(this.a.length, onFirstChange);
+    this.slotBytes = SLOT_BYTES + ChangeLog.SLOT_BYTES;
   }
 
   /** The keys changed since the last call (some may have been deleted since). */
@@ -196,27 +201,17 @@ export class StateTable {
 
   /** Remember that the states of `ringKey` were reset at `now` (see RESET_MEMORY_MS). */
   noteReset(ringKey: string, now: number): void {
-    this.resets.delete(ringKey);
-    if (this.resets.size >= MAX_REMEMBERED_RESETS) this.resets.delete(this.resets.keys().next().value!);
-    this.resets.set(ringKey, now + RESET_MEMORY_MS);
+    this.resets.note(ringKey, now);
   }
 
   /** Whether `ringKey` was reset within RESET_MEMORY_MS of `now`. */
   wasReset(ringKey: string, now: number): boolean {
-    const until = this.resets.get(ringKey);
-    return until !== undefined && now < until;
+    return this.resets.has(ringKey, now);
   }
 
   /** The durations (seconds) stored states have had, or undefined when too many to track (then scan with forEach). */
   knownDurations(): ReadonlySet<number> | undefined {
-    return this.durationsSeen;
-  }
-
-  private noteDuration(duration: number | undefined): void {
-    const seen = this.durationsSeen;
-    if (seen === undefined || duration === undefined || seen.has(duration)) return;
-    if (seen.size >= MAX_TRACKED_DURATIONS) this.durationsSeen = undefined;
-    else seen.add(duration);
+    return this.durations.known;
   }
 
   /** Visit every stored state (hand-off send path). The visitor must not modify the table. */
@@ -253,19 +248,17 @@ export class StateTable {
     const nowSecond = Math.floor(now / 1000);
     // Expiry at second s means "equivalent to no state from s on": a sweep at s may drop it.
     let dropped = 0;
-    if (nowSecond - this.lastSweptSecond > this.sweepHeads.size) {
+    const lists = this.lists;
+    if (nowSecond - lists.lastSweptSecond > lists.size) {
       // A long gap (start-up, a paused process, a test clock jump): walk the lists instead of the seconds.
-      for (const second of [...this.sweepHeads.keys()]) {
+      for (const second of lists.seconds()) {
         if (second <= nowSecond) dropped += this.sweepSecond(second, nowSecond);
       }
     } else {
-      for (let s = this.lastSweptSecond + 1; s <= nowSecond; s++) dropped += this.sweepSecond(s, nowSecond);
+      for (let s = lists.lastSweptSecond + 1; s <= nowSecond; s++) dropped += this.sweepSecond(s, nowSecond);
     }
-    this.lastSweptSecond = Math.max(this.lastSweptSecond, nowSecond);
-    for (const [ringKey, until] of this.resets) {
-      if (until > now) break;
-      this.resets.delete(ringKey);
-    }
+    lists.lastSweptSecond = Math.max(lists.lastSweptSecond, nowSecond);
+    this.resets.drop(now);
     this.expirations += dropped;
     return dropped;
   }
@@ -279,36 +272,12 @@ export class StateTable {
     if (this.index.size !== this.count) return `index has ${this.index.size} keys for ${this.count} slots`;
     for (let i = 0; i < this.count; i++) if (this.index.get(this.keys[i]!) !== i) return `slot ${i} not indexed`;
     for (let i = 0; i < this.count; i++) if (this.keys.indexOf(this.keys[i]!) !== i) return `key of slot ${i} stored twice`;
-    let listed = 0;
-    for (const [second, head] of this.sweepHeads) {
-      if (this.prev[head] !== -1) return `head of ${second} has a prev`;
-      for (let slot = head, before = -1; slot !== -1; before = slot, slot = this.next[slot]!) {
-        if (slot >= this.count) return `list ${second} holds a removed slot ${slot}`;
-        if (this.listed[slot] !== second) return `slot ${slot} in list ${second} says ${this.listed[slot]}`;
-        if (this.prev[slot] !== before) return `slot ${slot} prev is wrong`;
-        if (++listed > this.count) return "a list has a cycle or a slot is listed twice";
-      }
-    }
-    if (listed !== this.count) return `${listed} listed of ${this.count} slots`;
-    return undefined;
+    return this.lists.check(this.count);
   }
 
   private sweepSecond(second: number, nowSecond: number): number {
-    const head = this.sweepHeads.get(second);
-    if (head === undefined) return 0;
-    let slot: number = head;
-    // Detach the whole list first: removing a slot moves the last slot into its place,
-    // which would disturb a walk over indices. Keys stay valid.
-    const due: string[] = [];
-    while (slot !== -1) {
-      const following: number = this.next[slot]!;
-      due.push(this.keys[slot]!);
-      this.listed[slot] = 0;
-      this.prev[slot] = -1;
-      this.next[slot] = -1;
-      slot = following;
-    }
-    this.sweepHeads.delete(second);
+    // Keys, not slots: removing a slot moves the last slot into its place.
+    const due = this.lists.take(second).map((slot) => this.keys[slot]!);
     let dropped = 0;
     for (const key of due) {
       const at = this.index.get(key)!;
@@ -317,7 +286,7 @@ export class StateTable {
         this.removeSlot(at);
         dropped++;
       } else {
-        this.link(at, expiry);
+        this.lists.link(at, expiry);
       }
     }
     return dropped;
@@ -328,73 +297,34 @@ export class StateTable {
     this.b[slot] = b;
     this.c[slot] = c;
     this.expiry[slot] = expirySecond;
-    // Listed under an earlier second: that sweep will re-list it. Only an unlisted slot,
-    // or one whose expiry moved earlier than its list, needs listing now.
-    const listed = this.listed[slot]!;
-    if (listed === 0) this.link(slot, expirySecond);
-    else if (expirySecond < listed) {
-      this.unlink(slot);
-      this.link(slot, expirySecond);
-    }
-  }
-
-  private link(slot: number, second: number): void {
-    const s = Math.max(second, this.lastSweptSecond + 1);
-    const head = this.sweepHeads.get(s);
-    this.prev[slot] = -1;
-    this.next[slot] = head ?? -1;
-    if (head !== undefined) this.prev[head] = slot;
-    this.sweepHeads.set(s, slot);
-    this.listed[slot] = s;
-  }
-
-  private unlink(slot: number): void {
-    const second = this.listed[slot]!;
-    if (second === 0) return;
-    const before = this.prev[slot]!;
-    const after = this.next[slot]!;
-    if (before !== -1) this.next[before] = after;
-    else if (after !== -1) this.sweepHeads.set(second, after);
-    else this.sweepHeads.delete(second);
-    if (after !== -1) this.prev[after] = before;
-    this.listed[slot] = 0;
-    this.prev[slot] = -1;
-    this.next[slot] = -1;
+    this.lists.expiresAt(slot, expirySecond);
   }
 
   private insert(key: string): number {
-    if (this.count >= this.maxKeys) this.evictOne();
-    if (this.count === this.a.length) this.grow();
+    const cost = SlotCosts.of(key);
+    while (this.count > 0 && (this.count >= this.maxKeys || this.bytes + cost > this.maxBytes)) this.evictOne();
+    if (this.count === this.a.length && !this.grow(cost)) this.evictOne();
     key = flatCopy(key);
     const slot = this.count++;
     this.keys[slot] = key;
     this.index.add(key, slot);
-    this.listed[slot] = 0;
-    this.prev[slot] = -1;
-    this.next[slot] = -1;
+    this.lists.reset(slot);
     this.changes?.reset(slot);
+    this.costs.add(slot, cost);
     return slot;
   }
 
-  /** Evict the sampled state closest to expiry: it holds the least that still matters. */
   private evictOne(): void {
-    let victim = -1;
-    let victimExpiry = Infinity;
-    for (let i = 0; i < EVICTION_SAMPLES; i++) {
-      const slot = (Math.random() * this.count) | 0;
-      if (this.expiry[slot]! < victimExpiry) {
-        victim = slot;
-        victimExpiry = this.expiry[slot]!;
-      }
-    }
-    this.removeSlot(victim);
+    // The state whose loss matters least (eviction.ts).
+    this.removeSlot(sampleVictim(this.count, this.expiry, this.costs.weight, this.lists.lastSweptSecond + 1, Math.random));
     this.evictions++;
   }
 
   private removeSlot(slot: number): void {
     const last = this.count - 1;
-    this.unlink(slot);
+    this.lists.unlink(slot);
     this.index.remove(this.keys[slot]!, slot);
+    this.costs.remove(slot);
     if (slot !== last) {
       const movedKey = this.keys[last]!;
       this.keys[slot] = movedKey;
@@ -403,24 +333,20 @@ export class StateTable {
       this.c[slot] = this.c[last]!;
       this.expiry[slot] = this.expiry[last]!;
       this.origin[slot] = this.origin[last]!;
+      this.costs.move(last, slot);
       this.changes?.move(last, slot);
-      this.listed[slot] = this.listed[last]!;
-      const before = this.prev[last]!;
-      const after = this.next[last]!;
-      this.prev[slot] = before;
-      this.next[slot] = after;
-      // Neighbours (or the list head) pointed at `last`: point them at its new place.
-      if (before !== -1) this.next[before] = slot;
-      else if (this.listed[slot] !== 0) this.sweepHeads.set(this.listed[slot]!, slot);
-      if (after !== -1) this.prev[after] = slot;
+      this.lists.move(last, slot);
       this.index.move(movedKey, last, slot);
     }
     this.keys.length = last;
     this.count = last;
   }
 
-  private grow(): void {
-    const capacity = Math.min(this.maxKeys, this.a.length * 2);
+  /** Double the arrays, or less when the byte bound leaves less room; false when not one more slot fits. */
+  private grow(nextKeyCost: number): boolean {
+    const room = Math.floor((this.maxBytes - this.bytes - nextKeyCost) / this.slotBytes);
+    const capacity = Math.min(this.maxKeys, this.a.length * 2, this.a.length + room);
+    if (capacity <= this.a.length) return false;
     const widen = <T extends Float64Array | Uint32Array | Int32Array>(old: T, make: (n: number) => T): T => {
       const next = make(capacity);
       next.set(old);
@@ -432,8 +358,8 @@ export class StateTable {
     this.expiry = widen(this.expiry, (n) => new Uint32Array(n));
     this.origin = widen(this.origin, (n) => new Uint32Array(n));
     this.changes?.grow(capacity);
-    this.listed = widen(this.listed, (n) => new Uint32Array(n));
-    this.prev = widen(this.prev, (n) => new Int32Array(n));
-    this.next = widen(this.next, (n) => new Int32Array(n));
+    this.lists.grow(capacity);
+    this.costs.grow(capacity);
+    return true;
   }
 }

@@ -82,3 +82,14 @@ t.test("a reset lists the removed keys as changes (replication sends their remov
   t.same(table.takeChanges(), [stateKeyOf(0, 60, ringKeyOf("ns", "u"))], "the reset one is");
   t.equal(table.checkInvariants(), undefined);
 });
+
+t.test("remembered resets count against the table's byte bound, the newest kept", async (t) => {
+  const maxBytes = 4 * 1024 * 1024;
+  const table = new StateTable(1000, T0, maxBytes);
+  const maximal = (i: number) => ringKeyOf("中".repeat(64), `${"中".repeat(500)}${i}`);
+  // 100,000 maximal ring keys (~1.1 KB each) would be ~110 MB if only the entry count bounded them.
+  for (let i = 0; i < 100_000; i++) resetOn(table, maximal(i), undefined, 60, T0 + i);
+  t.ok(table.bytes <= maxBytes, `${table.bytes} bytes of ${maxBytes}`);
+  t.ok(table.wasReset(maximal(99_999), T0 + 100_000), "the latest reset is remembered");
+  t.notOk(table.wasReset(maximal(0), T0 + 100_000), "the oldest was forgotten to stay in bounds");
+});

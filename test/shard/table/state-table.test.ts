@@ -94,8 +94,9 @@ t.test("eviction prefers the sampled state closest to expiry", async (t) => {
   const table = new StateTable(100, T0);
   // 99 long-lived keys and one about to expire: over many evictions the short one is hit far more often than 1/100.
   let shortEvicted = 0;
-  // With 5 samples of 100 the short key is in the sample ~4.9% of evictions: ~49 of 1000,
-  // against ~10 for a uniform choice. 25 is > 3 standard deviations from both.
+  // Every key counted one request (equal weight), so the earliest expiry decides. With 8
+  // samples of 100 the short key is in the sample ~7.7% of evictions: ~77 of 1000, against
+  // ~10 for a uniform choice. 25 is > 3 standard deviations from both.
   for (let round = 0; round < 1000; round++) {
     if (table.get("short") === undefined) decideN(table, "short", 1, 5, 1000, T0);
     for (let i = 0; table.size < 100; i++) decideN(table, `long${round}_${i}`, 1, 5, 3_600_000, T0);

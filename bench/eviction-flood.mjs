@@ -1,0 +1,34 @@
+#!/usr/bin/env node
+// How many inserts a flood of fresh keys needs to evict a blocked victim's state from a full
+// table (issue 10, item 3). Runs the real StateTable of a build:
+//
+//   node bench/eviction-flood.mjs [dist dir, default ./dist] [--trials N]
+//
+// Table of 10,000 states: 9,999 legitimate keys (1-20 requests each of limit 50, one hour)
+// and a victim blocked at limit 100 (one hour). Flood keys: limit 1,000,000, one-year
+// window, one request each: the cheapest flood. Stops at 1,000,000 inserts per trial.
+import { join, resolve } from 'node:path'
+import { parseArgs } from 'node:util'
+
+const { values, positionals } = parseArgs({ allowPositionals: true, options: { trials: { type: 'string', default: '5' } } })
+const dist = resolve(positionals[0] ?? 'dist')
+const { StateTable } = await import(join(dist, 'src/shard/table/state-table.js'))
+const { newStep } = await import(join(dist, 'src/algorithms/index.js'))
+const { fixedWindow } = await import(join(dist, 'src/algorithms/fixed-window.js'))
+
+const T0 = 1_800_000_000_000
+const HOUR = 3_600_000
+const YEAR = 31_536_000_000
+const CAP = 1_000_000
+const out = newStep()
+const results = []
+for (let trial = 0; trial < Number(values.trials); trial++) {
+  const table = new StateTable(10_000, T0)
+  const hit = (key, limit, d) => table.decide(key, fixedWindow, limit, d, T0, out)
+  for (let i = 0; i < 9_999; i++) for (let r = 0; r < 1 + (i % 20); r++) hit(`legit${i}`, 50, HOUR)
+  for (let r = 0; r < 100; r++) hit('victim', 100, HOUR)
+  let n = 0
+  while (table.get('victim') !== undefined && n < CAP) hit(`flood${trial}-${n++}`, 1_000_000, YEAR)
+  results.push(table.get('victim') === undefined ? n : `>${CAP}`)
+}
+console.log(JSON.stringify({ dist, insertsToEvictVictim: results }))

@@ -1,0 +1,43 @@
+import { getHeapStatistics } from "node:v8";
+import { MIN_BYTES } from "./key-bytes.js";
+
+/** Without MAX_MEMORY_MB, limit states may use this share of V8's heap limit (--max-old-space-size). */
+export const STATES_HEAP_SHARE = 0.3;
+/** Of the bytes for limit states, the share a forwarding node's blocked cache may use. */
+export const BLOCKED_CACHE_SHARE = 1 / 16;
+
+/** Byte bounds for every store of limit states on one node; they add up to `totalBytes`. */
+export interface MemoryBudget {
+  totalBytes: number;
+  /** the table of states this node owns */
+  ownedBytes: number;
+  /** the table of other owners' copies (REPLICAS > 1); 0 without replicas */
+  replicaBytes: number;
+  /** the blocked cache of a forwarding node; 0 alone */
+  blockedCacheBytes: number;
+}
+
+/**
+ * How MAX_MEMORY_MB (else 30 % of the heap limit, which follows --max-old-space-size) is
+ * shared (issue 10: MAX_KEYS alone let maximal keys, ~3.5 KB each, take a 256 MB heap down in
+ * 13 s; the rest of the heap is for requests in flight, peer buffers and hand-off batches).
+ *
+ * In a cluster the blocked cache gets 1/16. With REPLICAS = R, what is left is shared by the
+ * owned table and the replica table 1 : R − 1: on a balanced ring a node keeps R − 1 copies
+ * of other owners' states for each state it owns, so both tables fill at the same key count
+ * and neither can crowd the other out (R = 2: half and half). Each table gets at least
+ * MIN_BYTES (only a heap of a few MB with many replicas comes near it).
+ */
+export function memoryBudget(
+  maxMemoryMb: number | undefined,
+  cluster: { clustered: boolean; replicas: number },
+  heapLimitBytes = getHeapStatistics().heap_size_limit,
+): MemoryBudget {
+  const totalBytes = maxMemoryMb !== undefined ? maxMemoryMb * 1024 * 1024 : Math.floor(heapLimitBytes * STATES_HEAP_SHARE);
+  const blockedCacheBytes = cluster.clustered ? Math.floor(totalBytes * BLOCKED_CACHE_SHARE) : 0;
+  const replicas = cluster.clustered ? cluster.replicas : 1;
+  const tables = totalBytes - blockedCacheBytes;
+  const ownedBytes = Math.max(MIN_BYTES, Math.floor(tables / replicas));
+  const replicaBytes = replicas > 1 ? Math.max(MIN_BYTES, tables - Math.floor(tables / replicas)) : 0;
+  return { totalBytes: Math.max(totalBytes, ownedBytes + replicaBytes + blockedCacheBytes), ownedBytes, replicaBytes, blockedCacheBytes };
+}

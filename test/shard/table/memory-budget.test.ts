@@ -1,0 +1,62 @@
+/**
+ * How MAX_MEMORY_MB is shared between the owned table, the replica table and the blocked
+ * cache (issue 10, item 3), and that the replica table stays inside its share.
+ */
+import t from "tap";
+import { newStep } from "../../../src/algorithms/index.js";
+import { fixedWindow } from "../../../src/algorithms/fixed-window.js";
+import { MIN_BYTES } from "../../../src/shard/table/key-bytes.js";
+import { BLOCKED_CACHE_SHARE, memoryBudget, STATES_HEAP_SHARE } from "../../../src/shard/table/memory-budget.js";
+import { mergeStates } from "../../../src/shard/table/merge-states.js";
+import { stateKeyOf } from "../../../src/shard/table/state-key.js";
+import { StateTable } from "../../../src/shard/table/state-table.js";
+
+const MiB = 1024 * 1024;
+const T0 = 1_800_000_000_000;
+
+t.test("alone: all of it for the owned table", async (t) => {
+  t.same(memoryBudget(64, { clustered: false, replicas: 1 }), { totalBytes: 64 * MiB, ownedBytes: 64 * MiB, replicaBytes: 0, blockedCacheBytes: 0 });
+});
+
+t.test("unset: a share of the heap limit", async (t) => {
+  const b = memoryBudget(undefined, { clustered: false, replicas: 1 }, 1000 * MiB);
+  t.equal(b.totalBytes, Math.floor(1000 * MiB * STATES_HEAP_SHARE));
+});
+
+t.test("clustered: the blocked cache's share, then owned : replicas = 1 : R - 1", async (t) => {
+  for (const replicas of [1, 2, 3, 5]) {
+    const b = memoryBudget(160, { clustered: true, replicas });
+    t.equal(b.blockedCacheBytes, 160 * MiB * BLOCKED_CACHE_SHARE, `R=${replicas}: blocked cache`);
+    t.equal(b.ownedBytes + b.replicaBytes + b.blockedCacheBytes, 160 * MiB, `R=${replicas}: the shares add up to MAX_MEMORY_MB`);
+    t.ok(Math.abs(b.replicaBytes - b.ownedBytes * (replicas - 1)) <= replicas, `R=${replicas}: replicas get R - 1 times the owned share`);
+  }
+});
+
+t.test("the smallest MAX_MEMORY_MB with the most replicas still makes valid tables", async (t) => {
+  const b = memoryBudget(16, { clustered: true, replicas: 16 });
+  t.ok(b.ownedBytes >= MIN_BYTES && b.replicaBytes >= MIN_BYTES);
+  t.doesNotThrow(() => new StateTable(1000, T0, b.ownedBytes));
+  t.doesNotThrow(() => new StateTable(1000, T0, b.replicaBytes));
+});
+
+t.test("replicated and restored states are counted like decided ones: the bound holds", async (t) => {
+  const b = memoryBudget(16, { clustered: true, replicas: 2 });
+  const replicas = new StateTable(5_000_000, T0, b.replicaBytes);
+  const owned = new StateTable(5_000_000, T0, b.ownedBytes);
+  const big = (i: number) => stateKeyOf(0, 3600, `${"中".repeat(256)}.${"中".repeat(500)}${i}`);
+  // Copies arrive through mergeStates, as REPLICATE and a snapshot's restore store them.
+  for (let batch = 0; batch < 40; batch++) {
+    const records = Array.from({ length: 250 }, (_, j) => ({
+      key: big(batch * 250 + j),
+      state: { a: T0, b: 3, c: 0, expiresAt: T0 / 1000 + 3600, origin: 7 },
+    }));
+    mergeStates(replicas, records, T0);
+    t.ok(replicas.bytes <= replicas.maxBytes, `after ${(batch + 1) * 250} copies: ${replicas.bytes} of ${replicas.maxBytes}`);
+  }
+  t.ok(replicas.evictions > 0, `${replicas.evictions} copies evicted to stay in the replica share`);
+  // The owned table is untouched by the copies and still decides exactly.
+  const out = newStep();
+  for (let r = 1; r <= 3; r++) owned.decide("k", fixedWindow, 3, 60_000, T0, out);
+  t.equal(out.remaining, 0);
+  t.equal(owned.size, 1);
+});
