@@ -202,6 +202,8 @@ export class StateTable {
   /** Remember that the states of `ringKey` were reset at `now` (see RESET_MEMORY_MS). */
   noteReset(ringKey: string, now: number): void {
     this.resets.note(ringKey, now);
+    // Its bytes count with the states': a full table makes room as an insert would.
+    while (this.count > 0 && this.bytes > this.maxBytes) this.evictOne();
   }
 
   /** Whether `ringKey` was reset within RESET_MEMORY_MS of `now`. */

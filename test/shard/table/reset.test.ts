@@ -85,11 +85,15 @@ t.test("a reset lists the removed keys as changes (replication sends their remov
 
 t.test("remembered resets count against the table's byte bound, the newest kept", async (t) => {
   const maxBytes = 4 * 1024 * 1024;
-  const table = new StateTable(1000, T0, maxBytes);
+  const table = new StateTable(100_000, T0, maxBytes);
+  const d = new LocalDecider(table);
+  // A table full to its byte bound first: the resets' bytes must push states out, not add on top.
+  for (let i = 0; table.evictions === 0; i++) d.decideSync(q(`filler${i}`, 60), T0);
   const maximal = (i: number) => ringKeyOf("中".repeat(64), `${"中".repeat(500)}${i}`);
   // 100,000 maximal ring keys (~1.1 KB each) would be ~110 MB if only the entry count bounded them.
   for (let i = 0; i < 100_000; i++) resetOn(table, maximal(i), undefined, 60, T0 + i);
   t.ok(table.bytes <= maxBytes, `${table.bytes} bytes of ${maxBytes}`);
+  t.equal(table.checkInvariants(), undefined);
   t.ok(table.wasReset(maximal(99_999), T0 + 100_000), "the latest reset is remembered");
   t.notOk(table.wasReset(maximal(0), T0 + 100_000), "the oldest was forgotten to stay in bounds");
 });
