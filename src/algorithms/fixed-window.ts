@@ -1,3 +1,4 @@
+import { windowFromAges, windowToAges } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -59,4 +60,7 @@ export const fixedWindow: Algorithm = {
   expiresAt(state: Readonly<LimitState>, _limit: number, durationMs: number) {
     return state.a + durationMs;
   },
+
+  toAges: windowToAges,
+  fromAges: windowFromAges,
 };

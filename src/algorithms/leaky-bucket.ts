@@ -1,4 +1,5 @@
 import { ceilDiv, floorDiv } from "./integer.js";
+import { bucketFromAges, bucketToAges } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -64,4 +65,7 @@ export const leakyBucket: Algorithm = {
   expiresAt(state: Readonly<LimitState>, limit: number, _D: number) {
     return state.b + ceilDiv(state.a, limit);
   },
+
+  toAges: bucketToAges,
+  fromAges: bucketFromAges,
 };

@@ -1,4 +1,5 @@
 import { floorDiv } from "./integer.js";
+import { windowFromAges, windowToAges } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -87,6 +88,9 @@ export const slidingWindow: Algorithm = {
   expiresAt(state: Readonly<LimitState>, _limit: number, D: number) {
     return state.b > 0 ? state.a + 2 * D : state.a + D;
   },
+
+  toAges: windowToAges,
+  fromAges: windowFromAges,
 };
 
 const add = (p: number, q: number): number => p + q;

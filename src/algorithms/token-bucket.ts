@@ -1,4 +1,5 @@
 import { ceilDiv, floorDiv } from "./integer.js";
+import { bucketFromAges, bucketToAges } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -69,6 +70,9 @@ export const tokenBucket: Algorithm = {
   expiresAt(state: Readonly<LimitState>, limit: number, D: number) {
     return state.b + ceilDiv(state.c * D - state.a, limit);
   },
+
+  toAges: bucketToAges,
+  fromAges: bucketFromAges,
 };
 
 /** Scaled tokens taken and not yet refilled at `now`, refilling at the current limit's rate. */

@@ -74,6 +74,18 @@ export interface Algorithm {
   refund(state: Readonly<LimitState>, cost: number, countedAt: number, durationMs: number, now: number, out: LimitState): void;
   /** unix ms at which `state` becomes equivalent to no state at all */
   expiresAt(state: Readonly<LimitState>, limit: number, durationMs: number): number;
+  /**
+   * The state with each time in it replaced by its age at `now` (ms before `now`, negative
+   * for a time after it), for another node to read on its own clock with `fromAges`: nodes'
+   * clocks differ, ages do not (docs/peer-protocol.md). Writes into `out`, which may alias `state`.
+   */
+  toAges(state: Readonly<LimitState>, now: number, out: LimitState): void;
+  /**
+   * The inverse, on the reader's clock `now`. Buckets keep each age exactly; windows, which
+   * each node aligns to its own clock, keep how many whole windows ago they began (ages.ts).
+   * Writes into `out`, which may alias `aged`.
+   */
+  fromAges(aged: Readonly<LimitState>, durationMs: number, now: number, out: LimitState): void;
 }
 
 export function newStep(): Step {

@@ -50,10 +50,12 @@ export const MAX_DECIDE_ITEMS = 512;
 export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
 
 /**
- * Version byte at the start of HELLO; a server refuses any other. Protocol 3: DECIDE items
- * carry `cost` (protocol 2 introduced the bound handshake and per-frame tags).
+ * Version byte at the start of HELLO; a server refuses any other. Protocol 4: state records
+ * (MERGE_STATES, REPLICATE) carry ages instead of the sender's clock readings, which a node
+ * of protocol 3 would misread by decades. Protocol 3: DECIDE items carry `cost` (protocol 2
+ * introduced the bound handshake and per-frame tags).
  */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 /** Nonce and proof (HMAC-SHA256) sizes in the handshake. */
 export const NONCE_BYTES = 32;
 export const MAC_BYTES = 32;

@@ -59,7 +59,7 @@ export async function handOverStates(table: StateTable, target: HandOffTarget): 
         for (let batch = nextBatch(); batch.length > 0; batch = nextBatch()) {
           try {
             if (client === undefined || client.state !== "up" || Date.now() >= target.deadline) throw new Error("owner unreachable");
-            await client.call(CallMethod.MERGE_STATES, encodeStates(batch), Math.max(50, target.deadline - Date.now()));
+            await client.call(CallMethod.MERGE_STATES, encodeStates(batch, Date.now()), Math.max(50, target.deadline - Date.now()));
             sent += batch.length;
           } catch (err) {
             failed += batch.length;

@@ -7,13 +7,13 @@ export { encodeStates, decodeStates, recordBytes, mergeStates, type StateRecord 
 export const CallMethod = Object.freeze({
   /** payload: the leaving member's ring name (UTF-8). Receivers drop it from their ring at once. */
   LEAVE: 1,
-  /** payload: state records (shard/table/state-records.ts); receivers merge each into their table (shard/table/merge-states.ts). Reply: u32 records merged. */
+  /** payload: state records with ages (shard/table/state-records.ts); receivers merge each into their table (shard/table/merge-states.ts). Reply: u32 records merged. */
   MERGE_STATES: 2,
   /** empty: the sender has handed the receiver every state that moved to it when the sender added it to its ring. */
   HANDOFF_DONE: 3,
   /** payload: the sender's client-facing URL (UTF-8, may be empty). Reply: the receiver's (docs/client.md). */
   ADVERTISE: 4,
-  /** payload: state records the sender owns, for the receiver to keep as replicas (replicator.ts). Reply: u32 records kept. */
+  /** payload: state records with ages the sender owns, for the receiver to keep as replicas (replicator.ts). Reply: u32 records kept. */
   REPLICATE: 5,
   /** payload: a batch or one owner's part of it (batch-wire.ts). Reply: a decision per item. */
   BATCH: 10,

@@ -2,10 +2,10 @@ import { algorithmByCode } from "../../algorithms/index.js";
 import { DecideCode, type DecideResult, type PeerServerHandler } from "../../peer/index.js";
 import type { LocalDecider } from "../table/local-decider.js";
 import { ringKeyOf } from "../table/state-key.js";
-import { CallMethod, decodeStates, mergeStates } from "./handoff.js";
+import { CallMethod, decodeStates, mergeStates, type StateRecord } from "./handoff.js";
 import { onBatchCall } from "./inbound-batch.js";
 import { ownership, type OwnershipView } from "./ownership.js";
-import { checkState, forwardedWithinContract } from "./peer-data.js";
+import { admitState, forwardedWithinContract } from "./peer-data.js";
 
 /** What inbound requests change elsewhere in the cluster. */
 export interface InboundEvents {
@@ -68,13 +68,13 @@ export class InboundHandler implements PeerServerHandler {
         // Refused, the sender merges the batch back into its own table.
         if (this.view.frozen) throw new Error("leaving: not accepting states");
         const now = Date.now();
-        const records = decodeStates(payload);
-        const admitted: typeof records = [];
+        const admitted: StateRecord[] = [];
         let refused = 0;
-        for (const r of records) {
-          const verdict = checkState(r.key, r.state, now);
-          if (verdict === "ok") admitted.push(r);
-          else if (verdict === "invalid") refused++; // an expired state is equivalent to none: dropped quietly
+        for (const r of decodeStates(payload)) {
+          // Sent with ages: put on this node's clock here, whatever the sender's reads.
+          const state = admitState(r.key, r.state, now);
+          if (typeof state === "object") admitted.push({ key: r.key, state });
+          else if (state === "invalid") refused++; // an expired state is equivalent to none: dropped quietly
         }
         if (refused > 0) this.events.statesRefused(from, refused);
         const n = mergeStates(this.local.table, admitted, now);

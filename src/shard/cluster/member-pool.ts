@@ -229,9 +229,10 @@ export class MemberPool {
   }
 
   /**
-   * States handed between nodes carry the sender's timestamps and are read with the
-   * receiver's clock (docs/faults.md), so a skewed clock costs counts or grants refill on
-   * every hand-off: say so, at most once a minute per peer.
+   * States cross nodes as ages, so a skew costs no counts and grants no refill; but each
+   * node aligns windows to its own clock, and a forwarded answer's reset time is the
+   * owner's (refused beyond peer-data.ts CLOCK_SKEW_MS): say so, at most once a minute per
+   * peer (docs/faults.md).
    */
   private checkClock(member: string, offsetMs: number, now: number): void {
     if (!(Math.abs(offsetMs) > this.opts.maxClockSkewMs)) return;
@@ -239,7 +240,7 @@ export class MemberPool {
     this.skewLoggedAt.set(member, now);
     this.opts.logger.warn(
       { peer: member, offsetMs: Math.round(offsetMs), maxClockSkewMs: this.opts.maxClockSkewMs },
-      "peer clock skew above MAX_CLOCK_SKEW_MS: hand-offs with this peer misread window and bucket times; fix NTP",
+      "peer clock skew above MAX_CLOCK_SKEW_MS: its windows end at other moments than this node's and its answers carry reset times on its clock; fix NTP",
     );
   }
 

@@ -3,6 +3,7 @@ import { REQUEST_BOUNDS, type LimitQuery } from "../../decision.js";
 import type { DecideResult } from "../../peer/index.js";
 import type { StoredState } from "../table/state-table.js";
 import { parseStateKey, stateKeyOf } from "../table/state-key.js";
+import { rebaseState, type AgedState } from "../table/state-records.js";
 
 /**
  * What other members send is checked like what callers send (docs/peer-protocol.md,
@@ -10,7 +11,8 @@ import { parseStateKey, stateKeyOf } from "../table/state-key.js";
  * who stole the cluster secret, and one bad number must not block a key for centuries,
  * make it unlimited, or reach a caller as NaN.
  *
- * Clocks of different nodes differ: times up to this far ahead of ours are accepted.
+ * Clocks of different nodes differ: a forwarded answer's reset time (on the owner's clock)
+ * may be this far from ours. States carry ages instead (checkState).
  */
 export const CLOCK_SKEW_MS = 60_000;
 
@@ -64,36 +66,46 @@ export function replyWithinContract(r: DecideResult, query: LimitQuery, now: num
 export type StateVerdict = "ok" | "expired" | "invalid";
 
 /**
- * Check one handed-over state record before it is merged: a canonical key of a known
- * algorithm and a duration within the contract, values that are integers where the
- * algorithm keeps integers, times not in the future, an expiry at most two windows
- * ahead. Counts beyond MAX_COUNT and bucket levels beyond their reach are clamped in
- * place. "expired": a state that is already equivalent to none (dropped, harmlessly).
+ * How far ahead of its send a peer's state may be stamped (a negative age): only a sender
+ * whose own clock stepped back since it wrote the state does that, and NTP steps are well
+ * under a second. Ages need no allowance for skew between nodes: they do not depend on it.
  */
-export function checkState(key: string, state: Omit<StoredState, "origin">, now: number): StateVerdict {
+export const AGE_TOLERANCE_MS = 1000;
+/** The sender rounds an expiry up to whole seconds twice (its table's, then the age's). */
+const EXPIRY_ROUNDING_MS = 2000;
+
+/**
+ * Check one state record from a peer (a hand-off, a replica) before it is merged: a
+ * canonical key of a known algorithm and a duration within the contract, values that are
+ * integers where the algorithm keeps integers, ages not below −AGE_TOLERANCE_MS, an expiry
+ * at most two windows after the send. Counts beyond MAX_COUNT and bucket levels beyond
+ * their reach are clamped in place. "expired": a state that is already equivalent to none
+ * (dropped, harmlessly), a removal included. Times are ages (shard/table/state-records.ts),
+ * so nothing here depends on this node's clock.
+ */
+export function checkState(key: string, state: Omit<AgedState, "origin">): StateVerdict {
   const parsed = parseStateKey(key);
   if (parsed === undefined) return "invalid";
   const { algorithmCode, duration, ringKey } = parsed;
   if (algorithmCode >= ALGORITHMS.length || !(duration >= REQUEST_BOUNDS.duration.min && duration <= REQUEST_BOUNDS.duration.max)) return "invalid";
   if (stateKeyOf(algorithmCode, duration, ringKey) !== key || !validRingKey(ringKey)) return "invalid";
   const D = duration * 1000;
-  const future = now + CLOCK_SKEW_MS;
-  if (state.expiresAt * 1000 > future + 2 * D) return "invalid";
-  if (state.expiresAt * 1000 < now) return "expired";
+  if (!Number.isInteger(state.expiresInS) || state.expiresInS * 1000 > 2 * D + AGE_TOLERANCE_MS + EXPIRY_ROUNDING_MS) return "invalid";
+  if (state.expiresInS <= 0) return "expired";
   const { a, b, c } = state;
   if (!Number.isInteger(a) || !Number.isInteger(b) || !Number.isInteger(c)) return "invalid";
   switch (algorithmCode) {
-    case 0: // fixed window: a = window start (ms), b = count, c = 0
-    case 1: // sliding window: a = window start, b = its count, c = the previous window's count
-      if (a < 0 || a % D !== 0 || a > future || b < 0 || c < 0 || (algorithmCode === 0 && c !== 0)) return "invalid";
-      if (a + (algorithmCode === 0 ? D : 2 * D) <= now) return "expired";
+    case 0: // fixed window: a = age of the window start (ms), b = count, c = 0
+    case 1: // sliding window: a = age of the window start, b = its count, c = the previous window's count
+      if (a < -AGE_TOLERANCE_MS || b < 0 || c < 0 || (algorithmCode === 0 && c !== 0)) return "invalid";
+      if (a >= (algorithmCode === 0 ? D : 2 * D)) return "expired";
       state.b = Math.min(b, MAX_COUNT);
       state.c = Math.min(c, MAX_COUNT);
       return "ok";
-    case 2: // token bucket: a = tokens left at b (in 1/D units, < 0 when owed), b = time (ms), c = limit
+    case 2: // token bucket: a = tokens left at b (in 1/D units, < 0 when owed), b = age of that level (ms), c = limit
     case 3: {
-      // leaky bucket: a = meter level at b (in 1/D units), b = time (ms), c = limit
-      if (!(c >= REQUEST_BOUNDS.limit.min && c <= REQUEST_BOUNDS.limit.max) || b < 0 || b > future || b < now - 2 * MAX_DURATION_MS) return "invalid";
+      // leaky bucket: a = meter level at b (in 1/D units), b = age of that level (ms), c = limit
+      if (!(c >= REQUEST_BOUNDS.limit.min && c <= REQUEST_BOUNDS.limit.max) || b < -AGE_TOLERANCE_MS || b > 2 * MAX_DURATION_MS) return "invalid";
       const capacity = c * D;
       // Owing (or holding) more than one whole bucket beyond full would block past the two windows an expiry may reach.
       if (algorithmCode === 2) {
@@ -108,6 +120,17 @@ export function checkState(key: string, state: Omit<StoredState, "origin">, now:
     default:
       return "invalid";
   }
+}
+
+/**
+ * A peer's state record checked (checkState) and, when sound, put on this node's clock
+ * `now` (rebaseState): the state to merge, or why there is none.
+ */
+export function admitState(key: string, aged: AgedState, now: number): StoredState | Exclude<StateVerdict, "ok"> {
+  const verdict = checkState(key, aged);
+  if (verdict !== "ok") return verdict;
+  const { algorithmCode, duration } = parseStateKey(key)!;
+  return rebaseState(algorithmCode, duration * 1000, aged, now);
 }
 
 /** `${ns.length}:${ns}${identifier}` with both parts within the contract's lower bounds and the identifier within its upper one. */

@@ -2,11 +2,11 @@ import type { Logger } from "../../logger.js";
 import type { ReplicationMetrics } from "../../metrics/replication-metrics.js";
 import { mergeState, storeReplica } from "../table/merge-states.js";
 import { ringKeyOfStateKey } from "../table/state-key.js";
-import { REMOVED, decodeStates, isRemoval, maxRecordBytes, writeRecord } from "../table/state-records.js";
+import { REMOVED, agesInPlace, decodeStates, isRemoval, maxRecordBytes, writeRecord } from "../table/state-records.js";
 import type { StateTable } from "../table/state-table.js";
 import { CallMethod, MAX_BATCH_BYTES } from "./handoff.js";
 import type { MemberPool } from "./member-pool.js";
-import { checkState } from "./peer-data.js";
+import { admitState } from "./peer-data.js";
 import type { HashRing } from "./ring.js";
 import { RerunningPass } from "./rerunning-pass.js";
 import { forEachKeySliced } from "./sliced-scan.js";
@@ -34,7 +34,7 @@ export interface ReplicatorOptions {
   metrics: ReplicationMetrics;
 }
 
-/** One member's records, encoded as they are found. */
+/** One member's records, encoded as they are found (on this node's clock; turned into ages when sent). */
 class Batch {
   buf = Buffer.allocUnsafe(16 * 1024);
   length = 0;
@@ -120,7 +120,7 @@ export class Replicator {
   /**
    * REPLICATE from `from`: keep each state as a replica, or merge it when this node owns the
    * key now. Checked like a hand-off: a batch that cannot be split into records is refused
-   * whole (RangeError), a record out of bounds alone (checkState). Returns the records kept.
+   * whole (RangeError), a record out of bounds alone (admitState). Returns the records kept.
    */
   receive(payload: Buffer, from: string, now: number): number {
     const { pool, owned, replicaTable } = this.o;
@@ -128,18 +128,19 @@ export class Replicator {
     const self = pool.self;
     let kept = 0;
     let refused = 0;
-    for (const { key, state } of decodeStates(payload)) {
-      const verdict = checkState(key, state, now);
-      if (verdict === "invalid") {
+    for (const { key, state: aged } of decodeStates(payload)) {
+      // Sent with ages: put on this node's clock here, whatever the sender's reads.
+      const state = admitState(key, aged, now);
+      if (state === "invalid") {
         refused++;
         continue;
       }
-      if (isRemoval(state)) {
+      if (isRemoval(aged)) {
         this.applyRemoval(key, now);
         kept++;
         continue;
       }
-      if (verdict === "expired") continue;
+      if (state === "expired") continue;
       // The sender's ring is behind this one's (an owner back from a pause): a copy of a
       // state this node owns now merges as a copy, so its stale counts change nothing.
       if (ring.owner(ringKeyOfStateKey(key)) === self) mergeState(owned, key, state, now);
@@ -211,6 +212,8 @@ export class Replicator {
     const count = batch.count;
     const changedAt = link.oldestChange;
     const payload = batch.buf.subarray(0, batch.length);
+    // Filled over the turns a call was in flight: every age is measured now, at the send.
+    agesInPlace(batch.buf, 0, batch.length, Date.now());
     batch.reset();
     const client = pool.client(member);
     // Not up: it is off the ring, and the pass after it comes back sends it everything.

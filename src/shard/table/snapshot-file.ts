@@ -14,7 +14,9 @@ import type { StoredState, TableCopy } from "./state-table.js";
  *     12 u32 owned records         16 u32 replica records   20 u32 body crc32
  *     24 f64 body length           32 f64 written at (unix ms)
  *     40 16 bytes cluster identity 56 u16 node id length, node id (UTF-8), u32 header crc32
- *   body: the owned states' records, then the replica states' records (state-records.ts).
+ *   body: the owned states' records, then the replica states' records (state-records.ts),
+ *   with the table's absolute times, not the peer channel's ages: the file is read back by
+ *   this node, on its own clock, after a downtime an age would not know about.
  *
  * Written to `<file>.tmp`, fsynced, renamed over `<file>`, and the directory fsynced: a
  * crash leaves either the old file or the new one, never a mix.

@@ -66,11 +66,14 @@ t.test("forged state values from a holder of the secret are refused or clamped p
   await new Promise((r) => forger.once("up", () => r(undefined)));
   const reply = await forger.call(
     CallMethod.MERGE_STATES,
-    encodeStates([
-      { key: key(unlimited), state: { a: windowStart, b: -4294967290, c: 0, expiresAt: Math.ceil((windowStart + HOUR_MS) / 1000), origin: 1 } },
-      { key: key(forever), state: { a: windowStart, b: 1e6, c: 0, expiresAt: 0xffffffff, origin: 2 } },
-      { key: key(honest), state: { a: windowStart, b: 2, c: 0, expiresAt: Math.ceil((windowStart + HOUR_MS) / 1000), origin: 3 } },
-    ]),
+    encodeStates(
+      [
+        { key: key(unlimited), state: { a: windowStart, b: -4294967290, c: 0, expiresAt: Math.ceil((windowStart + HOUR_MS) / 1000), origin: 1 } },
+        { key: key(forever), state: { a: windowStart, b: 1e6, c: 0, expiresAt: 0xffffffff, origin: 2 } },
+        { key: key(honest), state: { a: windowStart, b: 2, c: 0, expiresAt: Math.ceil((windowStart + HOUR_MS) / 1000), origin: 3 } },
+      ],
+      Date.now(),
+    ),
   );
   t.equal(reply.readUInt32BE(0), 1, "one record of three merged");
 

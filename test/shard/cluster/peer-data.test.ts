@@ -1,9 +1,9 @@
 import t from "tap";
 import { ALGORITHMS, algorithmByCode } from "../../../src/algorithms/index.js";
 import { BatchMode, decodeBatchRequest, encodeBatchRequest } from "../../../src/shard/cluster/batch-wire.js";
-import { checkState, CLOCK_SKEW_MS, forwardedWithinContract, replyWithinContract } from "../../../src/shard/cluster/peer-data.js";
+import { AGE_TOLERANCE_MS, admitState, checkState, forwardedWithinContract, replyWithinContract } from "../../../src/shard/cluster/peer-data.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/table/state-key.js";
-import { REMOVED } from "../../../src/shard/table/state-records.js";
+import { REMOVED, decodeStates, encodeStates, isRemoval } from "../../../src/shard/table/state-records.js";
 
 const NOW = 1_800_000_123_456;
 const D = 60_000;
@@ -11,54 +11,75 @@ const key = (code: number, duration = 60, identifier = "user-1") => stateKeyOf(c
 const windowStart = NOW - (NOW % D);
 const exp = (ms: number) => Math.ceil(ms / 1000);
 
+// Peers send states with their times as ages at the send (shard/table/state-records.ts).
+const age = NOW % D; // the age of the current window's start
+
 t.test("checkState: honest states of every algorithm pass unchanged", async (t) => {
   const cases = [
-    { code: 0, state: { a: windowStart, b: 7, c: 0, expiresAt: exp(windowStart + D) } },
-    { code: 1, state: { a: windowStart, b: 7, c: 3, expiresAt: exp(windowStart + 2 * D) } },
-    { code: 2, state: { a: 5 * D, b: NOW - 10, c: 10, expiresAt: exp(NOW + D) } },
-    { code: 2, state: { a: -10 * D, b: NOW, c: 10, expiresAt: exp(NOW + 2 * D) } }, // a merge owes one whole bucket
-    { code: 3, state: { a: 5 * D, b: NOW - 10, c: 10, expiresAt: exp(NOW + D) } },
+    { code: 0, state: { a: age, b: 7, c: 0, expiresInS: exp(D - age) } },
+    { code: 1, state: { a: age, b: 7, c: 3, expiresInS: exp(2 * D - age) } },
+    { code: 1, state: { a: D + age, b: 7, c: 3, expiresInS: exp(D - age) } }, // the previous window, still weighing
+    { code: 2, state: { a: 5 * D, b: 10, c: 10, expiresInS: exp(D) } },
+    { code: 2, state: { a: -10 * D, b: 0, c: 10, expiresInS: exp(2 * D) } }, // a merge owes one whole bucket
+    { code: 2, state: { a: 0, b: -AGE_TOLERANCE_MS, c: 10, expiresInS: exp(D) } }, // the sender's clock stepped back a little
+    { code: 3, state: { a: 5 * D, b: 10, c: 10, expiresInS: exp(D) } },
   ];
   for (const { code, state } of cases) {
     const copy = { ...state };
-    t.equal(checkState(key(code), copy, NOW), "ok", `${algorithmByCode(code)!.name}`);
+    t.equal(checkState(key(code), copy), "ok", `${algorithmByCode(code)!.name}`);
     t.same(copy, state, "unchanged");
   }
 });
 
 t.test("checkState: the forged states of issue 10 are refused or clamped, one by one", async (t) => {
-  const refused: Array<[string, string, { a: number; b: number; c: number; expiresAt: number }]> = [
-    ["negative count (made a key unlimited)", key(0), { a: windowStart, b: -4294967290, c: 0, expiresAt: exp(windowStart + D) }],
-    ["expiry 2^32-1 (blocked ~136 years)", key(0), { a: windowStart, b: 5, c: 0, expiresAt: 0xffffffff }],
-    ["window start in the far future (blocked ~1e288 years)", key(0), { a: 1e300 - (1e300 % D), b: 1e6, c: 0, expiresAt: exp(windowStart + D) }],
-    ["window start not on a window boundary", key(0), { a: windowStart + 1, b: 1, c: 0, expiresAt: exp(windowStart + D) }],
-    ["fractional count", key(1), { a: windowStart, b: 1.5, c: 0, expiresAt: exp(windowStart + D) }],
-    ["NaN", key(1), { a: windowStart, b: NaN, c: 0, expiresAt: exp(windowStart + D) }],
-    ["duration 0", key(0, 0), { a: windowStart, b: 1, c: 0, expiresAt: exp(windowStart + D) }],
-    ["duration over a year", key(0, 31_536_001), { a: 0, b: 1, c: 0, expiresAt: exp(NOW + D) }],
-    ["algorithm code 7", stateKeyOf(7, 60, ringKeyOf("ns", "x")), { a: windowStart, b: 1, c: 0, expiresAt: exp(windowStart + D) }],
-    ["non-canonical key (a second counter for one key)", "0060:2:nsuser-1", { a: windowStart, b: 1, c: 0, expiresAt: exp(windowStart + D) }],
-    ["identifier over 512 characters", key(0, 60, "x".repeat(513)), { a: windowStart, b: 1, c: 0, expiresAt: exp(windowStart + D) }],
-    ["empty identifier", stateKeyOf(0, 60, ringKeyOf("ns", "")), { a: windowStart, b: 1, c: 0, expiresAt: exp(windowStart + D) }],
-    ["not UTF-8 (decoded to an empty key)", "", { a: windowStart, b: 1, c: 0, expiresAt: exp(windowStart + D) }],
-    ["token bucket with a limit of 0", key(2), { a: 0, b: NOW, c: 0, expiresAt: exp(NOW + D) }],
-    ["token bucket with more tokens than capacity", key(2), { a: 11 * D, b: NOW, c: 10, expiresAt: exp(NOW + D) }],
-    ["token bucket stamped in the future", key(2), { a: 0, b: NOW + CLOCK_SKEW_MS + 1, c: 10, expiresAt: exp(NOW + D) }],
-    ["leaky bucket with a negative meter (unlimited)", key(3), { a: -1e15, b: NOW, c: 10, expiresAt: exp(NOW + D) }],
+  const refused: Array<[string, string, { a: number; b: number; c: number; expiresInS: number }]> = [
+    ["negative count (made a key unlimited)", key(0), { a: age, b: -4294967290, c: 0, expiresInS: 60 }],
+    ["expiry 2^32-1 s after the send (blocked ~136 years)", key(0), { a: age, b: 5, c: 0, expiresInS: 0xffffffff }],
+    ["expiry beyond two windows", key(2), { a: 0, b: 0, c: 10, expiresInS: exp(2 * D + AGE_TOLERANCE_MS) + 3 }],
+    ["window start in the far future (blocked ~1e288 years)", key(0), { a: -1e300, b: 1e6, c: 0, expiresInS: 60 }],
+    ["window start stamped after the send beyond the tolerance", key(0), { a: -AGE_TOLERANCE_MS - 1, b: 1, c: 0, expiresInS: 60 }],
+    ["fractional age", key(0), { a: 0.5, b: 1, c: 0, expiresInS: 60 }],
+    ["fractional count", key(1), { a: age, b: 1.5, c: 0, expiresInS: 60 }],
+    ["NaN", key(1), { a: age, b: NaN, c: 0, expiresInS: 60 }],
+    ["NaN age", key(1), { a: NaN, b: 1, c: 0, expiresInS: 60 }],
+    ["duration 0", key(0, 0), { a: age, b: 1, c: 0, expiresInS: 60 }],
+    ["duration over a year", key(0, 31_536_001), { a: 0, b: 1, c: 0, expiresInS: 60 }],
+    ["algorithm code 7", stateKeyOf(7, 60, ringKeyOf("ns", "x")), { a: age, b: 1, c: 0, expiresInS: 60 }],
+    ["non-canonical key (a second counter for one key)", "0060:2:nsuser-1", { a: age, b: 1, c: 0, expiresInS: 60 }],
+    ["identifier over 512 characters", key(0, 60, "x".repeat(513)), { a: age, b: 1, c: 0, expiresInS: 60 }],
+    ["empty identifier", stateKeyOf(0, 60, ringKeyOf("ns", "")), { a: age, b: 1, c: 0, expiresInS: 60 }],
+    ["not UTF-8 (decoded to an empty key)", "", { a: age, b: 1, c: 0, expiresInS: 60 }],
+    ["token bucket with a limit of 0", key(2), { a: 0, b: 0, c: 0, expiresInS: 60 }],
+    ["token bucket with more tokens than capacity", key(2), { a: 11 * D, b: 0, c: 10, expiresInS: 60 }],
+    ["token bucket stamped after the send beyond the tolerance (no refill for that long)", key(2), { a: 0, b: -AGE_TOLERANCE_MS - 1, c: 10, expiresInS: 60 }],
+    ["token bucket stamped over two years ago", key(2), { a: 0, b: 2 * 31_536_000_000 + 1, c: 10, expiresInS: 60 }],
+    ["leaky bucket with a negative meter (unlimited)", key(3), { a: -1e15, b: 0, c: 10, expiresInS: 60 }],
   ];
-  for (const [name, k, state] of refused) t.equal(checkState(k, { ...state }, NOW), "invalid", name);
+  for (const [name, k, state] of refused) t.equal(checkState(k, { ...state }), "invalid", name);
 
-  const clamped = { a: windowStart, b: 1e12, c: 0, expiresAt: exp(windowStart + D) };
-  t.equal(checkState(key(0), clamped, NOW), "ok");
+  const clamped = { a: age, b: 1e12, c: 0, expiresInS: 60 };
+  t.equal(checkState(key(0), clamped), "ok");
   t.equal(clamped.b, 1_000_000, "a huge count is clamped to the largest limit");
-  const owed = { a: -1e15, b: NOW, c: 10, expiresAt: exp(NOW + 2 * D) };
-  t.equal(checkState(key(2), owed, NOW), "ok");
+  const owed = { a: -1e15, b: 0, c: 10, expiresInS: exp(2 * D) };
+  t.equal(checkState(key(2), owed), "ok");
   t.equal(owed.a, -10 * D, "tokens owed are clamped to one whole bucket");
-  const full = { a: 1e15, b: NOW, c: 10, expiresAt: exp(NOW + 2 * D) };
-  t.equal(checkState(key(3), full, NOW), "ok");
+  const full = { a: 1e15, b: 0, c: 10, expiresInS: exp(2 * D) };
+  t.equal(checkState(key(3), full), "ok");
   t.equal(full.a, 20 * D, "a meter is clamped to two buckets");
 
-  t.equal(checkState(key(0), { a: windowStart - D, b: 5, c: 0, expiresAt: exp(windowStart) }, NOW), "expired", "an old window is nothing");
+  t.equal(checkState(key(0), { a: D + age, b: 5, c: 0, expiresInS: 1 }), "expired", "a window begun a whole window ago is nothing");
+  t.equal(checkState(key(1), { a: 2 * D, b: 5, c: 5, expiresInS: 1 }), "expired", "a sliding window two windows ago is nothing");
+  t.equal(checkState(key(2), { a: 0, b: 0, c: 10, expiresInS: 0 }), "expired", "expiring at the send");
+});
+
+t.test("admitState: a peer's state is put on this node's clock, its skew is irrelevant", async (t) => {
+  // The sender's clock read NOW − 5 min when it wrote these ages; this node reads NOW.
+  const fw = admitState(key(0), { a: 20_000, b: 7, c: 0, expiresInS: 40, origin: 9 }, NOW);
+  t.same(fw, { a: windowStart, b: 7, c: 0, expiresAt: exp(windowStart + D), origin: 9 }, "a window begun 20 s ago is this node's current one, kept to its end");
+  const tb = admitState(key(2), { a: 3 * D, b: 2500, c: 10, expiresInS: 42, origin: 9 }, NOW);
+  t.same(tb, { a: 3 * D, b: NOW - 2500, c: 10, expiresAt: exp(NOW) + 42, origin: 9 }, "a level 2.5 s old is 2.5 s old here");
+  t.equal(admitState(key(0), { a: -1e300, b: 1, c: 0, expiresInS: 60, origin: 9 }, NOW), "invalid");
+  t.equal(admitState(key(0), { a: D, b: 1, c: 0, expiresInS: 1, origin: 9 }, NOW), "expired");
 });
 
 t.test("replyWithinContract: the forged answers of issue 10 fail open, sound ones pass", async (t) => {
@@ -80,8 +101,12 @@ t.test("replyWithinContract: the forged answers of issue 10 fail open, sound one
 });
 
 t.test("checkState: a removal record (a reset's) passes the key checks and reads as expired, so a receiver that does not know removals drops it", async (t) => {
-  for (let code = 0; code < 4; code++) t.equal(checkState(key(code), { ...REMOVED }, NOW), "expired", algorithmByCode(code)!.name);
-  t.equal(checkState("not a key", { ...REMOVED }, NOW), "invalid", "a forged key is still refused");
+  for (let code = 0; code < 4; code++) {
+    const [record] = decodeStates(encodeStates([{ key: key(code), state: REMOVED }], NOW));
+    t.ok(isRemoval(record!.state), "still a removal once its times are ages");
+    t.equal(checkState(key(code), record!.state), "expired", algorithmByCode(code)!.name);
+  }
+  t.equal(checkState("not a key", { a: 0, b: 0, c: 0, expiresInS: 0 }), "invalid", "a forged key is still refused");
 });
 
 t.test("forwardedWithinContract: a forwarded decision is held to the bounds of POST /limit, on DECIDE and BATCH alike", async (t) => {
