@@ -38,6 +38,16 @@ t.test("fixed window: a count that climbs past the exact answers was counted wit
   t.equal(tally(samples, [{ ...fw, limit: 5 }]).countedWithoutExactAnswer, 1);
 });
 
+t.test("fixed window: a count carried into a window another node names (a hand-off between skewed clocks) is not a degraded answer counted", async (t) => {
+  const end = T0 / 1000 + 60;
+  const samples = [
+    answer(0, T0 + 1, 200, { resetTime: end + 60, count: 1 }), // the owner, 30 s ahead, is in the next window
+    answer(0, T0 + 2, 200, { resetTime: end + 60, count: 2 }),
+    answer(0, T0 + 3, 200, { resetTime: end, count: 3 }), // handed over: the receiver's window, with the count
+  ];
+  t.equal(tally(samples, [{ ...fw, limit: 5 }]).countedWithoutExactAnswer, 0);
+});
+
 t.test("token bucket: at most limit + refill since the first request", async (t) => {
   // limit 2 per 60 s: one token every 30 s.
   const samples = [answer(0, T0, 200), answer(0, T0 + 10, 200), answer(0, T0 + 20, 200), answer(0, T0 + 30_000, 200), answer(0, T0 + 30_010, 429)];
