@@ -1,6 +1,6 @@
 import { Gauge, type Registry } from "prom-client";
 import { FastHistogram } from "./fast-histogram.js";
-import { pulledGauge, pulledLabelledCounter } from "./pulled.js";
+import { pulledCounter, pulledGauge, pulledLabelledCounter } from "./pulled.js";
 
 const OUTCOMES = ["allowed", "blocked", "cached_block", "timeout", "unavailable", "error", "invalid"] as const;
 export type ForwardOutcome = (typeof OUTCOMES)[number];
@@ -25,6 +25,10 @@ export class ClusterMetrics {
       quorum: () => boolean;
       clockOffsets: () => Iterable<[string, number]>;
       peerStates: () => Iterable<PeerStateSample>;
+      /** forwards answered here as timed out whose "allowed" came back later (the owner counted them) */
+      lateAllowed: () => number;
+      /** forwarded items this node dropped undecided: their sender's deadline budget had run out */
+      expiredForwards: () => number;
     },
   ) {
     pulledLabelledCounter(
@@ -34,6 +38,18 @@ export class ClusterMetrics {
       "outcome",
       OUTCOMES,
       this.outcomes,
+    );
+    pulledCounter(
+      registry,
+      "ringlimit_forward_late_allowed_total",
+      "Forwards answered here fail-open (degraded, peer_timeout) that their owner decided and counted after all: its allowed answer came back late (docs/faults.md)",
+      sources.lateAllowed,
+    );
+    pulledCounter(
+      registry,
+      "ringlimit_forward_expired_total",
+      "Forwarded decisions received by this node after their sender's deadline budget ran out: dropped, not decided, not counted",
+      sources.expiredForwards,
     );
     this.roundTrip = new FastHistogram(
       "ringlimit_peer_round_trip_seconds",

@@ -50,12 +50,13 @@ export const MAX_DECIDE_ITEMS = 512;
 export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
 
 /**
- * Version byte at the start of HELLO; a server refuses any other. Protocol 4: state records
- * (MERGE_STATES, REPLICATE) carry ages instead of the sender's clock readings, which a node
- * of protocol 3 would misread by decades. Protocol 3: DECIDE items carry `cost` (protocol 2
- * introduced the bound handshake and per-frame tags).
+ * Version byte at the start of HELLO; a server refuses any other. Protocol 5: a DECIDE frame
+ * carries the sender's deadline budget. Protocol 4: state records (MERGE_STATES, REPLICATE)
+ * carry ages instead of the sender's clock readings, which a node of protocol 3 would misread
+ * by decades. Protocol 3: DECIDE items carry `cost` (protocol 2 introduced the bound
+ * handshake and per-frame tags).
  */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 /** Nonce and proof (HMAC-SHA256) sizes in the handshake. */
 export const NONCE_BYTES = 32;
 export const MAC_BYTES = 32;
@@ -82,6 +83,15 @@ export const DECIDE_ITEM_FIXED_BYTES = 21;
 export const DECIDE_REPLY_ITEM_BYTES = 21;
 /** u32 item count at the start of DECIDE and DECIDE_REPLY bodies. */
 export const BATCH_COUNT_BYTES = 4;
+/**
+ * u32 after a DECIDE's item count: the budget, in µs, that the owner has from the frame's
+ * receipt to decide its items so that the answers can still reach the sender before it gives
+ * up on them (docs/peer-protocol.md). The owner drops a frame whose budget ran out, unanswered
+ * and uncounted: its sender answers those requests fail-open (`degraded`).
+ */
+export const DECIDE_BUDGET_BYTES = 4;
+/** Budget of a frame whose sender waits without a deadline: never dropped. */
+export const NO_BUDGET = 0xffffffff;
 /** ns and identifier lengths are u16 on the wire. */
 export const MAX_STRING_BYTES = 0xffff;
 

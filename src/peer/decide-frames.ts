@@ -7,6 +7,7 @@
 import { isUtf8 } from "node:buffer";
 import {
   BATCH_COUNT_BYTES,
+  DECIDE_BUDGET_BYTES,
   DECIDE_ITEM_FIXED_BYTES,
   DECIDE_REPLY_ITEM_BYTES,
   FRAME_HEADER_BYTES,
@@ -15,6 +16,7 @@ import {
   MAX_DECIDE_ITEMS,
   MAX_FRAME_BYTES,
   MAX_STRING_BYTES,
+  NO_BUDGET,
   TAG_BYTES,
 } from "./constants.js";
 import { FrameError } from "./errors.js";
@@ -22,8 +24,12 @@ import { sealedFrameBytes, writeFrameHeader } from "./frame.js";
 
 // ------------------------------------------------------------------ DECIDE
 
-/** Where a batch's count and first item start, after the frame header. */
+/** Where a DECIDE_REPLY's first item starts, after the frame header and count. */
 const BATCH_START = FRAME_HEADER_BYTES + BATCH_COUNT_BYTES;
+/** Where a DECIDE's first item starts, after the frame header, count and budget. */
+const DECIDE_START = BATCH_START + DECIDE_BUDGET_BYTES;
+/** Where a DECIDE body's first item starts. */
+const DECIDE_ITEMS_AT = BATCH_COUNT_BYTES + DECIDE_BUDGET_BYTES;
 
 /**
  * Builds DECIDE frames for one event-loop turn. Items are written straight
@@ -33,7 +39,7 @@ const BATCH_START = FRAME_HEADER_BYTES + BATCH_COUNT_BYTES;
  */
 export class DecideBatchWriter {
   private buf: Buffer;
-  private off = BATCH_START;
+  private off = DECIDE_START;
   // Start of the frame being filled; frames before it are complete.
   private frameStart = 0;
   private frameItems = 0;
@@ -56,7 +62,7 @@ export class DecideBatchWriter {
     // worst case, then write the strings where they belong, measuring as we go
     // (cheaper than Buffer.byteLength followed by a write).
     const worst = DECIDE_ITEM_FIXED_BYTES + 3 * (ns.length + identifier.length);
-    this.ensure(this.off + TAG_BYTES + BATCH_START + worst);
+    this.ensure(this.off + TAG_BYTES + DECIDE_START + worst);
     let at = this.off;
     const buf = this.buf;
     const nsLen = writeUtf8(buf, ns, at + DECIDE_ITEM_FIXED_BYTES);
@@ -69,8 +75,8 @@ export class DecideBatchWriter {
       // this item behind a new header.
       this.sealFrame();
       this.frameStart = this.off;
-      buf.copyWithin(this.off + BATCH_START, at, at + itemBytes);
-      at = this.off + BATCH_START;
+      buf.copyWithin(this.off + DECIDE_START, at, at + itemBytes);
+      at = this.off + DECIDE_START;
     }
     // Values were range-checked above, so plain byte stores do (Buffer's
     // write*BE re-check every argument).
@@ -92,20 +98,25 @@ export class DecideBatchWriter {
   /**
    * The frames built since the last take(), back to back in a new buffer
    * (the socket may hold on to it, so it cannot be the reused one), or null
-   * when empty. Resets the writer.
+   * when empty. Resets the writer. Every frame gets `budgetUs` (µs, see
+   * DECIDE_BUDGET_BYTES): the items of one take() share their sender's deadline.
    */
-  take(): Buffer | null {
+  take(budgetUs: number = NO_BUDGET): Buffer | null {
     if (this.count === 0) return null;
     this.sealFrame();
+    const buf = this.buf;
+    const budget = budgetUs >= 0 && budgetUs < NO_BUDGET ? Math.floor(budgetUs) : NO_BUDGET;
+    // Frames are back to back: u32 length (type, payload and tag, not itself), then the rest.
+    for (let at = 0; at < this.off; at += 4 + buf.readUInt32BE(at)) putU32(buf, at + BATCH_START, budget);
     const out = Buffer.allocUnsafe(this.off);
-    this.buf.copy(out, 0, 0, this.off);
+    buf.copy(out, 0, 0, this.off);
     this.reset();
     return out;
   }
 
   /** Drop everything added since the last take(). */
   reset(): void {
-    this.off = BATCH_START;
+    this.off = DECIDE_START;
     this.frameStart = 0;
     this.frameItems = 0;
     this.count = 0;
@@ -166,6 +177,8 @@ function isU32(n: number): boolean {
  */
 export class DecideBatchReader {
   count = 0;
+  /** The frame's budget (µs from its receipt), or NO_BUDGET. */
+  budgetUs = NO_BUDGET;
   reqIds = new Uint32Array(256);
   algorithms = new Uint8Array(256);
   limits = new Uint32Array(256);
@@ -177,16 +190,16 @@ export class DecideBatchReader {
   decode(body: Buffer): void {
     this.count = 0;
     const end = body.length;
-    if (end < BATCH_COUNT_BYTES) throw new FrameError("DECIDE without item count");
+    if (end < DECIDE_ITEMS_AT) throw new FrameError("DECIDE without item count and budget");
     const n = body.readUInt32BE(0);
     // Each item takes at least its fixed part; reject impossible counts
     // before sizing anything by them, and counts that would hold the loop.
-    if (n === 0 || n > MAX_DECIDE_ITEMS || n > (end - BATCH_COUNT_BYTES) / DECIDE_ITEM_FIXED_BYTES) {
+    if (n === 0 || n > MAX_DECIDE_ITEMS || n > (end - DECIDE_ITEMS_AT) / DECIDE_ITEM_FIXED_BYTES) {
       throw new FrameError(`DECIDE item count ${n} outside 1..${MAX_DECIDE_ITEMS} or does not fit ${end} bytes`);
     }
     if (n > this.reqIds.length) this.grow(n);
     const { reqIds, algorithms, limits, durations, costs, namespaces, identifiers } = this;
-    let pos = BATCH_COUNT_BYTES;
+    let pos = DECIDE_ITEMS_AT;
     let prevNsStart = -1;
     let prevNsLen = -1;
     let prevNs = "";
@@ -219,6 +232,7 @@ export class DecideBatchReader {
       pos = itemEnd;
     }
     if (pos !== end) throw new FrameError(`DECIDE has ${end - pos} trailing bytes`);
+    this.budgetUs = getU32(body, BATCH_COUNT_BYTES);
     this.count = n;
   }
 

@@ -3,7 +3,7 @@
 
 import { performance } from "node:perf_hooks";
 import type { PendingConnection } from "./admission.js";
-import { CallStatus, DecideCode, FrameType, MAX_CALL_ERROR_BYTES, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES } from "./constants.js";
+import { CallStatus, DecideCode, FrameType, MAX_CALL_ERROR_BYTES, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, NO_BUDGET } from "./constants.js";
 import { FrameAuthError, FrameError } from "./errors.js";
 import { FrameDecoder } from "./frame.js";
 import { HandshakeError, ServerHandshake, readyFrame } from "./handshake.js";
@@ -44,6 +44,8 @@ export interface PeerServerStats {
   decideItems: number;
   /** Items whose handler threw (answered with code 2). */
   decideErrors: number;
+  /** Items dropped undecided because their frame's deadline budget ran out before they were reached. */
+  decideExpired: number;
   calls: number;
   handshakesCompleted: number;
   /** Connections closed for a failed or late handshake, bad frames, or idleness. */
@@ -185,6 +187,13 @@ export class InboundConnection implements PendingConnection {
     const n = reader.count;
     stats.decideFrames++;
     stats.decideItems += n;
+    // The sender stops waiting for these answers once their budget, counted from this frame's
+    // receipt (the read of the chunk that completed it), has run out: deciding them now would
+    // count requests its callers were told were not counted (`degraded`). Dropped unanswered.
+    if (reader.budgetUs !== NO_BUDGET && (performance.now() - this.lastRx) * 1000 >= reader.budgetUs) {
+      stats.decideExpired += n;
+      return;
+    }
     const { reqIds, algorithms, limits, durations, costs, namespaces, identifiers } = reader;
     replies.begin(n);
     for (let i = 0; i < n; i++) {

@@ -7,14 +7,15 @@ import { EventEmitter } from "node:events";
 import type { KeyObject } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { FrameType, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, PEER_DEFAULTS } from "./constants.js";
-import { CLOSED_ERROR, FrameError, INVALID_ERROR, PeerError, TIMEOUT_ERROR, UNAVAILABLE_ERROR } from "./errors.js";
+import { DecideQueue } from "./decide-queue.js";
+import { CLOSED_ERROR, FrameError, INVALID_ERROR, PeerError, UNAVAILABLE_ERROR } from "./errors.js";
 import { FrameDecoder } from "./frame.js";
 import { ClientHandshake, secretKey } from "./handshake.js";
 import type { FrameSealer } from "./session.js";
 import { NOOP_LOGGER, type PeerLogger } from "./logger.js";
-import { DecideBatchWriter, MAX_CALL_PAYLOAD_BYTES, decodeCallReply, encodeCall, encodePing, readDecideReply, type DecideResult } from "./messages.js";
+import { MAX_CALL_PAYLOAD_BYTES, decodeCallReply, encodeCall, encodePing, readDecideReply } from "./messages.js";
 import { PendingCalls } from "./pending-calls.js";
-import { PendingRequests, invokeSafely, type DecideCallback } from "./pending-requests.js";
+import type { DecideCallback } from "./pending-requests.js";
 import type { PeerClientOptions, PeerClientState } from "./peer-client-options.js";
 import { RoundTrip } from "./round-trip.js";
 import { ReconnectBackoff } from "./reconnect-backoff.js";
@@ -73,30 +74,9 @@ export class PeerClient extends EventEmitter {
   private failureTimer: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
 
-  // Hot path state: the turn's batch, the waiters, one deadline timer.
-  private readonly batch = new DecideBatchWriter();
-  private readonly pending = new PendingRequests();
-  private flushScheduled = false;
-  private turnStart = 0;
-  private deadlineTimer: NodeJS.Timeout | null = null;
-  // Handed to every decide() callback; see decide().
-  private readonly result: DecideResult = { code: 0, remaining: 0, resetTime: 0, retryAfterMs: 0 };
-
+  // The hot path: the turn's batch, the waiters, one deadline timer (decide-queue.ts).
+  private readonly queue: DecideQueue;
   private readonly calls = new PendingCalls();
-
-  // Bound once, not per call.
-  private readonly flushBound = (): void => this.flush();
-  private readonly onDeadlineBound = (): void => this.onDeadline();
-  private readonly onReplyItem = (reqId: number, code: number, remaining: number, resetTime: number, retryAfterMs: number): void => {
-    const cb = this.pending.take(reqId);
-    if (cb === null) return; // expired, failed on 'down', or an id we never sent
-    const r = this.result;
-    r.code = code;
-    r.remaining = remaining;
-    r.resetTime = resetTime;
-    r.retryAfterMs = retryAfterMs;
-    invokeSafely(cb, null, r);
-  };
 
   constructor(opts: PeerClientOptions) {
     super();
@@ -113,6 +93,10 @@ export class PeerClient extends EventEmitter {
     this.backoff = new ReconnectBackoff(opts.reconnectMinMs ?? PEER_DEFAULTS.reconnectMinMs, opts.reconnectMaxMs ?? PEER_DEFAULTS.reconnectMaxMs);
     this.handshakeTimeoutMs = opts.handshakeTimeoutMs ?? PEER_DEFAULTS.handshakeTimeoutMs;
     this.callTimeoutMs = opts.callTimeoutMs ?? PEER_DEFAULTS.callTimeoutMs;
+    const write = (frames: Buffer): void => {
+      if (this.socket !== null) this.send(this.socket, frames);
+    };
+    this.queue = new DecideQueue(this.timeoutMs, write, () => this.ping());
   }
 
   /** Last PING round trip in ms; NaN until measured. */
@@ -127,7 +111,12 @@ export class PeerClient extends EventEmitter {
 
   /** Decisions waiting for an answer (including this turn's unsent batch). */
   get pendingCount(): number {
-    return this.pending.waiting;
+    return this.queue.waiting;
+  }
+
+  /** Answers "allowed" that came back after their waiter had timed out: counted by the peer, answered `degraded` here. */
+  get lateAllowed(): number {
+    return this.queue.lateAllowed;
   }
 
   /** Start connecting (and keep reconnecting until close()). Idempotent. */
@@ -155,19 +144,7 @@ export class PeerClient extends EventEmitter {
       cb(this.closed ? CLOSED_ERROR : UNAVAILABLE_ERROR, null);
       return;
     }
-    if (!this.batch.add(this.pending.nextId, algorithm, limit, duration, ns, identifier, cost)) {
-      cb(INVALID_ERROR, null);
-      return;
-    }
-    if (!this.flushScheduled) {
-      this.flushScheduled = true;
-      // One clock read per turn: the whole batch shares a deadline, counted
-      // from the turn's first request (so no request waits longer than timeoutMs).
-      this.turnStart = performance.now();
-      setImmediate(this.flushBound);
-    }
-    this.pending.add(cb, this.turnStart + this.timeoutMs);
-    if (this.deadlineTimer === null) this.deadlineTimer = setTimeout(this.onDeadlineBound, this.timeoutMs);
+    if (!this.queue.add(ns, identifier, algorithm, limit, duration, cb, cost)) cb(INVALID_ERROR, null);
   }
 
   /**
@@ -208,9 +185,8 @@ export class PeerClient extends EventEmitter {
     if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
     this.reconnectTimer = null;
     if (this.socket !== null) this.lost(this.socket, "closed by owner");
-    this.failWaiters(CLOSED_ERROR);
-    if (this.deadlineTimer !== null) clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = null;
+    this.queue.failAll(CLOSED_ERROR);
+    this.queue.stop();
     this.state = "down";
   }
 
@@ -274,11 +250,14 @@ export class PeerClient extends EventEmitter {
     }
     switch (type) {
       case FrameType.DECIDE_REPLY:
-        readDecideReply(body, this.onReplyItem);
+        readDecideReply(body, this.queue.onReplyItem);
         return;
-      case FrameType.PONG:
-        this.emit("rtt", this.roundTrip.measure(body, performance.now(), Date.now()));
+      case FrameType.PONG: {
+        const rttMs = this.roundTrip.measure(body, performance.now(), Date.now());
+        this.queue.budget.onRoundTrip(rttMs, this.roundTrip.echoMs);
+        this.emit("rtt", rttMs);
         return;
+      }
       case FrameType.CALL_REPLY:
         this.calls.settle(decodeCallReply(body));
         return;
@@ -289,6 +268,7 @@ export class PeerClient extends EventEmitter {
 
   private onReady(): void {
     this.ready = true;
+    this.queue.budget.reset();
     this.remoteNodeId = this.serverNodeId;
     this.handshake = null;
     this.decoder!.maxFrameBytes = MAX_FRAME_BYTES;
@@ -302,7 +282,10 @@ export class PeerClient extends EventEmitter {
   }
 
   private ping(): void {
-    if (this.socket !== null) this.send(this.socket, encodePing(FrameType.PING, performance.now()));
+    if (this.socket === null) return;
+    const at = performance.now();
+    this.queue.budget.onPingSent(at);
+    this.send(this.socket, encodePing(FrameType.PING, at));
   }
 
   private checkSilence(): void {
@@ -353,7 +336,8 @@ export class PeerClient extends EventEmitter {
   }
 
   private setDown(reason: string): void {
-    this.failWaiters(UNAVAILABLE_ERROR);
+    // Answered now; their unsent batch is dropped so the peer never decides what was already answered.
+    this.queue.failAll(UNAVAILABLE_ERROR);
     if (this.state === "down") return;
     const wasUp = this.state === "up";
     this.state = "down";
@@ -361,30 +345,5 @@ export class PeerClient extends EventEmitter {
     if (wasUp) this.log.warn(fields, "peer down");
     else this.log.debug(fields, "peer down");
     this.emit("down", reason);
-  }
-
-  /** Answer every decision waiter, and drop the unsent batch so the peer never decides what we already answered. */
-  private failWaiters(err: PeerError): void {
-    this.batch.reset();
-    this.pending.failAll(err);
-  }
-
-  // ------------------------------------------------------------- hot path
-
-  private flush(): void {
-    this.flushScheduled = false;
-    const frames = this.batch.take();
-    // No socket means setDown already answered the batch's waiters and reset it.
-    if (frames !== null && this.socket !== null) this.send(this.socket, frames);
-  }
-
-  private onDeadline(): void {
-    this.deadlineTimer = null;
-    const now = performance.now();
-    // +1: timers may fire a fraction of a millisecond early by this clock.
-    const next = this.pending.expire(now + 1, TIMEOUT_ERROR);
-    if (next !== Infinity && this.deadlineTimer === null) {
-      this.deadlineTimer = setTimeout(this.onDeadlineBound, Math.max(1, next - now));
-    }
   }
 }

@@ -43,6 +43,7 @@ export class PeerServer implements ConnectionHost {
     decideFrames: 0,
     decideItems: 0,
     decideErrors: 0,
+    decideExpired: 0,
     calls: 0,
     handshakesCompleted: 0,
     connectionsRejected: 0,

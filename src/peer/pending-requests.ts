@@ -38,6 +38,10 @@ export class PendingRequests {
   private tail = 0;
   /** Waiters not yet answered (the window also holds answered slots until the head passes them). */
   waiting = 0;
+  /** Waiters answered by expire(), ever. */
+  expired = 0;
+  /** Deadline of the waiter the last successful take() returned. */
+  takenDeadline = 0;
 
   /** `firstId` only matters to tests of the u32 wrap-around. */
   constructor(initialCapacity = 1024, firstId = 0) {
@@ -88,6 +92,7 @@ export class PendingRequests {
     if (cb === null) return null;
     this.cbs[i] = null;
     this.waiting--;
+    this.takenDeadline = this.deadlines[i]!;
     return cb;
   }
 
@@ -107,6 +112,7 @@ export class PendingRequests {
       this.cbs[i] = null;
       this.head = (this.head + 1) >>> 0;
       this.waiting--;
+      this.expired++;
       invokeSafely(cb, err, null);
     }
   }

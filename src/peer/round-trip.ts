@@ -11,6 +11,11 @@ export class RoundTrip {
   clockOffsetMs = NaN;
   private readonly pong = { echoMs: 0, wallMs: 0 };
 
+  /** The timestamp the last PONG echoed: when (performance.now()) its PING was sent. */
+  get echoMs(): number {
+    return this.pong.echoMs;
+  }
+
   /** Read a PONG that arrived at `nowMs` (performance.now()) and `wallNowMs` (Date.now()); returns the round trip. */
   measure(body: Buffer, nowMs: number, wallNowMs: number): number {
     decodePong(body, this.pong);

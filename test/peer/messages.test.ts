@@ -1,10 +1,22 @@
 import t from "tap";
 import { createSecretKey, randomBytes } from "node:crypto";
-import { FRAME_HEADER_BYTES, FrameType, MAX_DECIDE_ITEMS, MAX_FRAME_BYTES, PROTOCOL_VERSION, TAG_BYTES } from "../../src/peer/constants.js";
+import {
+  BATCH_COUNT_BYTES,
+  DECIDE_BUDGET_BYTES,
+  DECIDE_ITEM_FIXED_BYTES,
+  FRAME_HEADER_BYTES,
+  FrameType,
+  MAX_DECIDE_ITEMS,
+  MAX_FRAME_BYTES,
+  NO_BUDGET,
+  PROTOCOL_VERSION,
+  TAG_BYTES,
+} from "../../src/peer/constants.js";
 import { FrameError } from "../../src/peer/errors.js";
 import { FrameDecoder } from "../../src/peer/frame.js";
 import { FrameOpener, FrameSealer } from "../../src/peer/session.js";
 import {
+  DecideBatchReader,
   DecideBatchWriter,
   DecideReplyWriter,
   decodeCall,
@@ -25,6 +37,9 @@ import {
   readDecideReply,
   type DecideItem,
 } from "../../src/peer/messages.js";
+
+/** Where a DECIDE body's first item starts: after its count and its budget. */
+const ITEMS_AT = BATCH_COUNT_BYTES + DECIDE_BUDGET_BYTES;
 
 /** Seal sealed frames with a fresh key and split them back into [type, body] with the real, tag-checking decoder. */
 function frames(bytes: Buffer): Array<{ type: number; body: Buffer }> {
@@ -142,7 +157,7 @@ t.test("DECIDE batches split at MAX_DECIDE_ITEMS items", async (t) => {
     out.flatMap((f) => decodeDecideItems(f.body)),
     list,
   );
-  const tooMany = Buffer.alloc(4 + (MAX_DECIDE_ITEMS + 1) * 19);
+  const tooMany = Buffer.alloc(ITEMS_AT + (MAX_DECIDE_ITEMS + 1) * DECIDE_ITEM_FIXED_BYTES);
   tooMany.writeUInt32BE(MAX_DECIDE_ITEMS + 1, 0);
   t.throws(() => decodeDecideItems(tooMany), /item count/, "a frame over the item cap is refused whole");
 });
@@ -161,6 +176,29 @@ t.test("DECIDE batches over the frame limit split into several valid frames", as
     out.flatMap((f) => decodeDecideItems(f.body)),
     list,
   );
+});
+
+t.test("DECIDE frames carry the sender's deadline budget, every frame of a split batch the same", async (t) => {
+  const w = new DecideBatchWriter();
+  const list: DecideItem[] = [];
+  for (let i = 0; i < MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, ns: "ns", identifier: `k${i}` });
+  writeAll(w, list);
+  const out = frames(w.take(87_654.9)!);
+  t.equal(out.length, 2);
+  const r = new DecideBatchReader();
+  for (const f of out) {
+    r.decode(f.body);
+    t.equal(r.budgetUs, 87_654, "whole µs, in each frame");
+  }
+  writeAll(w, list.slice(0, 1));
+  r.decode(frames(w.take()!)[0]!.body);
+  t.equal(r.budgetUs, NO_BUDGET, "no budget given: the owner never drops it");
+  writeAll(w, list.slice(0, 1));
+  r.decode(frames(w.take(-3)!)[0]!.body);
+  t.equal(r.budgetUs, NO_BUDGET, "a nonsense budget is none, not a wrapped u32");
+  writeAll(w, list.slice(0, 1));
+  r.decode(frames(w.take(0)!)[0]!.body);
+  t.equal(r.budgetUs, 0, "an exhausted budget travels as 0");
 });
 
 t.test("DECIDE decoder rejects every truncation, trailing bytes and bad fields", async (t) => {
@@ -191,10 +229,10 @@ t.test("DECIDE decoder rejects every truncation, trailing bytes and bad fields",
   huge.writeUInt32BE(0xffffffff, 0);
   t.throws(() => decodeDecideItems(huge), FrameError, "absurd count");
   const alg = Buffer.from(good);
-  alg[4 + 4] = 4;
+  alg[ITEMS_AT + 4] = 4;
   t.throws(() => decodeDecideItems(alg), FrameError, "unknown algorithm");
   const nsLen = Buffer.from(good);
-  nsLen.writeUInt16BE(0xffff, 4 + 13);
+  nsLen.writeUInt16BE(0xffff, ITEMS_AT + 13);
   t.throws(() => decodeDecideItems(nsLen), FrameError, "string length past the end");
 });
 

@@ -98,6 +98,8 @@ export class Cluster implements ClusterView {
       quorum: () => pool.quorum,
       clockOffsets: () => pool.clockOffsets(),
       peerStates: () => pool.peerStates(),
+      lateAllowed: () => pool.lateAllowed(),
+      expiredForwards: () => this.server.stats.decideExpired,
     });
     this.blockedCache = new BlockedCache(blockedCacheBytes);
     this.decider = new ClusterDecider(

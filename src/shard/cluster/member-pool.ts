@@ -106,6 +106,13 @@ export class MemberPool {
     return offsets;
   }
 
+  /** Forwards timed out here that a peer allowed (and counted) after all, summed over peers. */
+  lateAllowed(): number {
+    let n = 0;
+    for (const c of this.clients.values()) n += c.lateAllowed;
+    return n;
+  }
+
   /** Each peer: whether its connection is up, and its last heartbeat round trip (ms; NaN before the first). */
   peerStates(): PeerStateSample[] {
     return [...this.clients].map(([member, c]) => ({ member, up: c.state === "up", rttMs: this.rttMs.get(member) ?? NaN }));
