@@ -52,10 +52,13 @@ export class ForwardBudget {
 
   /** The PING sent at `sentAt` came back after `ms`; PONGs come in order, so every earlier one is answered too. */
   onRoundTrip(ms: number, sentAt: number): void {
-    this.previousRtt = this.rtt;
+    // The first answer to a heartbeat sent since a time-out replaces the older samples: a
+    // round trip from before a link turned slow must not keep its budgets up.
+    const afterTimeout = this.lateSince >= 0 && sentAt >= this.lateSince;
+    this.previousRtt = afterTimeout ? ms : this.rtt;
     this.rtt = ms;
     this.lastEcho = sentAt;
-    if (sentAt >= this.lateSince) this.lateSince = -1;
+    if (afterTimeout) this.lateSince = -1;
     while (this.unanswered > 0 && this.pings[this.head]! <= sentAt) {
       this.head = (this.head + 1) % MAX_UNANSWERED_PINGS;
       this.unanswered--;
