@@ -9,7 +9,7 @@ export class ReplicationMetrics {
   private statesPromoted = 0;
   private readonly lag: FastHistogram;
 
-  constructor(registry: Registry, replicaStates: () => number) {
+  constructor(registry: Registry, replicaStates: () => number, backlog: () => number) {
     this.lag = new FastHistogram(
       "ringlimit_replication_lag_seconds",
       "From a state's change on its owner to the replica's answer that it holds it, per replication batch",
@@ -30,6 +30,12 @@ export class ReplicationMetrics {
     );
     pulledCounter(registry, "ringlimit_replicas_promoted_total", "Replica states taken over because this node became their owner", () => this.statesPromoted);
     pulledGauge(registry, "ringlimit_replica_states", "States held here as replicas of other owners", replicaStates);
+    pulledGauge(
+      registry,
+      "ringlimit_replication_backlog_states",
+      "States changed here and not yet acknowledged by their replicas (in a batch or a call, once per replica); 0 when replication has caught up",
+      backlog,
+    );
   }
 
   replicated(states: number, lagSeconds: number): void {

@@ -88,7 +88,11 @@ export class Cluster implements ClusterView {
         owned: this.table,
         replicaTable,
         logger,
-        metrics: new ReplicationMetrics(metrics.registry, () => replicaTable.size),
+        metrics: new ReplicationMetrics(
+          metrics.registry,
+          () => replicaTable.size,
+          () => this.replicator?.backlog() ?? 0,
+        ),
       });
     }
     const replicator = this.replicator;

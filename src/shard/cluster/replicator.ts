@@ -63,6 +63,8 @@ class Link {
   /** performance.now() of the oldest change in `pending` (for the lag) */
   oldestChange = 0;
   inFlight = 0;
+  /** states in the calls awaiting an answer */
+  inFlightStates = 0;
 }
 
 /**
@@ -110,6 +112,17 @@ export class Replicator {
 
   stop(): void {
     this.stopped = true;
+  }
+
+  /**
+   * States changed here that their replicas have not acknowledged yet: waiting in a batch or
+   * in a call (counted once per replica). 0 means every change so far is held by the replicas
+   * that were up, or was counted as dropped.
+   */
+  backlog(): number {
+    let n = 0;
+    for (const link of this.links.values()) n += link.pending.count + link.inFlightStates;
+    return n;
   }
 
   /** The ring changed: promote, drop and re-replicate (one pass at a time, run again if it changes meanwhile). */
@@ -222,8 +235,10 @@ export class Replicator {
       return;
     }
     link.inFlight++;
+    link.inFlightStates += count;
     const settled = (ok: boolean) => {
       link.inFlight--;
+      link.inFlightStates -= count;
       if (ok) metrics.replicated(count, (performance.now() - changedAt) / 1000);
       else metrics.dropped(count);
       if (!this.stopped && link.inFlight < PIPELINE && link.pending.count > 0) this.send(member, link);

@@ -56,9 +56,13 @@ async function expectCounts(t: Test, via: NodeProcess, keys: Key[], label: strin
   }
 }
 
-/** Replication is per event-loop turn and its lag is milliseconds (bench/replication.mjs): this is a wide margin. */
-async function replicated(): Promise<void> {
-  await sleep(300);
+/**
+ * Until every change on `nodes` is held by its replicas: ringlimit_replication_backlog_states
+ * is 0 on each (the lag is milliseconds, bench/replication.mjs; the bound is for a loaded machine).
+ */
+async function replicated(t: Test, nodes: readonly NodeProcess[]): Promise<void> {
+  const caughtUp = async () => (await Promise.all(nodes.map((n) => metric(n, "ringlimit_replication_backlog_states")))).every((v) => v === 0);
+  t.ok(await eventually(caughtUp, 10_000), "replication caught up: no backlog on any node");
 }
 
 t.test("REPLICAS=2: SIGKILL of the owner loses no count once replicated; under load, what is lost is measured", async (t) => {
@@ -67,7 +71,7 @@ t.test("REPLICAS=2: SIGKILL of the owner loses no count once replicated; under l
   const [a, b, c] = cluster.nodes as NodeProcess[];
   const keys = keysOwnedBy(cluster, [0], "kill");
   await count(t, [a!, b!, c!], keys, 5);
-  await replicated();
+  await replicated(t, [a!, b!, c!]);
   t.ok(
     ((await metric(b!, "ringlimit_replica_states")) ?? 0) + ((await metric(c!, "ringlimit_replica_states")) ?? 0) >= keys.length,
     "the survivors hold a replica of each key",
@@ -89,7 +93,7 @@ t.test("REPLICAS=2: a reset reaches the replicas: a replica promoted after the o
   const [a, b, c] = cluster.nodes as NodeProcess[];
   const keys = keysOwnedBy(cluster, [0], "reset");
   await count(t, [a!, b!, c!], keys, 5);
-  await replicated();
+  await replicated(t, [a!, b!, c!]);
   const held = async () => ((await metric(b!, "ringlimit_replica_states")) ?? 0) + ((await metric(c!, "ringlimit_replica_states")) ?? 0);
   t.ok((await held()) >= keys.length, "the survivors hold a replica of each key");
   for (const key of keys) {
@@ -98,7 +102,7 @@ t.test("REPLICAS=2: a reset reaches the replicas: a replica promoted after the o
     t.same(r.json.data.removed, [{ algorithm: key.algorithm, duration: YEAR }], "the owner removed its state");
     key.used = 0;
   }
-  await replicated();
+  await replicated(t, [a!, b!, c!]);
   t.equal(await held(), 0, "the replicas dropped their copies");
   a!.signal("SIGKILL");
   await a!.exited;
@@ -134,7 +138,7 @@ t.test("REPLICAS=2: SIGKILL of the owner under load: counts lost per thousand", 
   await sleep(1000);
   running = false;
   await load;
-  await replicated();
+  await replicated(t, [b!, c!]);
   let admitted = 0;
   let lost = 0;
   let overCounted = 0;
@@ -158,7 +162,7 @@ t.test("REPLICAS=3: SIGKILL of two of three nodes loses no count once replicated
   const [a, b, c] = cluster.nodes as NodeProcess[];
   const keys = keysOwnedBy(cluster, [0, 1, 2], "two");
   await count(t, [a!, b!, c!], keys, 4);
-  await replicated();
+  await replicated(t, [a!, b!, c!]);
   a!.signal("SIGKILL");
   b!.signal("SIGKILL");
   await Promise.all([a!.exited, b!.exited]);
@@ -173,7 +177,7 @@ t.test("REPLICAS=2 and STATE_DIR: all nodes SIGTERMed together and restarted kee
   t.teardown(() => cluster.stop());
   const keys = keysOwnedBy(cluster, [0, 1, 2], "all");
   await count(t, cluster.nodes as NodeProcess[], keys, 3);
-  await replicated();
+  await replicated(t, cluster.nodes as NodeProcess[]);
   for (const node of cluster.nodes) node!.signal("SIGTERM");
   const exits = await Promise.all(cluster.nodes.map((node) => node!.exited));
   t.same(
@@ -199,7 +203,7 @@ t.test("REPLICAS=2: an owner SIGSTOPped while its replica took over resumes with
   const [a, b, c] = cluster.nodes as NodeProcess[];
   const keys = keysOwnedBy(cluster, [0], "stop");
   await count(t, [b!, c!], keys, 4);
-  await replicated();
+  await replicated(t, [a!, b!, c!]);
   a!.signal("SIGSTOP");
   await waitForRing([b!, c!], 2);
   await expectCounts(t, b!, keys, "the replica took over from its copy");
