@@ -66,6 +66,8 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
       maxStoredBytes: budget.totalBytes,
       evictions: () => table.evictions,
       expirations: () => table.expirations,
+      // frontEnd is made below; the gauge is read only when /metrics is scraped
+      requestsInFlight: (): number => frontEnd.inFlight,
     },
     config.metricsCacheMs,
   );

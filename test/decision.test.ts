@@ -104,7 +104,14 @@ t.test("algorithm names: typia accepts exactly the list the message names", asyn
 });
 
 t.test("every degraded reason has a metric slot", async (t) => {
-  const metrics = new Metrics({ storedKeys: () => 0, storedBytes: () => 0, maxStoredBytes: 0, evictions: () => 0, expirations: () => 0 });
+  const metrics = new Metrics({
+    storedKeys: () => 0,
+    storedBytes: () => 0,
+    maxStoredBytes: 0,
+    evictions: () => 0,
+    expirations: () => 0,
+    requestsInFlight: () => 0,
+  });
   for (const reason of DEGRADED_REASONS) metrics.countDegraded(reason);
   const text = await metrics.render();
   for (const reason of DEGRADED_REASONS) t.match(text, `ringlimit_degraded_total{reason="${reason}"} 1`, reason);

@@ -14,6 +14,8 @@ export interface MetricSources {
   maxStoredBytes: number;
   evictions: () => number;
   expirations: () => number;
+  /** POST requests received and not answered yet */
+  requestsInFlight: () => number;
 }
 
 /** The POST endpoints, as the `endpoint` label of ringlimit_endpoint_requests_total names them. */
@@ -94,6 +96,7 @@ export class Metrics {
       registry,
     );
     pulledGauge(registry, "ringlimit_stored_keys", "Limit states stored on this node", sources.storedKeys);
+    pulledGauge(registry, "ringlimit_requests_in_flight", "POST requests received and not answered yet (a drain waits for 0)", sources.requestsInFlight);
     pulledGauge(
       registry,
       "ringlimit_stored_bytes",

@@ -28,7 +28,14 @@ const throwing: Decider = {
 };
 
 async function serve(failOpen: boolean) {
-  const metrics = new Metrics({ storedKeys: () => 0, storedBytes: () => 0, maxStoredBytes: 0, evictions: () => 0, expirations: () => 0 });
+  const metrics = new Metrics({
+    storedKeys: () => 0,
+    storedBytes: () => 0,
+    maxStoredBytes: 0,
+    evictions: () => 0,
+    expirations: () => 0,
+    requestsInFlight: () => 0,
+  });
   const front = new FrontEnd(
     { host: "127.0.0.1", port: 0, failOpen },
     {

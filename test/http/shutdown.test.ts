@@ -10,6 +10,7 @@ import http from "node:http";
 import net from "node:net";
 import t from "tap";
 import { closeAgents, request, TEST_KEY } from "../harness/http-client.js";
+import { metric } from "../harness/cluster.js";
 import { spawnNode, type NodeProcess } from "../harness/node-process.js";
 import { sleep, validBody } from "../harness/contract.js";
 import { until } from "../harness/wait.js";
@@ -76,7 +77,8 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
     t.equal((await request(n.url + "/ready", { agent: keepAlive })).status, 200, "ready before the signal");
 
     const upload = heldUpload(n.url, JSON.stringify(validBody({ limit: 5 })));
-    await sleep(150); // the node has the headers and counts the request as in flight
+    // The node has the headers and counts the request as in flight (not a guess of how long that takes).
+    await until("the held upload in flight", async () => (await metric(n, "ringlimit_requests_in_flight")) === 1);
     n.signal(signal);
 
     // /ready on the connection that is already open: 503 while draining
@@ -196,7 +198,7 @@ t.test("a request that never completes is cut off at DRAIN_TIMEOUT_MS", async (t
   const n = await spawnNode({ DRAIN_TIMEOUT_MS: "500", LOG_LEVEL: "warn" });
   t.teardown(() => n.kill());
   const upload = heldUpload(n.url, JSON.stringify(validBody()));
-  await sleep(150);
+  await until("the held upload in flight", async () => (await metric(n, "ringlimit_requests_in_flight")) === 1);
   const started = Date.now();
   n.signal("SIGTERM");
   const exit = await exitWithin(n, 5000);
