@@ -9,7 +9,7 @@ import { DecideCode, FrameType } from "../../src/peer/constants.js";
 import { FrameDecoder } from "../../src/peer/frame.js";
 import { type DecideResult, type PeerError, type PeerServerHandler } from "../../src/peer/index.js";
 import { DecideBatchWriter, decodeHello, encodeHello } from "../../src/peer/messages.js";
-import { makeClient, rawAuthenticatedClient, rawConnect, sleep, startServer, waitEvent, within } from "./helpers.js";
+import { makeClient, rawAuthenticatedClient, rawConnect, startServer, waitEvent, within } from "./helpers.js";
 import { frameType, startProxy, type Direction } from "./proxy.js";
 
 /** A real counter per identifier: allowed while the count is within the limit. */
@@ -57,8 +57,9 @@ t.test("relay: a HELLO meant for one node, relayed to another, is refused before
   });
   const downs: string[] = [];
   client.on("down", (r) => downs.push(r));
+  const refused = waitEvent(client, "down");
   client.connect();
-  await sleep(300);
+  await refused; // its first attempt ended (the server counts a refusal before it closes)
   t.not(client.state, "up", "the client never comes up");
   t.equal(server.stats.handshakesCompleted, 0);
   t.ok(server.refusals.total("wrong_node") >= 1, "refused as a HELLO for another node");
@@ -106,8 +107,9 @@ t.test("reflection: a node's own handshake turned back on its own server never a
   for (const [name, rewrite] of variants) {
     const proxy = await startProxy(port, (frame, n, dir) => (dir === "toServer" && n === 0 ? [rewrite(decodeHello(frame.subarray(5)))] : [frame]));
     const client = makeClient(proxy.port, { ...QUIET, nodeId: "node-a", serverNodeId: "node-b" });
+    const refused = waitEvent(client, "down");
     client.connect();
-    await sleep(300);
+    await refused;
     t.not(client.state, "up", `${name}: A's client never comes up`);
     client.close();
     await proxy.close();
@@ -139,8 +141,9 @@ t.test("wrong identity: a client that dials member X and reaches a node with ano
     client.close();
     await server.close();
   });
+  const refused = waitEvent(client, "down");
   client.connect();
-  await sleep(300);
+  await refused;
   t.not(client.state, "up");
   t.equal(client.remoteNodeId, null);
   t.equal(server.stats.handshakesCompleted, 0);
