@@ -101,3 +101,43 @@ export function limitRequest(body: unknown, extraHeaders = ""): string {
     `Content-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`
   );
 }
+
+/**
+ * Requests one at a time on one connection (keep-alive without pipelining): each is written
+ * once the answer to the one before it has arrived. Stops at the first close or after `waitMs`.
+ */
+export function rawSerial(port: number, requests: readonly string[], options: { waitMs?: number } = {}): Promise<RawExchange> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, "127.0.0.1");
+    socket.setNoDelay(true);
+    let received = Buffer.alloc(0);
+    let sent = 0;
+    let settled = false;
+    const finish = (closedByServer: boolean) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ ...parseResponses(received), closedByServer });
+    };
+    const timer = setTimeout(() => finish(false), options.waitMs ?? 1500);
+    const next = () => {
+      if (sent < requests.length) socket.write(requests[sent++]!);
+      else finish(false);
+    };
+    socket.on("connect", next);
+    socket.on("data", (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      if (parseResponses(received).responses.length === sent) next();
+    });
+    socket.on("close", () => finish(true));
+    socket.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code === "ECONNRESET" || err.code === "EPIPE") finish(true);
+      else if (!settled) {
+        settled = true;
+        clearTimeout(timer);
+        reject(err);
+      }
+    });
+  });
+}
