@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import t from "tap";
 import { metric } from "../harness/cluster.js";
 import { assertCleanedUp, faultNetFor, logLines, runFault, sleep } from "./fault-run.js";
@@ -60,7 +63,16 @@ if (net !== undefined) {
   });
 
   t.test("SIGTERM while isolated", async (t) => {
-    await runFault(t, net, { order: 7, fault: "SIGTERM of n3 while it is cut off from both others" }, async ({ net, cluster, load, watch, notes }) => {
+    // Issue 14 item 6: what an isolated node cannot hand over goes to STATE_DIR at stop and
+    // comes back when it restarts (merged with what the others counted meanwhile).
+    const stateDir = mkdtempSync(path.join(tmpdir(), "ringlimit-faults-state-"));
+    t.teardown(() => rmSync(stateDir, { recursive: true, force: true }));
+    const spec = {
+      order: 7,
+      fault: "SIGTERM of n3 while it is cut off from both others (n3 with STATE_DIR), then restarted",
+      perNode: { 2: { STATE_DIR: stateDir } },
+    };
+    await runFault(t, net, spec, async ({ net, cluster, load, watch, notes }) => {
       await sleep(3000);
       const leaving = cluster.nodes[2]!;
       const held = await metric(leaving, "ringlimit_stored_keys");
@@ -76,6 +88,16 @@ if (net !== undefined) {
       notes.push(`exit ${Date.now() - termAt} ms after SIGTERM`);
       notes.push(`n3 held ${held} states: ${report?.handedOver ?? "?"} handed over, ${report?.notHandedOver ?? "?"} not`);
       net.heal();
+      await sleep(1000);
+      const back = await cluster.start(2);
+      const restored = logLines(back.output(), /restored states from snapshot/)[0];
+      notes.push(`restarted: ${restored?.owned ?? 0} restored from STATE_DIR (${restored?.expired ?? 0} expired meanwhile)`);
+      t.equal(
+        Number(restored?.owned ?? 0) + Number(restored?.expired ?? 0),
+        report?.notHandedOver,
+        "every state it could not hand over was written at stop and read back at restart",
+      );
+      load.putBack(2);
       await sleep(3000);
     });
   });
