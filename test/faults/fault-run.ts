@@ -100,7 +100,9 @@ export async function runFault(
     (await Promise.all(cluster.nodes.map((n) => (n === undefined ? 0 : metric(n, name).catch(() => 0))))).reduce<number>((a, b) => a + (b ?? 0), 0);
   const [dropped, countedLate] = [await total("ringlimit_forward_expired_total"), await total("ringlimit_forward_late_allowed_total")];
   if (dropped + countedLate > 0)
-    ctx.notes.push(`${dropped} late forwards dropped by their owner; ${countedLate} counted though answered degraded (ringlimit_forward_late_allowed_total)`);
+    ctx.notes.push(
+      `${dropped} late forwards dropped by their owner; ${countedLate} counted though answered degraded (ringlimit_forward_late_allowed_total of the nodes running at the end)`,
+    );
   const result = tally(load.samples, keys);
   t.equal(result.unexpected, 0, "every answer is 200 or 429 (no 5xx, no 4xx)");
   const failed = load.samples.filter((s) => s.status === 0);
