@@ -4,7 +4,7 @@ import t from "tap";
 import { ALGORITHM_NAMES } from "../src/algorithms/index.js";
 import { DEGRADED_REASONS, REQUEST_BOUNDS } from "../src/decision.js";
 import { FIELD_RULES, toLimitQuery } from "../src/http/validation.js";
-import { Metrics } from "../src/metrics/metrics.js";
+import { emptyMetrics } from "./harness/metrics.js";
 import { InboundHandler } from "../src/shard/cluster/inbound.js";
 import { HashRing } from "../src/shard/cluster/ring.js";
 import { LocalDecider } from "../src/shard/table/local-decider.js";
@@ -104,14 +104,7 @@ t.test("algorithm names: typia accepts exactly the list the message names", asyn
 });
 
 t.test("every degraded reason has a metric slot", async (t) => {
-  const metrics = new Metrics({
-    storedKeys: () => 0,
-    storedBytes: () => 0,
-    maxStoredBytes: 0,
-    evictions: () => 0,
-    expirations: () => 0,
-    requestsInFlight: () => 0,
-  });
+  const metrics = emptyMetrics();
   for (const reason of DEGRADED_REASONS) metrics.countDegraded(reason);
   const text = await metrics.render();
   for (const reason of DEGRADED_REASONS) t.match(text, `ringlimit_degraded_total{reason="${reason}"} 1`, reason);

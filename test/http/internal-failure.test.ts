@@ -10,7 +10,7 @@ import type { Decider } from "../../src/decision.js";
 import { FrontEnd } from "../../src/http/server.js";
 import { IdGenerator } from "../../src/http/ids.js";
 import { createLogger } from "../../src/logger.js";
-import { Metrics } from "../../src/metrics/metrics.js";
+import { emptyMetrics } from "../harness/metrics.js";
 import { closeAgents, limit, post, request, TEST_KEY } from "../harness/http-client.js";
 
 t.teardown(closeAgents);
@@ -28,14 +28,7 @@ const throwing: Decider = {
 };
 
 async function serve(failOpen: boolean) {
-  const metrics = new Metrics({
-    storedKeys: () => 0,
-    storedBytes: () => 0,
-    maxStoredBytes: 0,
-    evictions: () => 0,
-    expirations: () => 0,
-    requestsInFlight: () => 0,
-  });
+  const metrics = emptyMetrics();
   const front = new FrontEnd(
     { host: "127.0.0.1", port: 0, failOpen },
     {
