@@ -3,6 +3,7 @@
 import t from "tap";
 import type { PeerError } from "../../src/peer/index.js";
 import { echoHandler, freePort, makeClient, sleep, startServer, startStuckServer, waitEvent } from "./helpers.js";
+import { eventually } from "../harness/wait.js";
 
 t.test("a peer that never answers: every waiter gets timeout by its deadline, then the client goes down", async (t) => {
   const stuck = await startStuckServer();
@@ -35,7 +36,9 @@ t.test("a peer that never answers: every waiter gets timeout by its deadline, th
   ask(100);
   await sleep(50);
   ask(100);
-  await sleep(200);
+  // Until both turns' deadlines have passed (the plain timers fired) and the waiters answered:
+  // a fixed 200 ms was not enough where every timer ran 100 ms late.
+  await eventually(() => plainLate.length === 2 && answered.length === 200, 5_000);
   t.equal(answered.length, 200, "all answered");
   t.ok(
     answered.every((a) => a.code === "timeout" && a.r === null),

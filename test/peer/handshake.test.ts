@@ -5,6 +5,7 @@ import { FrameDecoder, encodeFrame, encodeHandshakeFrame } from "../../src/peer/
 import { ClientHandshake, HandshakeError, ServerHandshake, deriveSecrets, readyFrame, secretKey } from "../../src/peer/handshake.js";
 import { DecideBatchWriter, decodeChallenge, encodeHello, encodeProof } from "../../src/peer/messages.js";
 import { HOST, SECRET, echoHandler, makeClient, rawAuthenticatedClient, rawConnect, sleep, startServer, waitEvent, within } from "./helpers.js";
+import { eventually } from "../harness/wait.js";
 
 function decideFrame(): Buffer {
   const w = new DecideBatchWriter();
@@ -263,7 +264,8 @@ t.test("after READY: a silent connection is closed after idleTimeoutMs, a pingin
   await sleep(400);
   t.equal(client.state, "up", "pinging client still up");
   t.equal(server.connections, 1);
-  t.ok(client.rttMs >= 0 && client.rttMs < 100, `rtt ${client.rttMs.toFixed(3)} ms`);
+  // Measured, and in ms: within the client's own life (not a speed claim, which a loaded machine breaks).
+  t.ok(client.rttMs >= 0 && client.rttMs < performance.now() - start, `rtt ${client.rttMs.toFixed(3)} ms`);
 });
 
 t.test("beyond maxPendingHandshakes the oldest unauthenticated connection goes, silent ones first", async (t) => {
@@ -296,7 +298,7 @@ t.test("the per-source bound evicts only that source's connections", async (t) =
   t.teardown(() => server.close());
   const conns = [];
   for (let i = 0; i < 10; i++) conns.push(await rawConnect(port));
-  await sleep(100);
+  await eventually(() => server.stats.pendingEvicted === 7, 5_000); // the server has taken in all ten
   t.equal(server.pendingHandshakes, 3, "one source holds at most 3");
   for (const c of conns) c.socket.destroy();
 });

@@ -2,6 +2,7 @@
 import t from "tap";
 import { selfSignedCert } from "../harness/certs.js";
 import { echoHandler, makeClient, rawConnect, sleep, startServer, waitEvent, within } from "./helpers.js";
+import { eventually } from "../harness/wait.js";
 
 const { cert, key } = await selfSignedCert(t, { commonName: "localhost" });
 
@@ -69,7 +70,7 @@ t.test("connections still in their TLS handshake count against the unauthenticat
   t.teardown(() => server.close());
   const idle = [];
   for (let i = 0; i < 10; i++) idle.push(await rawConnect(port));
-  await sleep(100);
+  await eventually(() => server.stats.pendingEvicted === 7, 5_000); // the server has taken in all ten
   t.equal(server.pendingHandshakes, 3, "ten idle TCP connections, three held");
   t.equal(server.stats.pendingEvicted, 7);
   const client = makeClient(port, { tls: { ca: cert } });
