@@ -6,6 +6,7 @@
 import t from "tap";
 import { closeAgents, limit, post } from "../../harness/http-client.js";
 import { startCluster } from "../../harness/cluster.js";
+import { eventually } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -30,10 +31,12 @@ t.test("an owner that does not answer: the batch fails open and every reservatio
   );
   node(2).signal("SIGCONT");
   resumed = true;
-  // The release to the hung owner was queued behind its BATCH on the same connection.
-  await new Promise((resolve) => setTimeout(resolve, 500));
-  for (const [o, identifier] of ids.entries()) {
-    const peek = await limit(node((o + 1) % 3).url, { namespace: "test", identifier, limit: 100, duration: 3600, cost: 0 });
+  // The release to the hung owner was queued behind its BATCH on the same connection: wait
+  // until the resumed owner has read both (a fixed 500 ms guessed how long that takes).
+  const peekAt = (o: number) => limit(node((o + 1) % 3).url, { namespace: "test", identifier: ids[o]!, limit: 100, duration: 3600, cost: 0 });
+  await eventually(async () => (await Promise.all(ids.map((_, o) => peekAt(o)))).every((p) => p.status === 200 && p.json.data.count === 0), 10_000);
+  for (const o of ids.keys()) {
+    const peek = await peekAt(o);
     t.equal(peek.status, 200);
     t.equal(peek.json.data.count, 0, `owner ${o}: nothing of the failed batch stays counted`);
   }
