@@ -15,6 +15,7 @@ import {
 } from "./batch-wire.js";
 import { CallMethod } from "./handoff.js";
 import { ownership, type OwnershipView } from "./ownership.js";
+import { resetTimeHere } from "./peer-data.js";
 
 /** The cluster as batches see it (ClusterDecider's view). */
 interface ClusterView extends OwnershipView {
@@ -140,7 +141,10 @@ export class BatchForwarder {
     return client.call(CallMethod.BATCH, encodeBatchRequest(mode, reservation, this.holdMs, part.queries), this.timeoutMs).then(
       (payload): PartResult => {
         try {
-          return { ok: true, reply: decodeBatchReply(payload, part.queries) };
+          const reply = decodeBatchReply(payload, part.queries);
+          // Reset times are the owner's clock readings: on this node's, as for one forward.
+          for (const d of [...reply.decisions, ...reply.standing]) d.resetTime = resetTimeHere(d.resetTime, client.clockOffsetMs);
+          return { ok: true, reply };
         } catch {
           return { ok: false, reason: "peer_error" };
         }

@@ -7,7 +7,7 @@ import type { ClusterMetrics } from "../../metrics/cluster-metrics.js";
 import type { LocalDecider } from "../table/local-decider.js";
 import type { BatchForwarder } from "./batch-forwarding.js";
 import { ownership, type OwnershipView } from "./ownership.js";
-import { replyWithinContract } from "./peer-data.js";
+import { replyWithinContract, resetTimeHere } from "./peer-data.js";
 import { ringKeyOf, stateKeyOf } from "../table/state-key.js";
 
 /** What the decider needs to know about the cluster at the moment of a decision. */
@@ -91,6 +91,7 @@ export class ClusterDecider implements Decider {
           this.metrics.forwardOutcome(reason === "peer_timeout" ? "timeout" : reason === "peer_unavailable" ? "unavailable" : "error");
           return done(failOpenDecision(query, now, reason, d));
         }
+        r.resetTime = resetTimeHere(r.resetTime, client.clockOffsetMs);
         // An answer that does not fit the question (a count beyond the limit, NaN, a reset
         // years ahead) is the owner's error for this item alone.
         if (!replyWithinContract(r, query, now)) {

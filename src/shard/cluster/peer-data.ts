@@ -11,10 +11,23 @@ import { rebaseState, type AgedState } from "../table/state-records.js";
  * who stole the cluster secret, and one bad number must not block a key for centuries,
  * make it unlimited, or reach a caller as NaN.
  *
- * Clocks of different nodes differ: a forwarded answer's reset time (on the owner's clock)
- * may be this far from ours. States carry ages instead (checkState).
+ * Clocks of different nodes differ: a forwarded answer's reset time, put on this node's
+ * clock with the owner's measured offset (resetTimeHere) or not yet (no heartbeat
+ * measured), may still be this far from ours. States carry ages instead (checkState).
  */
 export const CLOCK_SKEW_MS = 60_000;
+
+/**
+ * A forwarded answer's reset time (unix s) is a reading of the owner's clock; this node's
+ * callers get it on this node's clock, so its answers agree with each other whoever decided
+ * them, and an owner minutes off is not refused as out of bounds. `ownerOffsetMs` is the
+ * owner's clock minus ours, measured by heartbeats (PONG, within half a round trip); NaN
+ * before the first: unchanged. Rounded to whole seconds, so clocks in step (NTP keeps
+ * them within milliseconds) change nothing; `retry_after` is relative and exact anyway.
+ */
+export function resetTimeHere(resetTime: number, ownerOffsetMs: number): number {
+  return Number.isNaN(ownerOffsetMs) ? resetTime : resetTime - Math.round(ownerOffsetMs / 1000);
+}
 
 /**
  * Window counts above this are clamped to it: a count at or above the largest limit blocks

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import t from "tap";
-import { closeAgents } from "../../harness/http-client.js";
+import { closeAgents, post } from "../../harness/http-client.js";
 import { hit, metric, startCluster, waitForRing } from "../../harness/cluster.js";
 
 // Issue 14, clocks: two real nodes whose wall clocks differ (libfaketime preloaded into one,
@@ -58,6 +58,21 @@ t.test(`a node ${SKEW_S} s ahead hands a window and a bucket away and gets them 
   }
   t.equal(last.fw, 15, "node 1 counted 15 in its window");
   t.ok((await metric(a, "ringlimit_peer_clock_offset_seconds", `{peer="${cluster.members[1]}"}`))! > SKEW_S - 2, "node 0 measures node 1's clock ahead");
+  // The owner's answers reach callers with reset times on the forwarding node's clock
+  // (peer-data.ts resetTimeHere): node 1's window ends within one window of node 0's now,
+  // not SKEW_S later; on node 1's clock it would be more than a window ahead.
+  const peek = { namespace: "test", identifier: fwId, limit: LIMIT, ...fw, cost: 0 };
+  const single = await hit(a, fwId, LIMIT, { ...fw, cost: 0 });
+  const batch = await post(a.url, "/limit/batch", { requests: [peek, { ...peek, identifier: tbId, ...tb }] });
+  for (const [name, resetTime, withinS] of [
+    ["forwarded", single.json.data.reset_time, windowS],
+    ["batch", batch.json.data.results[0].reset_time, windowS],
+    ["batch, bucket", batch.json.data.results[1].reset_time, BUCKET_S],
+  ] as const) {
+    const ahead = resetTime - Date.now() / 1000;
+    t.ok(ahead > 0 && ahead <= withinS + 1, `${name}: reset_time ${ahead.toFixed(1)} s ahead of node 0's clock (at most ${withinS} s)`);
+  }
+
   /** Most a bucket of LIMIT per BUCKET_S can have left after `used` requests since `first`. */
   const bucketBound = (used: number) => LIMIT - used + Math.floor((LIMIT * (Date.now() - first)) / (BUCKET_S * 1000));
 

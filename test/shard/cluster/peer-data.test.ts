@@ -1,7 +1,7 @@
 import t from "tap";
 import { ALGORITHMS, algorithmByCode } from "../../../src/algorithms/index.js";
 import { BatchMode, decodeBatchRequest, encodeBatchRequest } from "../../../src/shard/cluster/batch-wire.js";
-import { AGE_TOLERANCE_MS, admitState, checkState, forwardedWithinContract, replyWithinContract } from "../../../src/shard/cluster/peer-data.js";
+import { AGE_TOLERANCE_MS, admitState, checkState, forwardedWithinContract, replyWithinContract, resetTimeHere } from "../../../src/shard/cluster/peer-data.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/table/state-key.js";
 import { REMOVED, decodeStates, encodeStates, isRemoval } from "../../../src/shard/table/state-records.js";
 
@@ -133,4 +133,14 @@ t.test("forwardedWithinContract: a forwarded decision is held to the bounds of P
     /out of contract/,
     "a BATCH item asking more than its limit is refused",
   );
+});
+
+t.test("resetTimeHere: an owner's reset time is put on this node's clock with the measured offset", async (t) => {
+  const ownerEnd = 1_800_000_060; // the owner's window end, on its clock
+  t.equal(resetTimeHere(ownerEnd, 300_000), ownerEnd - 300, "an owner 5 min ahead");
+  t.equal(resetTimeHere(ownerEnd, -30_000), ownerEnd + 30, "an owner 30 s behind");
+  t.equal(resetTimeHere(ownerEnd, 29_600), ownerEnd - 30, "to the nearest second");
+  t.equal(resetTimeHere(ownerEnd, -400), ownerEnd, "clocks in step (a measurement a few ms off) change nothing");
+  t.equal(resetTimeHere(ownerEnd, 3), ownerEnd);
+  t.equal(resetTimeHere(ownerEnd, NaN), ownerEnd, "no heartbeat measured yet: unchanged");
 });
