@@ -276,6 +276,9 @@ export class PeerClient extends EventEmitter {
     clearTimeout(this.handshakeTimer!);
     this.handshakeTimer = null;
     this.heartbeatTimer = setInterval(() => this.ping(), this.heartbeatIntervalMs);
+    // At once, not a heartbeat later: the PONG measures the peer's clock, which forwarded
+    // answers' reset times are converted with (docs/peer-protocol.md), within one round trip of "up".
+    this.ping();
     this.failureTimer = setTimeout(() => this.checkSilence(), this.failureTimeoutMs);
     this.log.debug({ peer: this.remoteNodeId }, "peer connection up");
     this.setUp();
