@@ -50,7 +50,10 @@ end
 
 installCleanup()
 
-const start = (env, main) => spawnNode('ringlimit', { API_KEYS: KEY, ...env }, { main })
+// REPLICAS=1: this bench prices forwarding; with the default (2 with peers) every decision
+// is also replicated to the other node, which bench/replication.mjs prices, and a
+// --baseline build from before replicas would be compared against less work.
+const start = (env, main) => spawnNode('ringlimit', { API_KEYS: KEY, REPLICAS: '1', ...env }, { main })
 /** Until the node at `port` answers /metrics and, given `members`, has that many on its ring. */
 const ready = (port, members) =>
   waitFor(async () => {
