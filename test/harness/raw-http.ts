@@ -32,6 +32,36 @@ export interface RawOptions {
 
 export function rawExchange(port: number, data: string | Buffer | (string | Buffer)[], options: RawOptions = {}): Promise<RawExchange> {
   const parts = Array.isArray(data) ? data : [data];
+  return readExchange(port, options.waitMs, ({ socket, responseCount, finish }) => ({
+    received: () => {
+      if (options.responses !== undefined && responseCount() >= options.responses) finish(false);
+    },
+    connected: async () => {
+      for (let i = 0; i < parts.length; i++) {
+        if (i > 0) await new Promise((r) => setTimeout(r, options.gapMs ?? 50));
+        if (socket.destroyed) return;
+        socket.write(parts[i]!);
+      }
+    },
+  }));
+}
+
+/** What a caller of `readExchange` can see and do on its connection. */
+interface Reading {
+  socket: net.Socket;
+  /** complete responses received so far */
+  responseCount(): number;
+  /** stop reading, close the connection and resolve */
+  finish(closedByServer: boolean): void;
+}
+
+/**
+ * The reading half both exchanges share: connects to 127.0.0.1:`port`, collects every byte
+ * the server sends, and resolves with the parsed responses when `finish` is called, the
+ * server closes (FIN or reset), or `waitMs` (default 1500) passes. `drive` says what to
+ * write once connected and after each chunk received.
+ */
+function readExchange(port: number, waitMs: number | undefined, drive: (reading: Reading) => { connected(): void; received(): void }): Promise<RawExchange> {
   return new Promise((resolve, reject) => {
     const socket = net.connect(port, "127.0.0.1");
     socket.setNoDelay(true);
@@ -44,10 +74,11 @@ export function rawExchange(port: number, data: string | Buffer | (string | Buff
       socket.destroy();
       resolve({ ...parseResponses(received), closedByServer });
     };
-    const timer = setTimeout(() => finish(false), options.waitMs ?? 1500);
+    const timer = setTimeout(() => finish(false), waitMs ?? 1500);
+    const driver = drive({ socket, responseCount: () => parseResponses(received).responses.length, finish });
     socket.on("data", (chunk: Buffer) => {
       received = Buffer.concat([received, chunk]);
-      if (options.responses !== undefined && parseResponses(received).responses.length >= options.responses) finish(false);
+      driver.received();
     });
     socket.on("close", () => finish(true));
     socket.on("error", (err: NodeJS.ErrnoException) => {
@@ -59,13 +90,7 @@ export function rawExchange(port: number, data: string | Buffer | (string | Buff
         reject(err);
       }
     });
-    socket.on("connect", async () => {
-      for (let i = 0; i < parts.length; i++) {
-        if (i > 0) await new Promise((r) => setTimeout(r, options.gapMs ?? 50));
-        if (socket.destroyed) return;
-        socket.write(parts[i]!);
-      }
-    });
+    socket.on("connect", () => driver.connected());
   });
 }
 
@@ -107,37 +132,17 @@ export function limitRequest(body: unknown, extraHeaders = ""): string {
  * once the answer to the one before it has arrived. Stops at the first close or after `waitMs`.
  */
 export function rawSerial(port: number, requests: readonly string[], options: { waitMs?: number } = {}): Promise<RawExchange> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(port, "127.0.0.1");
-    socket.setNoDelay(true);
-    let received = Buffer.alloc(0);
-    let sent = 0;
-    let settled = false;
-    const finish = (closedByServer: boolean) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      socket.destroy();
-      resolve({ ...parseResponses(received), closedByServer });
-    };
-    const timer = setTimeout(() => finish(false), options.waitMs ?? 1500);
+  let sent = 0;
+  return readExchange(port, options.waitMs, ({ socket, responseCount, finish }) => {
     const next = () => {
       if (sent < requests.length) socket.write(requests[sent++]!);
       else finish(false);
     };
-    socket.on("connect", next);
-    socket.on("data", (chunk: Buffer) => {
-      received = Buffer.concat([received, chunk]);
-      if (parseResponses(received).responses.length === sent) next();
-    });
-    socket.on("close", () => finish(true));
-    socket.on("error", (err: NodeJS.ErrnoException) => {
-      if (err.code === "ECONNRESET" || err.code === "EPIPE") finish(true);
-      else if (!settled) {
-        settled = true;
-        clearTimeout(timer);
-        reject(err);
-      }
-    });
+    return {
+      connected: next,
+      received: () => {
+        if (responseCount() === sent) next();
+      },
+    };
   });
 }
