@@ -1,5 +1,5 @@
 // The attacks of issue 10 on the peer channel, each over real sockets with a
-// man in the middle (test/peer/proxy.ts) or a hand-driven end. Before the
+// man in the middle (test/harness/relay.ts) or a hand-driven end. Before the
 // per-frame tags and the bound handshake, every one of these got a frame
 // decided; now each is refused and the counts stay exact.
 
@@ -9,8 +9,8 @@ import { DecideCode, FrameType } from "../../src/peer/constants.js";
 import { FrameDecoder } from "../../src/peer/frame.js";
 import { type DecideResult, type PeerError, type PeerServerHandler } from "../../src/peer/index.js";
 import { DecideBatchWriter, decodeHello, encodeHello } from "../../src/peer/messages.js";
-import { makeClient, rawAuthenticatedClient, rawConnect, startServer, waitEvent, within } from "./helpers.js";
-import { frameType, startProxy, type Direction } from "./proxy.js";
+import { startRelay, type Direction, type FrameHook } from "../harness/relay.js";
+import { frameType, makeClient, rawAuthenticatedClient, rawConnect, startServer, waitEvent, within } from "./helpers.js";
 
 /** A real counter per identifier: allowed while the count is within the limit. */
 function countingHandler(): PeerServerHandler & { counts: Map<string, number> } {
@@ -48,7 +48,7 @@ t.test("relay: a HELLO meant for one node, relayed to another, is refused before
   const handler = countingHandler();
   // The real node B ("server-1"). The attacker listens where member "server-2" used to be.
   const { server, port } = await startServer(handler);
-  const proxy = await startProxy(port);
+  const proxy = await startRelay(port);
   const client = makeClient(proxy.port, { ...QUIET, serverNodeId: "server-2" });
   t.teardown(async () => {
     client.close();
@@ -70,14 +70,16 @@ t.test("relay that rewrites the HELLO's target: the proofs no longer match, both
   const handler = countingHandler();
   const { server, port } = await startServer(handler);
   let challenges = 0;
-  const proxy = await startProxy(port, (frame, n, dir) => {
-    if (dir === "toServer" && n === 0) {
-      // The attacker readdresses the HELLO to the node it reaches.
-      const hello = decodeHello(frame.subarray(5));
-      return [encodeHello(hello.nonce, hello.clientNodeId, "server-1")];
-    }
-    if (dir === "toClient" && frameType(frame) === FrameType.CHALLENGE) challenges++;
-    return [frame];
+  const proxy = await startRelay(port, {
+    hook: (frame, n, dir) => {
+      if (dir === "toServer" && n === 0) {
+        // The attacker readdresses the HELLO to the node it reaches.
+        const hello = decodeHello(frame.subarray(5));
+        return [encodeHello(hello.nonce, hello.clientNodeId, "server-1")];
+      }
+      if (dir === "toClient" && frameType(frame) === FrameType.CHALLENGE) challenges++;
+      return [frame];
+    },
   });
   const client = makeClient(proxy.port, { ...QUIET, serverNodeId: "server-2" });
   t.teardown(async () => {
@@ -105,7 +107,7 @@ t.test("reflection: a node's own handshake turned back on its own server never a
   ];
   t.teardown(() => server.close());
   for (const [name, rewrite] of variants) {
-    const proxy = await startProxy(port, (frame, n, dir) => (dir === "toServer" && n === 0 ? [rewrite(decodeHello(frame.subarray(5)))] : [frame]));
+    const proxy = await startRelay(port, { hook: (frame, n, dir) => (dir === "toServer" && n === 0 ? [rewrite(decodeHello(frame.subarray(5)))] : [frame]) });
     const client = makeClient(proxy.port, { ...QUIET, nodeId: "node-a", serverNodeId: "node-b" });
     const refused = waitEvent(client, "down");
     client.connect();
@@ -156,10 +158,10 @@ t.test("wrong identity: a client that dials member X and reaches a node with ano
 });
 
 /** A server, a proxy in front of it with `hook`, and a client through the proxy, up. */
-async function throughProxy(t: { teardown(fn: () => unknown): void }, hook: Parameters<typeof startProxy>[1]) {
+async function throughProxy(t: { teardown(fn: () => unknown): void }, hook: FrameHook) {
   const handler = countingHandler();
   const { server, port } = await startServer(handler);
-  const proxy = await startProxy(port, hook);
+  const proxy = await startRelay(port, { hook });
   const client = makeClient(proxy.port, QUIET);
   t.teardown(async () => {
     client.close();

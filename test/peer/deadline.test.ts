@@ -3,14 +3,14 @@
 // its sender has given up on (and answered `degraded`) must not be decided by the owner.
 import t from "tap";
 import type { PeerError } from "../../src/peer/index.js";
-import { startDelayRelay } from "../harness/delay-relay.js";
+import { startRelay } from "../harness/relay.js";
 import { echoHandler, makeClient, sleep, startServer, waitEvent } from "./helpers.js";
 
 /** A server, a relay in front of it, and a client through the relay, all closed when the test ends. */
 async function slowPair(t: { teardown(fn: () => Promise<void>): void }, timeoutMs: number) {
   const handler = echoHandler();
   const { server, port } = await startServer(handler);
-  const relay = await startDelayRelay(port);
+  const relay = await startRelay(port);
   const client = makeClient(relay.port, { timeoutMs, heartbeatIntervalMs: 50, failureTimeoutMs: 5_000 });
   t.teardown(async () => {
     client.close();
@@ -43,7 +43,7 @@ async function slowRoundTrips(client: ReturnType<typeof makeClient>, ms: number)
 
 t.test("a link slower than the deadline: the owner drops every forward, none is counted", async (t) => {
   const { handler, server, relay, client } = await slowPair(t, 200);
-  relay.delayMs.toTarget = 150;
+  relay.delayMs.toServer = 150;
   relay.delayMs.toClient = 150;
   await slowRoundTrips(client, 290);
   const codes = await askBatch(client, 40, "slow");
@@ -62,7 +62,7 @@ t.test("a link that turns slow between heartbeats: the batch already on its way 
   // The link turns slow while the client still measures it fast: the first batch leaves with
   // nearly its whole budget, arrives 300 ms later and is decided at once (the owner cannot see
   // time on the wire). That is the window docs/faults.md bounds; the client counts it.
-  relay.delayMs.toTarget = 300;
+  relay.delayMs.toServer = 300;
   relay.delayMs.toClient = 300;
   const first = await askBatch(client, 10, "first");
   t.same(new Set(first), new Set(["timeout"]), "the first batch timed out");
@@ -79,7 +79,7 @@ t.test("a link that turns slow between heartbeats: the batch already on its way 
 
 t.test("a slow link within the deadline: every forward is answered and decided once", async (t) => {
   const { handler, server, relay, client } = await slowPair(t, 1_000);
-  relay.delayMs.toTarget = 100;
+  relay.delayMs.toServer = 100;
   relay.delayMs.toClient = 100;
   await slowRoundTrips(client, 190);
   const codes = await askBatch(client, 40, "ok");

@@ -40,7 +40,6 @@ export function makeClient(port: number, opts: Partial<PeerClientOptions> = {}):
   return new PeerClient({ host: HOST, port, secret: SECRET, nodeId: "client-1", serverNodeId: "server-1", ...opts });
 }
 
-/** Resolve on `event`, reject after `ms`, so a broken test fails instead of hanging. */
 /**
  * A real PeerServer with `handler` and a client connected to it ('up'), both closed when
  * the test ends.
@@ -61,6 +60,7 @@ export async function connectedPair(
   return { server, port, client };
 }
 
+/** Resolve on `event`, reject after `ms`, so a broken test fails instead of hanging. */
 export function waitEvent<T = unknown>(em: EventEmitter, event: string, ms = 5_000): Promise<T> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -225,3 +225,6 @@ export async function startStuckServer(
 }
 
 export { encodeFrame };
+
+/** A peer frame's type byte (after its u32 length). */
+export const frameType = (frame: Buffer): number => frame[4]!;

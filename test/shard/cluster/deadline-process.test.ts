@@ -5,7 +5,7 @@ import t from "tap";
 import { HashRing } from "../../../src/shard/cluster/ring.js";
 import { ringKeyOf } from "../../../src/shard/table/state-key.js";
 import { CLUSTER_SECRET, hit, metric, waitForRing } from "../../harness/cluster.js";
-import { startDelayRelay } from "../../harness/delay-relay.js";
+import { startRelay } from "../../harness/relay.js";
 import { closeAgents } from "../../harness/http-client.js";
 import { freePort, spawnNode } from "../../harness/node-process.js";
 
@@ -16,7 +16,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** A and B; B's ring name is the relay's address, so A's connection to B runs through it (B's to A does not). */
 async function slowOwnerPair(t: { teardown(fn: () => Promise<void>): void }) {
   const [portA, portB, peerA, peerB] = [await freePort(), await freePort(), await freePort(), await freePort()];
-  const relay = await startDelayRelay(peerB);
+  const relay = await startRelay(peerB);
   t.teardown(() => relay.close());
   const memberA = `127.0.0.1:${peerA}`;
   const memberB = `127.0.0.1:${relay.port}`;
@@ -52,7 +52,7 @@ t.test("a slow owner: A's degraded answers are not counted by B", async (t) => {
   const { a, b, relay, ownedByB, countAtB } = await slowOwnerPair(t);
   const ids = ownedByB("slow", 30);
   t.equal((await hit(a, "warm-" + ids[0], 1000)).status, 200);
-  relay.delayMs.toTarget = relay.delayMs.toClient = 150;
+  relay.delayMs.toServer = relay.delayMs.toClient = 150;
   await sleep(1_500); // A's heartbeats measure the slow round trip (~300 ms)
   const answers = await Promise.all(ids.map((id) => hit(a, id, 1000)));
   t.same(
@@ -79,7 +79,7 @@ t.test("a link that turns slow under load: what B counted though A answered degr
   const started = Date.now();
   for (const id of ids) {
     // One new identifier every 10 ms, not waiting for answers; the link turns slow after 0.4 s.
-    if (relay.delayMs.toTarget === 0 && Date.now() - started >= 400) relay.delayMs.toTarget = relay.delayMs.toClient = 150;
+    if (relay.delayMs.toServer === 0 && Date.now() - started >= 400) relay.delayMs.toServer = relay.delayMs.toClient = 150;
     const s: (typeof sent)[number] = { id, at: Date.now() };
     sent.push(s);
     pending.push(
@@ -91,7 +91,7 @@ t.test("a link that turns slow under load: what B counted though A answered degr
     await sleep(10);
   }
   await Promise.all(pending);
-  relay.delayMs.toTarget = relay.delayMs.toClient = 0;
+  relay.delayMs.toServer = relay.delayMs.toClient = 0;
   await sleep(800); // late frames and late answers have arrived
   const degraded = sent.filter((s) => s.degraded);
   t.ok(degraded.length > 0, `${degraded.length} of ${sent.length} answered degraded`);

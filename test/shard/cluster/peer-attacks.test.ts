@@ -12,7 +12,7 @@ import net from "node:net";
 import { freePort, spawnNode } from "../../harness/node-process.js";
 import { eventually } from "../../harness/wait.js";
 import { rawAuthenticatedClient, within } from "../../peer/helpers.js";
-import { startProxy } from "../../peer/proxy.js";
+import { startRelay } from "../../harness/relay.js";
 
 t.teardown(closeAgents);
 
@@ -25,7 +25,7 @@ t.test("relay: an attacker on a stopped member's address relays to another node;
   await cluster.nodes[2]!.kill();
   await waitForRing([a!, b!], 2);
   // The attacker takes C's peer port and passes everything A sends there on to B.
-  const held = await startProxy(Number(cluster.env[1]!.PEER_PORT), undefined, Number(cluster.env[2]!.PEER_PORT));
+  const held = await startRelay(Number(cluster.env[1]!.PEER_PORT), { listenPort: Number(cluster.env[2]!.PEER_PORT) });
   t.teardown(() => held.close());
 
   await new Promise((r) => setTimeout(r, 2_500)); // A reconnects to "C" several times meanwhile
