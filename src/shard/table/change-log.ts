@@ -1,4 +1,5 @@
 import { KEY_REF_BYTES } from "./key-bytes.js";
+import { widened } from "./widen.js";
 
 /**
  * The keys of a state table whose state changed since the last take(), each once (for
@@ -50,8 +51,6 @@ export class ChangeLog {
   }
 
   grow(capacity: number): void {
-    const wider = new Uint32Array(capacity);
-    wider.set(this.loggedIn);
-    this.loggedIn = wider;
+    this.loggedIn = widened(this.loggedIn, capacity);
   }
 }

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { hash32 } from "../hash.js";
+import { widened } from "./widen.js";
 
 const INITIAL_BUCKETS = 2048;
 
@@ -45,11 +46,7 @@ export class KeyIndex {
   /** Index a key that is not present yet. */
   add(key: string, slot: number): void {
     if ((this.count + 1) * 2 > this.buckets.length) this.resize(this.buckets.length * 2);
-    if (slot >= this.hashes.length) {
-      const wider = new Uint32Array(Math.max(slot + 1, this.hashes.length * 2));
-      wider.set(this.hashes);
-      this.hashes = wider;
-    }
+    if (slot >= this.hashes.length) this.hashes = widened(this.hashes, Math.max(slot + 1, this.hashes.length * 2));
     const h = hash32(key, this.seed);
     this.hashes[slot] = h;
     let i = h & this.mask;

@@ -1,4 +1,5 @@
 import { KEY_REF_BYTES, stringBytes } from "./key-bytes.js";
+import { widened } from "./widen.js";
 
 /** Weight of a state whose counted usage is unknown (handed over without its limit): kept like a full one. */
 export const UNKNOWN_WEIGHT = 0xffffffff;
@@ -40,11 +41,7 @@ export class SlotCosts {
   }
 
   grow(capacity: number): void {
-    const cost = new Uint32Array(capacity);
-    cost.set(this.cost);
-    this.cost = cost;
-    const weight = new Uint32Array(capacity);
-    weight.set(this.weight);
-    this.weight = weight;
+    this.cost = widened(this.cost, capacity);
+    this.weight = widened(this.weight, capacity);
   }
 }

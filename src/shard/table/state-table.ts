@@ -9,6 +9,7 @@ import { DurationSet } from "./durations.js";
 import { parseStateKey } from "./state-key.js";
 import { ResetMemory } from "./reset-memory.js";
 import { SweepLists } from "./sweep-lists.js";
+import { widened } from "./widen.js";
 
 export { RESET_MEMORY_MS } from "./reset-memory.js";
 
@@ -349,16 +350,11 @@ export class StateTable {
     const room = Math.floor((this.maxBytes - this.bytes - nextKeyCost) / this.slotBytes);
     const capacity = Math.min(this.maxKeys, this.a.length * 2, this.a.length + room);
     if (capacity <= this.a.length) return false;
-    const widen = <T extends Float64Array | Uint32Array | Int32Array>(old: T, make: (n: number) => T): T => {
-      const next = make(capacity);
-      next.set(old);
-      return next;
-    };
-    this.a = widen(this.a, (n) => new Float64Array(n));
-    this.b = widen(this.b, (n) => new Float64Array(n));
-    this.c = widen(this.c, (n) => new Float64Array(n));
-    this.expiry = widen(this.expiry, (n) => new Uint32Array(n));
-    this.origin = widen(this.origin, (n) => new Uint32Array(n));
+    this.a = widened(this.a, capacity);
+    this.b = widened(this.b, capacity);
+    this.c = widened(this.c, capacity);
+    this.expiry = widened(this.expiry, capacity);
+    this.origin = widened(this.origin, capacity);
     this.changes?.grow(capacity);
     this.lists.grow(capacity);
     this.costs.grow(capacity);

@@ -1,3 +1,5 @@
+import { widened } from "./widen.js";
+
 /**
  * The state table's expiry lists, for a per-second sweep with no timer per key: each slot
  * sits in the list of at most one second, a doubly linked list threaded through two
@@ -100,15 +102,9 @@ export class SweepLists {
   }
 
   grow(capacity: number): void {
-    const listed = new Uint32Array(capacity);
-    listed.set(this.listed);
-    this.listed = listed;
-    const prev = new Int32Array(capacity);
-    prev.set(this.prev);
-    this.prev = prev;
-    const next = new Int32Array(capacity);
-    next.set(this.next);
-    this.next = next;
+    this.listed = widened(this.listed, capacity);
+    this.prev = widened(this.prev, capacity);
+    this.next = widened(this.next, capacity);
   }
 
   /** Every one of `count` slots in exactly one list, links consistent: a description of the first problem, or undefined. */
