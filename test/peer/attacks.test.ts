@@ -9,8 +9,8 @@ import { DecideCode, FrameType } from "../../src/peer/constants.js";
 import { FrameDecoder } from "../../src/peer/frame.js";
 import { type DecideResult, type PeerError, type PeerServerHandler } from "../../src/peer/index.js";
 import { DecideBatchWriter, decodeHello, encodeHello } from "../../src/peer/messages.js";
-import { startRelay, type Direction, type FrameHook } from "../harness/relay.js";
-import { frameType, makeClient, rawAuthenticatedClient, rawConnect, startServer, waitEvent, within } from "./helpers.js";
+import { startRelay, type Direction } from "../harness/relay.js";
+import { frameType, makeClient, rawAuthenticatedClient, rawConnect, relayedPair, startServer, waitEvent, within } from "./helpers.js";
 
 /** A real counter per identifier: allowed while the count is within the limit. */
 function countingHandler(): PeerServerHandler & { counts: Map<string, number> } {
@@ -157,26 +157,10 @@ t.test("wrong identity: a client that dials member X and reaches a node with ano
   t.equal(right.remoteNodeId, "127.0.0.1:7003");
 });
 
-/** A server, a proxy in front of it with `hook`, and a client through the proxy, up. */
-async function throughProxy(t: { teardown(fn: () => unknown): void }, hook: FrameHook) {
-  const handler = countingHandler();
-  const { server, port } = await startServer(handler);
-  const proxy = await startRelay(port, { hook });
-  const client = makeClient(proxy.port, QUIET);
-  t.teardown(async () => {
-    client.close();
-    await proxy.close();
-    await server.close();
-  });
-  client.connect();
-  await waitEvent(client, "up");
-  return { handler, server, proxy, client };
-}
-
 t.test("bit flipping: an altered frame is refused, the connection dropped, counts intact", async (t) => {
   let decides = 0;
   const flipped: Direction[] = [];
-  const { handler, server, client, proxy } = await throughProxy(t, (frame, _n, dir, conn) => {
+  const { handler, server, client, relay } = await relayedPair(t, countingHandler(), QUIET, (frame, _n, dir, conn) => {
     if (conn.index === 0 && dir === "toServer" && frameType(frame) === FrameType.DECIDE && ++decides === 3) {
       const bad = Buffer.from(frame);
       // One bit of the item's limit (the u32 after count, reqId and algorithm): 2 becomes 262,146.
@@ -193,14 +177,14 @@ t.test("bit flipping: an altered frame is refused, the connection dropped, count
   t.equal(third.err, "unavailable", "the altered frame's request fails (the caller fails open), it is not decided");
   t.equal(server.stats.framesRefused, 1);
   t.equal(handler.counts.get("victim"), 2, "the altered frame was not counted");
-  await waitEvent(client, "up"); // reconnects: a new session through the same proxy
-  t.equal(proxy.accepted, 2);
+  await waitEvent(client, "up"); // reconnects: a new session through the same relay
+  t.equal(relay.accepted, 2);
   t.same(await ask(client, "victim", 2), { err: null, code: DecideCode.BLOCKED }, "the third counted request is blocked, as it must be");
   t.equal(handler.counts.get("victim"), 3);
 
   // Every single-bit change of a reply frame is refused by the client too.
   let replies = 0;
-  const second = await throughProxy(t, (frame, _n, dir) => {
+  const second = await relayedPair(t, countingHandler(), QUIET, (frame, _n, dir) => {
     if (dir === "toClient" && frameType(frame) === FrameType.DECIDE_REPLY && ++replies === 1) {
       const bad = Buffer.from(frame);
       bad[bad.length - 20]! ^= 0x01; // in retryAfterMs
@@ -216,7 +200,7 @@ t.test("bit flipping: an altered frame is refused, the connection dropped, count
 t.test("replay: a frame sent again, on the same or on another connection, is refused", async (t) => {
   let recorded: Buffer | null = null;
   let replay: (() => void) | null = null;
-  const { handler, server, client } = await throughProxy(t, (frame, _n, dir, conn) => {
+  const { handler, server, client } = await relayedPair(t, countingHandler(), QUIET, (frame, _n, dir, conn) => {
     if (dir === "toServer" && frameType(frame) === FrameType.DECIDE && recorded === null) {
       recorded = frame;
       replay = () => conn.inject("toServer", frame);
@@ -250,7 +234,7 @@ t.test("replay: a frame sent again, on the same or on another connection, is ref
 
 t.test("injection: a frame added to an authenticated stream is refused", async (t) => {
   let injected = false;
-  const { handler, server, client } = await throughProxy(t, (frame, _n, dir, conn) => {
+  const { handler, server, client } = await relayedPair(t, countingHandler(), QUIET, (frame, _n, dir, conn) => {
     if (dir === "toServer" && frameType(frame) === FrameType.DECIDE && !injected) {
       injected = true;
       // Forged by someone without the keys: a well-formed DECIDE with a made-up tag, ahead of the real one.

@@ -3,23 +3,11 @@
 // its sender has given up on (and answered `degraded`) must not be decided by the owner.
 import t from "tap";
 import type { PeerError } from "../../src/peer/index.js";
-import { startRelay } from "../harness/relay.js";
-import { echoHandler, makeClient, sleep, startServer, waitEvent } from "./helpers.js";
+import { echoHandler, makeClient, relayedPair, sleep, waitEvent } from "./helpers.js";
 
-/** A server, a relay in front of it, and a client through the relay, all closed when the test ends. */
-async function slowPair(t: { teardown(fn: () => Promise<void>): void }, timeoutMs: number) {
-  const handler = echoHandler();
-  const { server, port } = await startServer(handler);
-  const relay = await startRelay(port);
-  const client = makeClient(relay.port, { timeoutMs, heartbeatIntervalMs: 50, failureTimeoutMs: 5_000 });
-  t.teardown(async () => {
-    client.close();
-    await relay.close();
-    await server.close();
-  });
-  client.connect();
-  await waitEvent(client, "up");
-  return { handler, server, relay, client };
+/** A server, a relay in front of it, and a client through the relay that pings every 50 ms, all closed when the test ends. */
+function slowPair(t: { teardown(fn: () => Promise<void>): void }, timeoutMs: number) {
+  return relayedPair(t, echoHandler(), { timeoutMs, heartbeatIntervalMs: 50, failureTimeoutMs: 5_000 });
 }
 
 /** Ask `n` decisions in one turn; resolves with the error codes (null: answered) once all are answered. */

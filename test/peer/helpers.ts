@@ -11,6 +11,7 @@ import { ClientHandshake, ServerHandshake, readyFrame, secretKey } from "../../s
 import type { FrameSealer } from "../../src/peer/session.js";
 import { decodePing, encodePing } from "../../src/peer/messages.js";
 import { PeerClient, PeerServer, type DecideResult, type PeerClientOptions, type PeerServerHandler, type PeerServerOptions } from "../../src/peer/index.js";
+import { startRelay, type FrameHook, type Relay } from "../harness/relay.js";
 
 export const HOST = "127.0.0.1";
 export const SECRET = randomBytes(32).toString("base64url");
@@ -58,6 +59,30 @@ export async function connectedPair(
   client.connect();
   await waitEvent(client, "up");
   return { server, port, client };
+}
+
+/**
+ * A real PeerServer with `handler`, a relay in front of it (a slow link and/or a man in the
+ * middle with `hook`, test/harness/relay.ts) and a client through the relay ('up'), all
+ * closed when the test ends.
+ */
+export async function relayedPair<H extends PeerServerHandler>(
+  t: { teardown(fn: () => Promise<void>): void },
+  handler: H,
+  clientOpts: Partial<PeerClientOptions> = {},
+  hook?: FrameHook,
+): Promise<{ handler: H; server: PeerServer; relay: Relay; client: PeerClient }> {
+  const { server, port } = await startServer(handler);
+  const relay = await startRelay(port, { hook });
+  const client = makeClient(relay.port, clientOpts);
+  t.teardown(async () => {
+    client.close();
+    await relay.close();
+    await server.close();
+  });
+  client.connect();
+  await waitEvent(client, "up");
+  return { handler, server, relay, client };
 }
 
 /** Resolve on `event`, reject after `ms`, so a broken test fails instead of hanging. */
