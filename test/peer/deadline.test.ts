@@ -23,17 +23,21 @@ function askBatch(client: ReturnType<typeof makeClient>, n: number, prefix: stri
   });
 }
 
-/** Wait until the client has measured two heartbeat round trips of at least `ms` (the budget takes the smaller of the last two). */
-async function slowRoundTrips(client: ReturnType<typeof makeClient>, ms: number): Promise<void> {
+/**
+ * A pair over a link that delays every byte by `delayMs` each way, once the client has measured
+ * it: two heartbeat round trips of at least 2 × `delayMs` − 10 ms (the budget takes the smaller of the last two).
+ */
+async function slowLink(t: { teardown(fn: () => Promise<void>): void }, timeoutMs: number, delayMs: number) {
+  const pair = await slowPair(t, timeoutMs);
+  pair.relay.delayMs.toServer = delayMs;
+  pair.relay.delayMs.toClient = delayMs;
   let slow = 0;
-  while (slow < 2) slow = (await waitEvent<number>(client, "rtt", 5_000)) >= ms ? slow + 1 : 0;
+  while (slow < 2) slow = (await waitEvent<number>(pair.client, "rtt", 5_000)) >= 2 * delayMs - 10 ? slow + 1 : 0;
+  return pair;
 }
 
 t.test("a link slower than the deadline: the owner drops every forward, none is counted", async (t) => {
-  const { handler, server, relay, client } = await slowPair(t, 200);
-  relay.delayMs.toServer = 150;
-  relay.delayMs.toClient = 150;
-  await slowRoundTrips(client, 290);
+  const { handler, server, client } = await slowLink(t, 200, 150);
   const codes = await askBatch(client, 40, "slow");
   t.same(new Set(codes), new Set(["timeout"]), "every forward timed out: its caller is answered degraded");
   await sleep(500); // the frame reaches the server ~150 ms after it was sent
@@ -66,10 +70,7 @@ t.test("a link that turns slow between heartbeats: the batch already on its way 
 });
 
 t.test("a slow link within the deadline: every forward is answered and decided once", async (t) => {
-  const { handler, server, relay, client } = await slowPair(t, 1_000);
-  relay.delayMs.toServer = 100;
-  relay.delayMs.toClient = 100;
-  await slowRoundTrips(client, 190);
+  const { handler, server, client } = await slowLink(t, 1_000, 100);
   const codes = await askBatch(client, 40, "ok");
   t.same(new Set(codes), new Set([null]), "all answered in time");
   t.equal(handler.decided, 40);
