@@ -26,7 +26,10 @@ const IDLE_SECONDS = 2
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 installCleanup()
 
-const start = (env) => spawnNode('ringlimit', { API_KEYS: KEY, ...env })
+// REPLICAS=1: this bench prices what the client saves (forwards); with the default (2 with
+// peers) every decision in the 3-node rows is also replicated, which bench/replication.mjs
+// prices (1.40x at load 3.5): with it, client to owners measured 3.42x one node, not 1.5x.
+const start = (env) => spawnNode('ringlimit', { API_KEYS: KEY, REPLICAS: '1', ...env })
 /**
  * CPU time of a process in ns, every thread (V8's GC helpers, libuv's pool) included: the
  * first field of /proc/<pid>/task/<tid>/schedstat. /proc/<pid>/stat counts 10 ms ticks, too
