@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import net from "node:net";
+import { constants as osConstants } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { TEST_KEY, request } from "./http-client.js";
@@ -34,8 +35,7 @@ export interface NodeProcess {
 }
 
 const live = new Set<NodeProcess>();
-// Whatever happens to the test, no node outlives it.
-process.on("exit", () => {
+function killLive(): void {
   for (const n of live) {
     try {
       process.kill(-n.pid, "SIGKILL");
@@ -43,7 +43,17 @@ process.on("exit", () => {
       /* already gone */
     }
   }
-});
+}
+// Whatever happens to the test, no node outlives it: 'exit' does not run when a signal ends
+// the process, and tap ends a test file that runs past its timeout with SIGTERM (nodes of
+// such runs were found alive hours later), so the signals a runner sends kill them too.
+process.on("exit", killLive);
+for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
+  process.on(signal, () => {
+    killLive();
+    process.exit(128 + osConstants.signals[signal]);
+  });
+}
 
 type SpawnOptions = { waitReady?: boolean; timeoutMs?: number; /** argv that runs the node, e.g. `ip netns exec <ns>` */ wrap?: readonly string[] };
 
