@@ -81,19 +81,12 @@ t.test(`src/ root holds at most ${MAX_ROOT_FILES} files`, async (t) => {
   t.ok(root.length <= MAX_ROOT_FILES, `src/: ${root.join(", ")}`);
 });
 
-/** Known debt, each at most its size when this test was written. Remove an entry when its file is split; an entry may only shrink. */
-const OVERSIZED: Record<string, number> = {};
-
 t.test(`no file in src/ is over ${MAX_LINES} lines`, async (t) => {
-  const lines = new Map(files.map((f) => [rel(f), readFileSync(f, "utf8").trimEnd().split("\n").length]));
+  const lines = files.map((f) => [rel(f), readFileSync(f, "utf8").trimEnd().split("\n").length] as const);
   t.same(
-    [...lines].filter(([file, n]) => n > (OVERSIZED[file] ?? MAX_LINES)),
+    lines.filter(([, n]) => n > MAX_LINES),
     [],
   );
-  for (const file of Object.keys(OVERSIZED)) {
-    const n = lines.get(file);
-    if (n === undefined || n <= MAX_LINES) t.fail(`${file} is now ${n ?? "gone"}: remove it from OVERSIZED`);
-  }
 });
 
 t.test("no circular imports", async (t) => {
