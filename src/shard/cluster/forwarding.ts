@@ -6,7 +6,7 @@ import type { BlockedCache } from "./blocked-cache.js";
 import type { ClusterMetrics } from "../../metrics/cluster-metrics.js";
 import type { LocalDecider } from "../table/local-decider.js";
 import type { BatchForwarder } from "./batch-forwarding.js";
-import { ownership, type OwnershipView } from "./ownership.js";
+import { ownership, type Ownership, type OwnershipView } from "./ownership.js";
 import { replyWithinContract, resetTimeHere } from "./peer-data.js";
 import { ringKeyOf, stateKeyOf } from "../table/state-key.js";
 
@@ -38,16 +38,40 @@ export class ClusterDecider implements Decider {
     private readonly batches: BatchForwarder,
   ) {}
 
+  /**
+   * What decideSync found for a key it did not decide: the front end calls decide() for that
+   * same query at once (same turn, so neither the ring nor the view has moved), and decide()
+   * takes the ring key and verdict from here instead of building and hashing the key again.
+   */
+  private syncQuery: LimitQuery | undefined = undefined;
+  private syncNow = 0;
+  private syncRingKey = "";
+  private syncVerdict: Ownership | undefined = undefined;
+
   /** Keys this node may decide now are answered at once; undefined means "use decide()". */
   decideSync(query: LimitQuery, now: number): Decision | undefined {
     const ringKey = ringKeyOf(query.namespace, query.identifier);
     const verdict = ownership(this.view, ringKey, query.algorithm.code, query.duration, now, "local");
-    return verdict.kind === "decide" ? this.local.decideNow(query, ringKey, now) : undefined;
+    if (verdict.kind === "decide") return this.local.decideNow(query, ringKey, now);
+    this.syncQuery = query;
+    this.syncNow = now;
+    this.syncRingKey = ringKey;
+    this.syncVerdict = verdict;
+    return undefined;
   }
 
   decide(query: LimitQuery, now: number, done: (decision: Decision) => void): void {
-    const ringKey = ringKeyOf(query.namespace, query.identifier);
-    const verdict = ownership(this.view, ringKey, query.algorithm.code, query.duration, now, "local");
+    let ringKey: string;
+    let verdict: Ownership;
+    if (this.syncQuery === query && this.syncNow === now && this.syncVerdict !== undefined) {
+      ringKey = this.syncRingKey;
+      verdict = this.syncVerdict;
+    } else {
+      ringKey = ringKeyOf(query.namespace, query.identifier);
+      verdict = ownership(this.view, ringKey, query.algorithm.code, query.duration, now, "local");
+    }
+    this.syncQuery = undefined;
+    this.syncVerdict = undefined;
     if (verdict.kind === "decide") return done(this.local.decideNow(query, ringKey, now));
     if (verdict.kind === "fail_open") {
       if (verdict.reason === "peer_unavailable") this.metrics.forwardOutcome("unavailable");
