@@ -65,50 +65,50 @@ async function replicated(t: Test, nodes: readonly NodeProcess[]): Promise<void>
   t.ok(await eventually(caughtUp, 10_000), "replication caught up: no backlog on any node");
 }
 
-t.test("REPLICAS=2: SIGKILL of the owner loses no count once replicated; under load, what is lost is measured", async (t) => {
+/**
+ * A 3-node REPLICAS=2 cluster whose keys (`prefix`, owned by node 0) have 5 requests each, replicated
+ * everywhere; asserts the survivors-to-be (b, c) hold a replica of each. `held` counts their replicas.
+ */
+async function replicatedOwnedByA(t: Test, prefix: string) {
   const cluster = await startCluster(3, { REPLICAS: "2" });
   t.teardown(() => cluster.stop());
   const [a, b, c] = cluster.nodes as NodeProcess[];
-  const keys = keysOwnedBy(cluster, [0], "kill");
+  const keys = keysOwnedBy(cluster, [0], prefix);
   await count(t, [a!, b!, c!], keys, 5);
   await replicated(t, [a!, b!, c!]);
+  const held = async () => ((await metric(b!, "ringlimit_replica_states")) ?? 0) + ((await metric(c!, "ringlimit_replica_states")) ?? 0);
+  t.ok((await held()) >= keys.length, "the survivors hold a replica of each key");
+  return { a: a!, b: b!, c: c!, keys, held };
+}
+
+t.test("REPLICAS=2: SIGKILL of the owner loses no count once replicated; under load, what is lost is measured", async (t) => {
+  const { a, b, c, keys } = await replicatedOwnedByA(t, "kill");
+  a.signal("SIGKILL");
+  await a.exited;
+  await waitForRing([b, c], 2);
+  await expectCounts(t, b, keys, "after SIGKILL of the owner");
+  await expectCounts(t, c, keys, "and from the other survivor");
   t.ok(
-    ((await metric(b!, "ringlimit_replica_states")) ?? 0) + ((await metric(c!, "ringlimit_replica_states")) ?? 0) >= keys.length,
-    "the survivors hold a replica of each key",
-  );
-  a!.signal("SIGKILL");
-  await a!.exited;
-  await waitForRing([b!, c!], 2);
-  await expectCounts(t, b!, keys, "after SIGKILL of the owner");
-  await expectCounts(t, c!, keys, "and from the other survivor");
-  t.ok(
-    ((await metric(b!, "ringlimit_replicas_promoted_total")) ?? 0) + ((await metric(c!, "ringlimit_replicas_promoted_total")) ?? 0) >= keys.length,
+    ((await metric(b, "ringlimit_replicas_promoted_total")) ?? 0) + ((await metric(c, "ringlimit_replicas_promoted_total")) ?? 0) >= keys.length,
     "the replicas were promoted",
   );
 });
 
 t.test("REPLICAS=2: a reset reaches the replicas: a replica promoted after the owner's SIGKILL does not bring the states back", async (t) => {
-  const cluster = await startCluster(3, { REPLICAS: "2" });
-  t.teardown(() => cluster.stop());
-  const [a, b, c] = cluster.nodes as NodeProcess[];
-  const keys = keysOwnedBy(cluster, [0], "reset");
-  await count(t, [a!, b!, c!], keys, 5);
-  await replicated(t, [a!, b!, c!]);
-  const held = async () => ((await metric(b!, "ringlimit_replica_states")) ?? 0) + ((await metric(c!, "ringlimit_replica_states")) ?? 0);
-  t.ok((await held()) >= keys.length, "the survivors hold a replica of each key");
+  const { a, b, c, keys, held } = await replicatedOwnedByA(t, "reset");
   for (const key of keys) {
-    const r = await post(c!.url, "/limit/reset", { namespace: "test", identifier: key.id });
+    const r = await post(c.url, "/limit/reset", { namespace: "test", identifier: key.id });
     t.equal(r.status, 200, `reset ${key.algorithm} ${key.id}`);
     t.same(r.json.data.removed, [{ algorithm: key.algorithm, duration: YEAR }], "the owner removed its state");
     key.used = 0;
   }
-  await replicated(t, [a!, b!, c!]);
+  await replicated(t, [a, b, c]);
   t.equal(await held(), 0, "the replicas dropped their copies");
-  a!.signal("SIGKILL");
-  await a!.exited;
-  await waitForRing([b!, c!], 2);
-  await expectCounts(t, b!, keys, "after SIGKILL of the owner that reset them");
-  await expectCounts(t, c!, keys, "and from the other survivor");
+  a.signal("SIGKILL");
+  await a.exited;
+  await waitForRing([b, c], 2);
+  await expectCounts(t, b, keys, "after SIGKILL of the owner that reset them");
+  await expectCounts(t, c, keys, "and from the other survivor");
 });
 
 t.test("REPLICAS=2: SIGKILL of the owner under load: counts lost per thousand", async (t) => {
