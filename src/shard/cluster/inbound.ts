@@ -39,11 +39,11 @@ export class InboundHandler implements PeerServerHandler {
   ) {}
 
   /** A throw answers this item with an error: the forwarding node fails open. */
-  decide(ns: string, identifier: string, algorithmCode: number, limit: number, duration: number, out: DecideResult, cost = 1): void {
+  /** `now`: unix ms, read once per DECIDE frame by the peer server. */
+  decide(ns: string, identifier: string, algorithmCode: number, limit: number, duration: number, out: DecideResult, cost = 1, now = Date.now()): void {
     const algorithm = algorithmByCode(algorithmCode);
     if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, ns, identifier)) throw new RangeError("forwarded decision out of contract");
     const ringKey = ringKeyOf(ns, identifier);
-    const now = Date.now();
     const verdict = ownership(this.view, ringKey, algorithmCode, duration, now, "forwarded");
     if (verdict.kind !== "decide") throw new Error(verdict.kind === "fail_open" ? verdict.why : "not decided here");
     if (verdict.stray) this.events.strayState();
