@@ -266,7 +266,7 @@ export class MemberPool {
     if (!this.settled || this.left) return;
     const quorum = this.quorum;
     if (quorum) this.hadQuorum = true;
-    this.quorumLog.update(quorum, this.ring.size, this.voters, Date.now());
+    this.quorumLog.update(quorum, this.ring.size, this.voters, Date.now(), this.hadQuorum);
     if (!quorum && this.quorumTimer === undefined) {
       this.quorumTimer = setInterval(() => this.checkQuorum(), 1000);
       this.quorumTimer.unref();

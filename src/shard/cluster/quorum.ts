@@ -30,7 +30,8 @@ export class QuorumLog {
 
   constructor(private readonly logger: Logger) {}
 
-  update(quorum: boolean, seen: number, voters: number, now: number): void {
+  /** `hadQuorum`: whether this node has seen a quorum since it started (until then it stays ready, see MemberPool.hadQuorum). */
+  update(quorum: boolean, seen: number, voters: number, now: number, hadQuorum = true): void {
     const changed = quorum !== this.lastQuorum;
     this.lastQuorum = quorum;
     if (quorum) {
@@ -41,9 +42,11 @@ export class QuorumLog {
     this.lastLogAt = now;
     this.logger.warn(
       { seen, voters },
-      voters >= MIN_MEMBERS_FOR_QUORUM
-        ? "no cluster quorum: this node sees fewer than a majority of the members; /ready is 503 until it does"
-        : "no cluster quorum: this node sees fewer than a majority of the members (with fewer than 3 members it stays ready)",
+      !hadQuorum
+        ? "no cluster quorum yet: this node has not seen a majority of the members since it started; it stays ready until it has once (a cluster started one node at a time)"
+        : voters >= MIN_MEMBERS_FOR_QUORUM
+          ? "no cluster quorum: this node sees fewer than a majority of the members; /ready is 503 until it does"
+          : "no cluster quorum: this node sees fewer than a majority of the members (with fewer than 3 members it stays ready)",
     );
   }
 }
