@@ -4,6 +4,7 @@
  */
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { constants as osConstants } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import t from "tap";
@@ -20,7 +21,7 @@ const alive = (pid: number): boolean => {
   }
 };
 
-for (const signal of ["SIGTERM", "SIGINT"] as const) {
+for (const signal of ["SIGTERM", "SIGINT", "SIGALRM"] as const) {
   t.test(`a test process ended by ${signal} kills the node it started`, async (t) => {
     const holder = spawn(process.execPath, [HOLDER], { stdio: ["ignore", "pipe", "inherit"], detached: true });
     t.teardown(() => {
@@ -37,7 +38,7 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
     t.ok(alive(nodePid), `node ${nodePid} is running`);
     const exited = new Promise<number | null>((resolve) => holder.on("exit", (code) => resolve(code)));
     holder.kill(signal);
-    t.equal(await exited, signal === "SIGTERM" ? 143 : 130, "the holder exits with 128 + the signal's number");
+    t.equal(await exited, 128 + osConstants.signals[signal], "the holder exits with 128 + the signal's number");
     t.ok(await eventually(() => !alive(nodePid), 5_000), `node ${nodePid} is gone`);
   });
 }

@@ -45,10 +45,10 @@ function killLive(): void {
   }
 }
 // Whatever happens to the test, no node outlives it: 'exit' does not run when a signal ends
-// the process, and tap ends a test file that runs past its timeout with SIGTERM (nodes of
+// the process, and tap ends a test file that runs past its timeout with SIGALRM or SIGTERM (nodes of
 // such runs were found alive hours later), so the signals a runner sends kill them too.
 process.on("exit", killLive);
-for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
+for (const signal of ["SIGTERM", "SIGINT", "SIGHUP", "SIGALRM"] as const) {
   process.on(signal, () => {
     killLive();
     process.exit(128 + osConstants.signals[signal]);
