@@ -8,8 +8,8 @@
 // then A gets SIGTERM and its log says how many keys it handed over and how long it took.
 import { randomBytes } from 'node:crypto'
 import { PeerClient } from '../dist/src/peer/index.js'
-import { HashRing } from '../dist/src/shard/cluster/ring.js'
-import { ringKeyOf } from '../dist/src/shard/table/state-key.js'
+import { HashRing } from '../dist/src/shard/ring/ring.js'
+import { ringKeyOf } from '../dist/src/shard/ring/state-key.js'
 import { installCleanup, killAllSync } from './lib/children.mjs'
 import { freePort } from './lib/net.mjs'
 import { spawnNode } from './lib/servers.mjs'

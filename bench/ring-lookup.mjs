@@ -1,6 +1,6 @@
 // Ring lookup cost: ringlimit's ring (FNV-1a + fmix32, binary search) against hashring@3 (MD5, ketama).
 // Run after `npm run build`: node bench/ring-lookup.mjs
-import { HashRing } from '../dist/src/shard/cluster/ring.js'
+import { HashRing } from '../dist/src/shard/ring/ring.js'
 import HashRingPkg from 'hashring'
 const members = ['127.0.0.1:9001', '127.0.0.1:9002', '127.0.0.1:9003']
 const r = new HashRing(members)

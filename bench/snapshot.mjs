@@ -12,9 +12,9 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { ALGORITHMS, newStep } from '../dist/src/algorithms/index.js'
-import { mergeState } from '../dist/src/shard/table/merge-states.js'
-import { clusterIdentity, readSnapshot, writeSnapshot } from '../dist/src/shard/table/snapshot-file.js'
-import { ringKeyOf, stateKeyOf } from '../dist/src/shard/table/state-key.js'
+import { mergeState } from '../dist/src/shard/records/merge-states.js'
+import { clusterIdentity, readSnapshot, writeSnapshot } from '../dist/src/shard/records/snapshot-file.js'
+import { ringKeyOf, stateKeyOf } from '../dist/src/shard/ring/state-key.js'
 import { StateTable } from '../dist/src/shard/table/state-table.js'
 
 const args = process.argv.slice(2)

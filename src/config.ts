@@ -2,7 +2,7 @@ import { createPrivateKey, randomBytes, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import { parseArgs } from "node:util";
-import { isAdvertiseUrl } from "./shard/cluster/self-address.js";
+import { isAdvertiseUrl } from "./shard/cluster/membership/self-address.js";
 
 /** Every setting and its default, in one place (docs/operations.md; `ringlimit --help` prints them). Units are in the names. */
 export const DEFAULTS = Object.freeze({

@@ -8,14 +8,14 @@ import { createLogger, type Logger } from "./logger.js";
 import { Metrics } from "./metrics/metrics.js";
 import { Cluster } from "./shard/cluster/cluster.js";
 import { readPeerTls } from "./shard/cluster/peer-tls.js";
-import { Directory } from "./shard/cluster/directory.js";
-import { defaultAdvertiseUrl } from "./shard/cluster/self-address.js";
-import { LocalDecider } from "./shard/table/local-decider.js";
+import { Directory } from "./shard/cluster/membership/directory.js";
+import { defaultAdvertiseUrl } from "./shard/cluster/membership/self-address.js";
+import { LocalDecider } from "./shard/local/local-decider.js";
 import { StateTable } from "./shard/table/state-table.js";
 import { memoryBudget } from "./shard/table/memory-budget.js";
 import { DurabilityMetrics } from "./metrics/durability-metrics.js";
-import { clusterIdentity } from "./shard/table/snapshot-file.js";
-import { Snapshotter } from "./shard/table/snapshotter.js";
+import { clusterIdentity } from "./shard/records/snapshot-file.js";
+import { Snapshotter } from "./shard/records/snapshotter.js";
 
 const SWEEP_INTERVAL_MS = 1000;
 

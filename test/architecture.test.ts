@@ -12,6 +12,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const SRC = path.join(ROOT, "src");
 const MAX_ROOT_FILES = 6;
 const MAX_LINES = 400;
+const MAX_FOLDER_FILES = 12;
 
 function sources(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -68,8 +69,34 @@ t.test("algorithms/ and peer/ import nothing outside themselves", async (t) => {
   t.notMatch(text, /Date\.now|performance\.now|setTimeout|setInterval|from "node:/, "no clock reads, timers or I/O in the algorithms");
 });
 
-t.test("shard/table/ never imports shard/cluster/", async (t) => {
-  t.same(violations(inside("shard/table"), inside("shard/cluster")), []);
+t.test("shard/: the ring, the table, the owner's decisions and records never import the cluster", async (t) => {
+  for (const folder of ["shard/ring", "shard/table", "shard/local", "shard/records"]) {
+    t.same(violations(inside(folder), inside("shard/cluster")), [], folder);
+  }
+  // The ring and its keys are shared with the client: they know the request bounds and nothing else.
+  t.same(
+    violations(inside("shard/ring"), (d) => !inside("shard/ring")(d) && d !== path.join(SRC, "decision.ts")),
+    [],
+    "shard/ring",
+  );
+  t.same(violations(inside("shard/table"), (d) => inside("shard/local")(d) || inside("shard/records")(d)), [], "the table is the bottom");
+});
+
+t.test("shard/cluster/: wire formats sit below routing, membership and movement", async (t) => {
+  const cluster = (sub: string) => inside(`shard/cluster/${sub}`);
+  t.same(
+    violations(cluster("wire"), (d) => cluster("routing")(d) || cluster("membership")(d) || cluster("movement")(d)),
+    [],
+  );
+});
+
+t.test(`no folder of src/ holds more than ${MAX_FOLDER_FILES} files`, async (t) => {
+  const folders = new Map<string, number>();
+  for (const f of files) folders.set(path.dirname(f), (folders.get(path.dirname(f)) ?? 0) + 1);
+  t.same(
+    [...folders].filter(([, n]) => n > MAX_FOLDER_FILES).map(([d, n]) => `${path.relative(SRC, d) || "."}: ${n}`),
+    [],
+  );
 });
 
 t.test("http/ reaches shard/ only through the composition root", async (t) => {
@@ -136,10 +163,10 @@ t.test("src/client loads only itself, the ring code and pure helpers: no uWebSoc
   // The ring and its hash, the key layout, the blocked cache (and what a key costs in bytes), the product slug, the algorithm names, the request bounds.
   const allowed = new Set(
     [
-      "shard/cluster/ring.ts",
-      "shard/hash.ts",
-      "shard/table/state-key.ts",
-      "shard/cluster/blocked-cache.ts",
+      "shard/ring/ring.ts",
+      "shard/ring/hash.ts",
+      "shard/ring/state-key.ts",
+      "shard/cluster/routing/blocked-cache.ts",
       "shard/table/key-bytes.ts",
       "algorithms/types.ts",
       "decision.ts",

@@ -5,9 +5,9 @@ import { ALGORITHM_NAMES } from "../src/algorithms/index.js";
 import { DEGRADED_REASONS, REQUEST_BOUNDS } from "../src/decision.js";
 import { FIELD_RULES, toLimitQuery } from "../src/http/validation.js";
 import { emptyMetrics } from "./harness/metrics.js";
-import { InboundHandler } from "../src/shard/cluster/inbound.js";
-import { HashRing } from "../src/shard/cluster/ring.js";
-import { LocalDecider } from "../src/shard/table/local-decider.js";
+import { InboundHandler } from "../src/shard/cluster/routing/inbound.js";
+import { HashRing } from "../src/shard/ring/ring.js";
+import { LocalDecider } from "../src/shard/local/local-decider.js";
 import { StateTable } from "../src/shard/table/state-table.js";
 
 const VALID = { namespace: "ns", identifier: "id", limit: 10, duration: 60 };

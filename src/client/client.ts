@@ -1,6 +1,6 @@
-import { BlockedCache } from "../shard/cluster/blocked-cache.js";
-import { HashRing } from "../shard/cluster/ring.js";
-import { ringKeyOf, stateKeyOf } from "../shard/table/state-key.js";
+import { BlockedCache } from "../shard/cluster/routing/blocked-cache.js";
+import { HashRing } from "../shard/ring/ring.js";
+import { ringKeyOf, stateKeyOf } from "../shard/ring/state-key.js";
 import { SlugCache } from "../decision.js";
 import { cachedBlockAnswer, clientAnswer, NodeAnswer, parseData, resetAnswer } from "./answer.js";
 import { Attempt, Check, CheckKind, type CheckHandler, type Result } from "./check.js";

@@ -1,4 +1,4 @@
-import { HashRing } from "../shard/cluster/ring.js";
+import { HashRing } from "../shard/ring/ring.js";
 import type { NodeConnection } from "./node-connection.js";
 
 /** One member as GET /cluster lists it (docs/client.md). */

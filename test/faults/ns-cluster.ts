@@ -1,5 +1,5 @@
-import { HashRing } from "../../src/shard/cluster/ring.js";
-import { ringKeyOf } from "../../src/shard/table/state-key.js";
+import { HashRing } from "../../src/shard/ring/ring.js";
+import { ringKeyOf } from "../../src/shard/ring/state-key.js";
 import { CLUSTER_SECRET, metric } from "../harness/cluster.js";
 import { request } from "../harness/http-client.js";
 import { spawnNode, type NodeProcess } from "../harness/node-process.js";

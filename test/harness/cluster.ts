@@ -1,6 +1,6 @@
 import { generateClusterSecret } from "../../src/config.js";
-import { HashRing } from "../../src/shard/cluster/ring.js";
-import { ringKeyOf } from "../../src/shard/table/state-key.js";
+import { HashRing } from "../../src/shard/ring/ring.js";
+import { ringKeyOf } from "../../src/shard/ring/state-key.js";
 import { request, limit } from "./http-client.js";
 import { freePort, spawnNode, type NodeProcess } from "./node-process.js";
 

@@ -3,7 +3,7 @@
  * make the real deciders throw, so the fault enters through the front end's Decider
  * interface: a decider that throws, behind a real uWS listener, real auth, real metrics.
  */
-import { Directory } from "../../src/shard/cluster/directory.js";
+import { Directory } from "../../src/shard/cluster/membership/directory.js";
 import t from "tap";
 import { ApiKeyVerifier } from "../../src/http/auth.js";
 import type { Decider } from "../../src/decision.js";

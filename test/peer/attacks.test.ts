@@ -5,10 +5,10 @@
 
 import t from "tap";
 import { randomBytes } from "node:crypto";
-import { DecideCode, FrameType } from "../../src/peer/constants.js";
-import { FrameDecoder } from "../../src/peer/frame.js";
+import { DecideCode, FrameType } from "../../src/peer/wire/constants.js";
+import { FrameDecoder } from "../../src/peer/wire/frame.js";
 import { type DecideResult, type PeerError, type PeerServerHandler } from "../../src/peer/index.js";
-import { DecideBatchWriter, decodeHello, encodeHello } from "../../src/peer/messages.js";
+import { DecideBatchWriter, decodeHello, encodeHello } from "../../src/peer/wire/messages.js";
 import { startRelay, type Direction } from "../harness/relay.js";
 import { frameType, makeClient, rawAuthenticatedClient, rawConnect, relayedPair, startServer, waitEvent, within } from "./helpers.js";
 

@@ -5,11 +5,11 @@
 import { randomBytes } from "node:crypto";
 import net from "node:net";
 import type { EventEmitter } from "node:events";
-import { FrameType } from "../../src/peer/constants.js";
-import { FrameDecoder, encodeFrame } from "../../src/peer/frame.js";
-import { ClientHandshake, ServerHandshake, readyFrame, secretKey } from "../../src/peer/handshake.js";
-import type { FrameSealer } from "../../src/peer/session.js";
-import { decodePing, encodePing } from "../../src/peer/messages.js";
+import { FrameType } from "../../src/peer/wire/constants.js";
+import { FrameDecoder, encodeFrame } from "../../src/peer/wire/frame.js";
+import { ClientHandshake, ServerHandshake, readyFrame, secretKey } from "../../src/peer/link/handshake.js";
+import type { FrameSealer } from "../../src/peer/link/session.js";
+import { decodePing, encodePing } from "../../src/peer/wire/messages.js";
 import { PeerClient, PeerServer, type DecideResult, type PeerClientOptions, type PeerServerHandler, type PeerServerOptions } from "../../src/peer/index.js";
 import { startRelay, type FrameHook, type Relay } from "../harness/relay.js";
 

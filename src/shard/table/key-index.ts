@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { hash32 } from "../hash.js";
+import { hash32 } from "../ring/hash.js";
 import { widened } from "./widen.js";
 
 const INITIAL_BUCKETS = 2048;

@@ -6,7 +6,7 @@ import { sampleVictim } from "./eviction.js";
 import { MIN_BYTES } from "./key-bytes.js";
 import { SlotCosts, UNKNOWN_WEIGHT } from "./slot-costs.js";
 import { DurationSet } from "./durations.js";
-import { parseStateKey } from "./state-key.js";
+import { parseStateKey } from "../ring/state-key.js";
 import { ResetMemory } from "./reset-memory.js";
 import { SweepLists } from "./sweep-lists.js";
 import { widened } from "./widen.js";

@@ -2,8 +2,8 @@
 // reaches B (the owner of the keys asked) through a TCP relay that delays every byte, as
 // a slow link does. What A answers `degraded` must not be in B's count.
 import t from "tap";
-import { HashRing } from "../../../src/shard/cluster/ring.js";
-import { ringKeyOf } from "../../../src/shard/table/state-key.js";
+import { HashRing } from "../../../src/shard/ring/ring.js";
+import { ringKeyOf } from "../../../src/shard/ring/state-key.js";
 import { CLUSTER_SECRET, hit, metric, waitForRing } from "../../harness/cluster.js";
 import { startRelay } from "../../harness/relay.js";
 import { closeAgents } from "../../harness/http-client.js";

@@ -5,9 +5,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import t from "tap";
-import { clusterIdentity, readSnapshot } from "../../../src/shard/table/snapshot-file.js";
-import { SNAPSHOT_FILE } from "../../../src/shard/table/snapshotter.js";
-import { ringKeyOf, stateKeyOf } from "../../../src/shard/table/state-key.js";
+import { clusterIdentity, readSnapshot } from "../../../src/shard/records/snapshot-file.js";
+import { SNAPSHOT_FILE } from "../../../src/shard/records/snapshotter.js";
+import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { CLUSTER_SECRET, hit, startCluster, waitForRing } from "../../harness/cluster.js";
 import { closeAgents } from "../../harness/http-client.js";
 

@@ -4,8 +4,8 @@
 
 import t from "tap";
 import { PeerClient, PeerServer, type DecideResult } from "../../../src/peer/index.js";
-import { CallMethod, encodeStates } from "../../../src/shard/cluster/handoff.js";
-import { ringKeyOf, stateKeyOf } from "../../../src/shard/table/state-key.js";
+import { CallMethod, encodeStates } from "../../../src/shard/cluster/wire/call-methods.js";
+import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { closeAgents } from "../../harness/http-client.js";
 import { CLUSTER_SECRET, hit, metric, startCluster, waitForRing } from "../../harness/cluster.js";
 import net from "node:net";
@@ -120,7 +120,7 @@ t.test("a member's answers out of bounds fail open per item, never NaN or a nega
   );
   t.teardown(() => a.kill());
   await waitForRing([a], 2);
-  const { HashRing } = await import("../../../src/shard/cluster/ring.js");
+  const { HashRing } = await import("../../../src/shard/ring/ring.js");
   const ring = new HashRing(members);
   let id = "fake-owned-0";
   for (let i = 1; ring.owner(ringKeyOf("test", id)) !== members[1]; i++) id = `fake-owned-${i}`;

@@ -1,7 +1,7 @@
 import net from "node:net";
 import { createHmac, randomBytes } from "node:crypto";
 import t from "tap";
-import { PROTOCOL_VERSION } from "../../../src/peer/constants.js";
+import { PROTOCOL_VERSION } from "../../../src/peer/wire/constants.js";
 import { PeerClient } from "../../../src/peer/index.js";
 import { closeAgents } from "../../harness/http-client.js";
 import { hit, startCluster } from "../../harness/cluster.js";

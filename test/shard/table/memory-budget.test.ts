@@ -7,8 +7,8 @@ import { newStep } from "../../../src/algorithms/index.js";
 import { fixedWindow } from "../../../src/algorithms/fixed-window.js";
 import { MIN_BYTES } from "../../../src/shard/table/key-bytes.js";
 import { BLOCKED_CACHE_SHARE, memoryBudget, STATES_HEAP_SHARE } from "../../../src/shard/table/memory-budget.js";
-import { mergeStates } from "../../../src/shard/table/merge-states.js";
-import { stateKeyOf } from "../../../src/shard/table/state-key.js";
+import { mergeStates } from "../../../src/shard/records/merge-states.js";
+import { stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { StateTable } from "../../../src/shard/table/state-table.js";
 
 const MiB = 1024 * 1024;

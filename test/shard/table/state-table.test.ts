@@ -3,8 +3,8 @@ import { prng } from "../../harness/prng.js";
 import { ALGORITHMS, newStep } from "../../../src/algorithms/index.js";
 import { fixedWindow } from "../../../src/algorithms/fixed-window.js";
 import { tokenBucket } from "../../../src/algorithms/token-bucket.js";
-import { LocalDecider } from "../../../src/shard/table/local-decider.js";
-import { parseStateKey, ringKeyOf, stateKeyOf } from "../../../src/shard/table/state-key.js";
+import { LocalDecider } from "../../../src/shard/local/local-decider.js";
+import { parseStateKey, ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { StateTable } from "../../../src/shard/table/state-table.js";
 
 const T0 = 1_800_000_000_000;

@@ -1,0 +1,91 @@
+import type { Logger } from "../../../logger.js";
+import type { PeerClient } from "../../../peer/index.js";
+import { CallMethod, MAX_BATCH_BYTES, encodeStates, mergeStates, recordBytes, type StateRecord } from "../wire/call-methods.js";
+import { parseStateKey } from "../../ring/state-key.js";
+import type { StateTable } from "../../table/state-table.js";
+import { forEachKeySliced } from "./sliced-scan.js";
+
+/**
+ * Hand-off batches awaiting their acknowledgement, per receiving member, so the receiver's
+ * merge overlaps the next batch's encoding (measured, 1 M keys with the Map-based table:
+ * 1 in flight ≈ 107 k keys/s, 4 in flight ≈ 141 k keys/s; with the current table ≈ 530 k keys/s).
+ */
+const BATCHES_IN_FLIGHT = 4;
+
+export interface HandOffReport {
+  sent: number;
+  failed: number;
+  ms: number;
+}
+
+export interface HandOffTarget {
+  self: string;
+  /** the member that should hold a ring key */
+  ownerOf(ringKey: string): string | undefined;
+  peer(member: string): PeerClient | undefined;
+  /** unix ms: batches not sent by then are kept */
+  deadline: number;
+  logger: Logger;
+}
+
+/**
+ * Send every state in `table` whose owner is another member to that member, which merges
+ * it. A state is read and deleted in the same synchronous step as it is put in a batch, so
+ * nothing counted afterwards is lost with it; a batch that fails is merged back.
+ */
+export async function handOverStates(table: StateTable, target: HandOffTarget): Promise<HandOffReport> {
+  const started = Date.now();
+  const byOwner = await keysByOwner(table, target);
+  let sent = 0;
+  let failed = 0;
+  await Promise.all(
+    [...byOwner].map(async ([owner, ownerKeys]) => {
+      const client = target.peer(owner);
+      let i = 0;
+      const nextBatch = (): StateRecord[] => {
+        const batch: StateRecord[] = [];
+        let bytes = 0;
+        for (; i < ownerKeys.length && bytes < MAX_BATCH_BYTES; i++) {
+          const key = ownerKeys[i]!;
+          const state = table.get(key);
+          if (state === undefined) continue;
+          table.delete(key);
+          batch.push({ key, state });
+          bytes += recordBytes(key);
+        }
+        return batch;
+      };
+      const sender = async () => {
+        for (let batch = nextBatch(); batch.length > 0; batch = nextBatch()) {
+          try {
+            if (client === undefined || client.state !== "up" || Date.now() >= target.deadline) throw new Error("owner unreachable");
+            await client.call(CallMethod.MERGE_STATES, encodeStates(batch, Date.now()), Math.max(50, target.deadline - Date.now()));
+            sent += batch.length;
+          } catch (err) {
+            failed += batch.length;
+            mergeStates(table, batch, Date.now());
+            target.logger.warn({ owner, keys: batch.length, err: (err as Error).message }, "state hand-off batch failed; keeping the states");
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: BATCHES_IN_FLIGHT }, sender));
+    }),
+  );
+  return { sent, failed, ms: Date.now() - started };
+}
+
+/** The keys to move, grouped by new owner; scanned a slice per event-loop turn. */
+async function keysByOwner(table: StateTable, target: HandOffTarget): Promise<Map<string, string[]>> {
+  const byOwner = new Map<string, string[]>();
+  await forEachKeySliced(table, (keys) => {
+    for (const key of keys) {
+      const parsed = parseStateKey(key);
+      const owner = parsed && target.ownerOf(parsed.ringKey);
+      if (owner === undefined || owner === target.self) continue;
+      let list = byOwner.get(owner);
+      if (list === undefined) byOwner.set(owner, (list = []));
+      list.push(key);
+    }
+  });
+  return byOwner;
+}

@@ -1,0 +1,292 @@
+import type { Logger } from "../../../logger.js";
+import type { ReplicationMetrics } from "../../../metrics/replication-metrics.js";
+import { mergeState, storeReplica } from "../../records/merge-states.js";
+import { ringKeyOfStateKey } from "../../ring/state-key.js";
+import { REMOVED, agesInPlace, decodeStates, isRemoval, maxRecordBytes, writeRecord } from "../../records/state-records.js";
+import type { StateTable } from "../../table/state-table.js";
+import { CallMethod, MAX_BATCH_BYTES } from "../wire/call-methods.js";
+import type { MemberPool } from "../membership/member-pool.js";
+import { admitState } from "../wire/peer-data.js";
+import type { HashRing } from "../../ring/ring.js";
+import { RerunningPass } from "./rerunning-pass.js";
+import { forEachKeySliced } from "./sliced-scan.js";
+
+/** Deadline of one replication call: a replica that does not answer is left behind, the next resync catches it up. */
+const REPLICATE_TIMEOUT_MS = 2000;
+/**
+ * Replication calls awaiting their answer per member. Turns that end while one is in flight
+ * add to the member's next batch (group commit), so a busy node sends fewer, larger calls:
+ * the cost per decision falls as load rises. A batch that reaches MAX_BATCH_BYTES is sent
+ * anyway, up to MAX_IN_FLIGHT; beyond that the member is too far behind and the batch is
+ * dropped (counted; the pass after a ring change catches it up).
+ */
+const PIPELINE = 1;
+const MAX_IN_FLIGHT = 64;
+
+export interface ReplicatorOptions {
+  /** REPLICAS: copies of each state, the owner's included */
+  replicas: number;
+  pool: MemberPool;
+  owned: StateTable;
+  /** the states this node holds for other owners */
+  replicaTable: StateTable;
+  logger: Logger;
+  metrics: ReplicationMetrics;
+}
+
+/** One member's records, encoded as they are found (on this node's clock; turned into ages when sent). */
+class Batch {
+  buf = Buffer.allocUnsafe(16 * 1024);
+  length = 0;
+  count = 0;
+
+  reset(): void {
+    this.length = 0;
+    this.count = 0;
+  }
+
+  add(key: string, s: { a: number; b: number; c: number; expiresAt: number; origin: number }): void {
+    const need = this.length + maxRecordBytes(key);
+    if (need > this.buf.length) {
+      const wider = Buffer.allocUnsafe(Math.max(need, this.buf.length * 2));
+      this.buf.copy(wider, 0, 0, this.length);
+      this.buf = wider;
+    }
+    this.length = writeRecord(this.buf, this.length, key, s.a, s.b, s.c, s.expiresAt, s.origin);
+    this.count++;
+  }
+}
+
+/** Replication towards one member: the batch being filled and the calls awaiting an answer. */
+class Link {
+  readonly pending = new Batch();
+  /** performance.now() of the oldest change in `pending` (for the lag) */
+  oldestChange = 0;
+  inFlight = 0;
+  /** states in the calls awaiting an answer */
+  inFlightStates = 0;
+}
+
+/**
+ * Keeps REPLICAS − 1 copies of every state this node owns on the next distinct members of
+ * the ring, and takes over the copies it holds when their owner leaves the ring
+ * (docs/durability.md):
+ *
+ * - Each turn, the states that requests (or merges) changed are sent once each, as states,
+ *   to their replicas: a key changed 100 times in a turn is sent once, and a copy applied
+ *   twice changes nothing (same origin: mergeCopies). While a member's previous call is
+ *   unanswered, turns add to its next batch (see PIPELINE). A state a reset removed goes
+ *   as a removal (REMOVED) in the same stream, so it is applied in order with the states.
+ * - After a ring change, one pass (a slice per turn) promotes the replica states this node
+ *   now owns into its own table (mergeState: never counted twice), drops the copies it is no
+ *   longer a replica for, and sends each owned state to the replicas it did not have on the
+ *   previous ring (a member that came back, a new successor).
+ */
+export class Replicator {
+  private scheduled = false;
+  private changedAt = 0;
+  private readonly targets: string[] = [];
+  private readonly links = new Map<string, Link>();
+  private syncedRing: HashRing | undefined;
+  private readonly resyncPass: RerunningPass;
+  private stopped = false;
+
+  constructor(private readonly o: ReplicatorOptions) {
+    this.resyncPass = new RerunningPass(
+      "replica resync",
+      () => this.resync(),
+      () => !this.stopped,
+      o.logger,
+    );
+  }
+
+  start(): void {
+    this.syncedRing = this.o.pool.ring;
+    this.o.owned.trackChanges(() => {
+      if (this.scheduled) return;
+      this.scheduled = true;
+      this.changedAt = performance.now();
+      setImmediate(this.flush);
+    });
+  }
+
+  stop(): void {
+    this.stopped = true;
+  }
+
+  /**
+   * States changed here that their replicas have not acknowledged yet: waiting in a batch or
+   * in a call (counted once per replica). 0 means every change so far is held by the replicas
+   * that were up, or was counted as dropped.
+   */
+  backlog(): number {
+    let n = 0;
+    for (const link of this.links.values()) n += link.pending.count + link.inFlightStates;
+    return n;
+  }
+
+  /** The ring changed: promote, drop and re-replicate (one pass at a time, run again if it changes meanwhile). */
+  onRingChanged(): void {
+    if (!this.stopped) this.resyncPass.request();
+  }
+
+  /**
+   * REPLICATE from `from`: keep each state as a replica, or merge it when this node owns the
+   * key now. Checked like a hand-off: a batch that cannot be split into records is refused
+   * whole (RangeError), a record out of bounds alone (admitState). Returns the records kept.
+   */
+  receive(payload: Buffer, from: string, now: number): number {
+    const { pool, owned, replicaTable } = this.o;
+    const ring = pool.ring;
+    const self = pool.self;
+    let kept = 0;
+    let refused = 0;
+    for (const { key, state: aged } of decodeStates(payload)) {
+      // Sent with ages: put on this node's clock here, whatever the sender's reads.
+      const state = admitState(key, aged, now);
+      if (state === "invalid") {
+        refused++;
+        continue;
+      }
+      if (isRemoval(aged)) {
+        this.applyRemoval(key, now);
+        kept++;
+        continue;
+      }
+      if (state === "expired") continue;
+      // The sender's ring is behind this one's (an owner back from a pause): a copy of a
+      // state this node owns now merges as a copy, so its stale counts change nothing.
+      if (ring.owner(ringKeyOfStateKey(key)) === self) mergeState(owned, key, state, now);
+      else storeReplica(replicaTable, key, state, now);
+      kept++;
+    }
+    if (refused > 0) this.o.logger.warn({ from, refused }, "replicated states out of bounds: not kept");
+    return kept;
+  }
+
+  /**
+   * The owner reset this state: drop the copy (and the state itself if this node owns the
+   * key now), and remember the reset as the owner does, so that nothing counted before it
+   * is merged back here: not this copy promoted, nor a stale one sent later.
+   */
+  private applyRemoval(key: string, now: number): void {
+    const { pool, owned, replicaTable } = this.o;
+    const ringKey = ringKeyOfStateKey(key);
+    owned.noteReset(ringKey, now);
+    replicaTable.delete(key);
+    if (pool.ring.owner(ringKey) === pool.self) owned.remove(key);
+  }
+
+  /** One turn's changes, to the replicas of each. */
+  private readonly flush = (): void => {
+    this.scheduled = false;
+    const keys = this.o.owned.takeChanges();
+    if (this.stopped) return;
+    const ring = this.o.pool.ring;
+    for (const key of keys) this.addToLinks(key, ring, undefined, this.changedAt);
+    for (const [member, link] of this.links) {
+      if (link.inFlight < PIPELINE && link.pending.count > 0) this.send(member, link);
+      if (!ring.has(member) && link.inFlight === 0) this.links.delete(member);
+    }
+  };
+
+  /** Put the owned state of `key` in the pending batch of each replica on `ring` that is not one on `before`. */
+  private addToLinks(key: string, ring: HashRing, before: HashRing | undefined, changedAt: number): void {
+    const { owned, pool, replicas } = this.o;
+    const ringKey = ringKeyOfStateKey(key);
+    // Gone since it changed: a reset's removal goes to the replicas (StateTable.remove);
+    // a state that moved or lapsed is not sent, its replicas follow the ring or expire.
+    const state = owned.get(key) ?? (owned.wasReset(ringKey, Date.now()) ? REMOVED : undefined);
+    if (state === undefined) return;
+    const targets = this.targets;
+    const n = ring.successors(ringKey, replicas, targets);
+    // Only the owner replicates: a stray state goes to its owner by the hand-off instead.
+    if (n === 0 || targets[0] !== pool.self) return;
+    let had: string[] | undefined;
+    if (before !== undefined) {
+      had = [];
+      had.length = before.successors(ringKey, replicas, had);
+    }
+    for (let i = 1; i < n; i++) {
+      const member = targets[i]!;
+      if (had !== undefined && had.includes(member)) continue;
+      let link = this.links.get(member);
+      if (link === undefined) this.links.set(member, (link = new Link()));
+      if (link.pending.count === 0) link.oldestChange = changedAt;
+      link.pending.add(key, state);
+      if (link.pending.length >= MAX_BATCH_BYTES) this.send(member, link);
+    }
+  }
+
+  /** Send the link's pending batch and empty it; when the answer comes, send what piled up meanwhile. */
+  private send(member: string, link: Link): void {
+    const { pool, metrics } = this.o;
+    const batch = link.pending;
+    const count = batch.count;
+    const changedAt = link.oldestChange;
+    const payload = batch.buf.subarray(0, batch.length);
+    // Filled over the turns a call was in flight: every age is measured now, at the send.
+    agesInPlace(batch.buf, 0, batch.length, Date.now());
+    batch.reset();
+    const client = pool.client(member);
+    // Not up: it is off the ring, and the pass after it comes back sends it everything.
+    if (client === undefined || client.state !== "up" || link.inFlight >= MAX_IN_FLIGHT) {
+      metrics.dropped(count);
+      return;
+    }
+    link.inFlight++;
+    link.inFlightStates += count;
+    const settled = (ok: boolean) => {
+      link.inFlight--;
+      link.inFlightStates -= count;
+      if (ok) metrics.replicated(count, (performance.now() - changedAt) / 1000);
+      else metrics.dropped(count);
+      if (!this.stopped && link.inFlight < PIPELINE && link.pending.count > 0) this.send(member, link);
+    };
+    // call() copies the payload into its frame at once: the batch's buffer is free again on return.
+    client.call(CallMethod.REPLICATE, payload, REPLICATE_TIMEOUT_MS).then(
+      () => settled(true),
+      () => settled(false),
+    );
+  }
+
+  private async resync(): Promise<void> {
+    const { pool, owned, replicaTable, replicas, metrics } = this.o;
+    const ring = pool.ring;
+    const before = this.syncedRing;
+    this.syncedRing = ring;
+    const self = pool.self;
+
+    // Replica states: promote those this node owns now, drop those it no longer keeps.
+    let promoted = 0;
+    let dropped = 0;
+    const targets: string[] = [];
+    const replicasDone = await forEachKeySliced(replicaTable, (keys) => {
+      if (this.stopped) return false;
+      const now = Date.now();
+      for (const key of keys) {
+        const n = ring.successors(ringKeyOfStateKey(key), replicas, targets);
+        if (n > 0 && targets[0] === self) {
+          const state = replicaTable.get(key);
+          replicaTable.delete(key);
+          if (state !== undefined && mergeState(owned, key, state, now)) promoted++;
+        } else if (!targets.slice(0, n).includes(self)) {
+          replicaTable.delete(key);
+          dropped++;
+        }
+      }
+    });
+    if (!replicasDone) return;
+
+    // Owned states (the promoted ones included): to the replicas they did not have on the previous ring.
+    const ownedDone = await forEachKeySliced(owned, (keys) => {
+      if (this.stopped) return false;
+      const now = performance.now();
+      for (const key of keys) this.addToLinks(key, pool.ring, before, now);
+      for (const [member, link] of this.links) if (link.inFlight < PIPELINE && link.pending.count > 0) this.send(member, link);
+    });
+    if (!ownedDone) return;
+    metrics.promoted(promoted);
+    if (promoted > 0 || dropped > 0) this.o.logger.info({ promoted, dropped, members: ring.members }, "replicas: promoted the states this node now owns");
+  }
+}

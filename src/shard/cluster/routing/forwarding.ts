@@ -1,0 +1,149 @@
+import { newDecision, failOpenDecision, type BatchOutcome, type Decider, type Decision, type DegradedReason } from "../../../decision.js";
+import type { ResetOutcome, ResetQuery } from "../../../decision.js";
+import type { LimitQuery } from "../../../decision.js";
+import type { PeerClient, PeerError } from "../../../peer/index.js";
+import type { BlockedCache } from "./blocked-cache.js";
+import type { ClusterMetrics } from "../../../metrics/cluster-metrics.js";
+import type { LocalDecider } from "../../local/local-decider.js";
+import type { BatchForwarder } from "./batch-forwarding.js";
+import { ownership, type Ownership, type OwnershipView } from "./ownership.js";
+import { replyWithinContract, resetTimeHere } from "../wire/peer-data.js";
+import { ringKeyOf, stateKeyOf } from "../../ring/state-key.js";
+
+/** What the decider needs to know about the cluster at the moment of a decision. */
+export interface ClusterView extends OwnershipView {
+  client(member: string): PeerClient | undefined;
+  /** a forward to `member` was answered, or missed its deadline (feeds the slow-peer detector) */
+  noteForward(member: string, timedOut: boolean, now: number): void;
+}
+
+const REASON: Record<string, DegradedReason> = { timeout: "peer_timeout", unavailable: "peer_unavailable" };
+
+/**
+ * Front end → ownership rule → (local table | owning peer | fail open). Keys this node
+ * may decide are decided here; the rest are forwarded, and a forward that fails or misses
+ * its deadline becomes a fail-open answer, so a caller never waits longer than
+ * PEER_TIMEOUT_MS for a dead owner.
+ */
+export class ClusterDecider implements Decider {
+  private readonly cachedBlock: Decision = newDecision();
+  /** A forward's answer: valid only for the `done` call it is passed to (see Decider), so one object serves every forward. */
+  private readonly forwarded: Decision = newDecision();
+
+  constructor(
+    private readonly view: ClusterView,
+    private readonly local: LocalDecider,
+    private readonly blocked: BlockedCache,
+    private readonly metrics: ClusterMetrics,
+    private readonly batches: BatchForwarder,
+  ) {}
+
+  /**
+   * What decideSync found for a key it did not decide: the front end calls decide() for that
+   * same query at once (same turn, so neither the ring nor the view has moved), and decide()
+   * takes the ring key and verdict from here instead of building and hashing the key again.
+   */
+  private syncQuery: LimitQuery | undefined = undefined;
+  private syncNow = 0;
+  private syncRingKey = "";
+  private syncVerdict: Ownership | undefined = undefined;
+
+  /** Keys this node may decide now are answered at once; undefined means "use decide()". */
+  decideSync(query: LimitQuery, now: number): Decision | undefined {
+    const ringKey = ringKeyOf(query.namespace, query.identifier);
+    const verdict = ownership(this.view, ringKey, query.algorithm.code, query.duration, now, "local");
+    if (verdict.kind === "decide") return this.local.decideNow(query, ringKey, now);
+    this.syncQuery = query;
+    this.syncNow = now;
+    this.syncRingKey = ringKey;
+    this.syncVerdict = verdict;
+    return undefined;
+  }
+
+  decide(query: LimitQuery, now: number, done: (decision: Decision) => void): void {
+    let ringKey: string;
+    let verdict: Ownership;
+    if (this.syncQuery === query && this.syncNow === now && this.syncVerdict !== undefined) {
+      ringKey = this.syncRingKey;
+      verdict = this.syncVerdict;
+    } else {
+      ringKey = ringKeyOf(query.namespace, query.identifier);
+      verdict = ownership(this.view, ringKey, query.algorithm.code, query.duration, now, "local");
+    }
+    this.syncQuery = undefined;
+    this.syncVerdict = undefined;
+    if (verdict.kind === "decide") return done(this.local.decideNow(query, ringKey, now));
+    if (verdict.kind === "fail_open") {
+      if (verdict.reason === "peer_unavailable") this.metrics.forwardOutcome("unavailable");
+      return done(failOpenDecision(query, now, verdict.reason, newDecision()));
+    }
+
+    const stateKey = stateKeyOf(query.algorithm.code, query.duration, ringKey);
+    // A remembered block is one for a request of 1 (a peek is blocked exactly then too);
+    // a heavier request waits longer, so it asks the owner.
+    const cacheable = query.cost <= 1;
+    const block = cacheable ? this.blocked.get(stateKey, query.limit, now) : undefined;
+    if (block !== undefined) {
+      this.metrics.forwardOutcome("cached_block");
+      const d = this.cachedBlock;
+      d.allowed = false;
+      d.remaining = 0;
+      d.resetTime = block.resetTime;
+      d.retryAfterMs = block.until - now;
+      d.degraded = null;
+      return done(d);
+    }
+
+    const client = this.view.client(verdict.owner);
+    if (client === undefined) {
+      this.metrics.forwardOutcome("unavailable");
+      return done(failOpenDecision(query, now, "peer_unavailable", newDecision()));
+    }
+    const sentAt = performance.now();
+    const owner = verdict.owner;
+    client.decide(
+      query.namespace,
+      query.identifier,
+      query.algorithm.code,
+      query.limit,
+      query.duration,
+      (err: PeerError | null, r) => {
+        const d = this.forwarded;
+        if (err !== null || r === null || r.code === 2) {
+          const reason = err !== null ? (REASON[err.code] ?? "peer_error") : "peer_error";
+          if (reason === "peer_timeout") this.view.noteForward(owner, true, now);
+          this.metrics.forwardOutcome(reason === "peer_timeout" ? "timeout" : reason === "peer_unavailable" ? "unavailable" : "error");
+          return done(failOpenDecision(query, now, reason, d));
+        }
+        r.resetTime = resetTimeHere(r.resetTime, client.clockOffsetMs);
+        // An answer that does not fit the question (a count beyond the limit, NaN, a reset
+        // years ahead) is the owner's error for this item alone.
+        if (!replyWithinContract(r, query, now)) {
+          this.metrics.forwardOutcome("invalid");
+          return done(failOpenDecision(query, now, "peer_error", d));
+        }
+        this.metrics.observeForward(performance.now() - sentAt);
+        this.view.noteForward(owner, false, now);
+        d.allowed = r.code === 0;
+        d.remaining = r.remaining;
+        d.resetTime = r.resetTime;
+        d.retryAfterMs = r.retryAfterMs;
+        d.degraded = null;
+        if (!d.allowed && cacheable) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
+        this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
+        done(d);
+      },
+      query.cost,
+    );
+  }
+
+  /** See BatchForwarder: one owner decides in one step, several reserve then commit or release. */
+  decideBatch(queries: readonly LimitQuery[], now: number, done: (outcome: BatchOutcome) => void): void {
+    this.batches.decideBatch(queries, now, done);
+  }
+
+  /** Routed to the identifier's owner (BatchForwarder.reset). */
+  reset(query: ResetQuery, now: number, done: (outcome: ResetOutcome) => void): void {
+    this.batches.reset(query, now, done);
+  }
+}

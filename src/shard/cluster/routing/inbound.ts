@@ -1,0 +1,108 @@
+import { algorithmByCode } from "../../../algorithms/index.js";
+import { DecideCode, type DecideResult, type PeerServerHandler } from "../../../peer/index.js";
+import type { LocalDecider } from "../../local/local-decider.js";
+import { ringKeyOf } from "../../ring/state-key.js";
+import { CallMethod, decodeStates, mergeStates, type StateRecord } from "../wire/call-methods.js";
+import { onBatchCall } from "./inbound-batch.js";
+import { ownership, type OwnershipView } from "./ownership.js";
+import { admitState, forwardedWithinContract } from "../wire/peer-data.js";
+
+/** What inbound requests change elsewhere in the cluster. */
+export interface InboundEvents {
+  /** a forwarded key was decided here although this node's ring gives it to another member */
+  strayState(): void;
+  /** LEAVE: `member` (the sender itself) is leaving and drops out of the ring */
+  memberLeaving(member: string, from: string): void;
+  /** MERGE_STATES from `from` held `count` records out of bounds, not merged */
+  statesRefused(from: string, count: number): void;
+  /** HANDOFF_DONE: `from` has handed this node every state that moved to it */
+  handoffDone(from: string): void;
+  /** ADVERTISE: `from` tells its client-facing URL; the reply is this node's */
+  advertise(payload: Buffer, from: string): Promise<Buffer>;
+  /** a member (re)started and reached this node */
+  peerAuthenticated(member: string): void;
+  /** REPLICATE: states their owner sent to keep as replicas; returns how many were kept (throws when this node keeps none) */
+  replicate(payload: Buffer, from: string): number;
+}
+
+/**
+ * What peers ask of this node: forwarded decisions (DECIDE) and the cold-path CALLs of the
+ * hand-off. Peer data is validated like callers' data: a forwarded decision outside the
+ * request contract is refused (that item only), a state batch that cannot be parsed is
+ * refused whole, and a state record out of bounds is refused alone (peer-data.ts).
+ */
+export class InboundHandler implements PeerServerHandler {
+  constructor(
+    private readonly view: OwnershipView,
+    private readonly local: LocalDecider,
+    private readonly events: InboundEvents,
+  ) {}
+
+  /** A throw answers this item with an error: the forwarding node fails open. */
+  /** `now`: unix ms, read once per DECIDE frame by the peer server. */
+  decide(ns: string, identifier: string, algorithmCode: number, limit: number, duration: number, out: DecideResult, cost = 1, now = Date.now()): void {
+    const algorithm = algorithmByCode(algorithmCode);
+    if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, ns, identifier)) throw new RangeError("forwarded decision out of contract");
+    const ringKey = ringKeyOf(ns, identifier);
+    const verdict = ownership(this.view, ringKey, algorithmCode, duration, now, "forwarded");
+    if (verdict.kind !== "decide") throw new Error(verdict.kind === "fail_open" ? verdict.why : "not decided here");
+    if (verdict.stray) this.events.strayState();
+    const d = this.local.decideKey(ringKey, algorithm, limit, duration, now, cost);
+    out.code = d.allowed ? DecideCode.ALLOWED : DecideCode.BLOCKED;
+    out.remaining = d.remaining;
+    out.resetTime = d.resetTime;
+    out.retryAfterMs = d.retryAfterMs;
+  }
+
+  async call(method: number, payload: Buffer, from: string): Promise<Buffer> {
+    switch (method) {
+      case CallMethod.LEAVE: {
+        // The handshake binds `from`: a member may take only itself out of the ring.
+        const member = payload.toString("utf8");
+        if (member !== from) throw new Error("a member may announce only its own leave");
+        this.events.memberLeaving(member, from);
+        return Buffer.alloc(0);
+      }
+      case CallMethod.MERGE_STATES: {
+        // Leaving: whatever arrived now would be stranded here when this process exits.
+        // Refused, the sender merges the batch back into its own table.
+        if (this.view.frozen) throw new Error("leaving: not accepting states");
+        const now = Date.now();
+        const admitted: StateRecord[] = [];
+        let refused = 0;
+        for (const r of decodeStates(payload)) {
+          // Sent with ages: put on this node's clock here, whatever the sender's reads.
+          const state = admitState(r.key, r.state, now);
+          if (typeof state === "object") admitted.push({ key: r.key, state });
+          else if (state === "invalid") refused++; // an expired state is equivalent to none: dropped quietly
+        }
+        if (refused > 0) this.events.statesRefused(from, refused);
+        const n = mergeStates(this.local.table, admitted, now);
+        const reply = Buffer.alloc(4);
+        reply.writeUInt32BE(n, 0);
+        return reply;
+      }
+      case CallMethod.HANDOFF_DONE:
+        this.events.handoffDone(from);
+        return Buffer.alloc(0);
+      case CallMethod.ADVERTISE:
+        return this.events.advertise(payload, from);
+      case CallMethod.REPLICATE: {
+        const reply = Buffer.alloc(4);
+        reply.writeUInt32BE(this.events.replicate(payload, from), 0);
+        return reply;
+      }
+      case CallMethod.BATCH:
+      case CallMethod.BATCH_COMMIT:
+      case CallMethod.BATCH_RELEASE:
+      case CallMethod.RESET:
+        return onBatchCall(method, payload, from, this.view, this.local, this.local.reservations);
+      default:
+        throw new Error(`unknown call method ${method}`);
+    }
+  }
+
+  onPeerAuthenticated(nodeId: string): void {
+    this.events.peerAuthenticated(nodeId);
+  }
+}

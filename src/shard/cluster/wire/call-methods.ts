@@ -1,0 +1,29 @@
+import { encodeStates, decodeStates, recordBytes, type StateRecord } from "../../records/state-records.js";
+import { mergeStates } from "../../records/merge-states.js";
+
+export { encodeStates, decodeStates, recordBytes, mergeStates, type StateRecord };
+
+/** Peer-channel CALL methods of the cold path. */
+export const CallMethod = Object.freeze({
+  /** payload: the leaving member's ring name (UTF-8). Receivers drop it from their ring at once. */
+  LEAVE: 1,
+  /** payload: state records with ages (shard/records/state-records.ts); receivers merge each into their table (shard/records/merge-states.ts). Reply: u32 records merged. */
+  MERGE_STATES: 2,
+  /** empty: the sender has handed the receiver every state that moved to it when the sender added it to its ring. */
+  HANDOFF_DONE: 3,
+  /** payload: the sender's client-facing URL (UTF-8, may be empty). Reply: the receiver's (docs/client.md). */
+  ADVERTISE: 4,
+  /** payload: state records with ages the sender owns, for the receiver to keep as replicas (replicator.ts). Reply: u32 records kept. */
+  REPLICATE: 5,
+  /** payload: a batch or one owner's part of it (batch-wire.ts). Reply: a decision per item. */
+  BATCH: 10,
+  /** payload: u32 reservation. Keep what that reservation counted. */
+  BATCH_COMMIT: 11,
+  /** payload: u32 reservation. Give back what it counted. */
+  BATCH_RELEASE: 12,
+  /** payload: the states of one identifier to remove. Reply: those removed. */
+  RESET: 13,
+});
+
+/** A batch is cut at this size (plus one record), within the peer channel's 512 KiB frame limit. */
+export const MAX_BATCH_BYTES = 256 * 1024;

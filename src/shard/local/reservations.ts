@@ -1,0 +1,73 @@
+import { algorithmByCode, type LimitState } from "../../algorithms/index.js";
+import type { Counted } from "./batch.js";
+import { KEEP_WEIGHT, type StateTable } from "../table/state-table.js";
+
+/** Bound on reservations held at once; past it the oldest is released early (a refused batch at worst). */
+const MAX_RESERVATIONS = 100_000;
+
+interface Reservation {
+  /** unix ms after which an unconfirmed reservation is released */
+  deadline: number;
+  counted: Counted[];
+}
+
+/**
+ * Counts an owner has made for one part of a batch that spans owners (docs/api.md): they
+ * count from the moment they are reserved, so nothing can interleave and over-admit, and
+ * are then committed (kept) or released (given back with Algorithm.refund). A reservation
+ * its coordinator never confirms is released once its deadline passes, by one coarse sweep
+ * (the table's once-a-second sweep), not a timer per key.
+ */
+export class Reservations {
+  private readonly held = new Map<string, Reservation>();
+  /** released because their deadline passed, for the metrics and logs */
+  expired = 0;
+
+  constructor(private readonly table: StateTable) {}
+
+  get size(): number {
+    return this.held.size;
+  }
+
+  /** `counted` is already in the table (decideBatchOn with commit). `id` is unique per coordinator. */
+  hold(id: string, counted: Counted[], deadline: number): void {
+    if (this.held.size >= MAX_RESERVATIONS) {
+      const oldest = this.held.keys().next().value;
+      if (oldest !== undefined) this.release(oldest, deadline);
+    }
+    this.held.set(id, { deadline, counted });
+  }
+
+  commit(id: string): boolean {
+    return this.held.delete(id);
+  }
+
+  /** Give back what reservation `id` counted; false when it is not held (committed, released, or never made). */
+  release(id: string, now: number): boolean {
+    const r = this.held.get(id);
+    if (r === undefined) return false;
+    this.held.delete(id);
+    const out: LimitState = { a: 0, b: 0, c: 0 };
+    for (const c of r.counted) {
+      const state = this.table.get(c.key);
+      const algorithm = algorithmByCode(c.algorithmCode);
+      // Gone (reset, expired, handed over): nothing is left here to give back.
+      if (state === undefined || algorithm === undefined) continue;
+      algorithm.refund(state, c.cost, c.at, c.duration * 1000, now, out);
+      this.table.set(c.key, { a: out.a, b: out.b, c: out.c, expiresAt: state.expiresAt, origin: state.origin }, KEEP_WEIGHT);
+    }
+    return true;
+  }
+
+  /** Release every reservation whose deadline has passed. Returns how many. */
+  sweep(now: number): number {
+    let n = 0;
+    for (const [id, r] of this.held) {
+      if (r.deadline > now) continue;
+      this.release(id, now);
+      n++;
+    }
+    this.expired += n;
+    return n;
+  }
+}

@@ -1,0 +1,64 @@
+import { algorithmByCode, type LimitState } from "../../algorithms/index.js";
+import { parseStateKey } from "../ring/state-key.js";
+import type { StoredState, StateTable } from "../table/state-table.js";
+import type { StateRecord } from "./state-records.js";
+
+/**
+ * Merge states that arrive from elsewhere (a hand-off, a replica promoted, a snapshot)
+ * into `table`, so that no request is forgotten and none is counted twice:
+ *
+ * - same origin: the two are copies of one history (a replica or snapshot of the state
+ *   this node already holds, a stale owner's copy coming back after a pause). They merge
+ *   by `mergeCopies`, which keeps the further advanced copy window by window. Applying a
+ *   copy twice, or an older copy after a newer one, changes nothing.
+ * - different origins: the two counted disjoint requests (a node decided a key while the
+ *   rings disagreed; a hand-off sender deletes what it sends). They merge by `merge`,
+ *   which adds what both consumed. The result keeps the receiver's origin.
+ *
+ * Records that expired by `now` are skipped. Returns how many records were applied.
+ */
+export function mergeStates(table: StateTable, records: readonly StateRecord[], now: number): number {
+  let count = 0;
+  for (const { key, state } of records) if (mergeState(table, key, state, now)) count++;
+  return count;
+}
+
+const merged: LimitState = { a: 0, b: 0, c: 0 };
+
+/** One record of mergeStates; false when the record's key names no algorithm or it has expired. */
+export function mergeState(table: StateTable, key: string, state: StoredState, now: number): boolean {
+  const parsed = parseStateKey(key);
+  const algorithm = parsed && algorithmByCode(parsed.algorithmCode);
+  if (parsed === undefined || algorithm === undefined) return false;
+  if (state.expiresAt * 1000 <= now) return false;
+  // Reset here a moment ago: this state was counted before the reset and must not come back.
+  if (table.wasReset(parsed.ringKey, now)) return true;
+  const existing = table.get(key);
+  if (existing === undefined) {
+    table.set(key, state);
+    return true;
+  }
+  const D = parsed.duration * 1000;
+  if (existing.origin === state.origin) algorithm.mergeCopies(existing, state, D, now, merged);
+  else algorithm.merge(existing, state, D, now, merged);
+  // Buckets keep their limit in `c`; the windows ignore the limit argument.
+  const expiresAt = Math.max(existing.expiresAt, state.expiresAt, Math.ceil(algorithm.expiresAt(merged, merged.c || 1, D) / 1000));
+  table.set(key, { a: merged.a, b: merged.b, c: merged.c, expiresAt, origin: existing.origin });
+  return true;
+}
+
+/**
+ * Keep a replica state sent by its owner. The same history (same origin) keeps the further
+ * advanced copy, so replication calls that overtake each other change nothing; another
+ * origin means the owner's state was replaced (it expired and began again, or a new owner
+ * took over from nothing): the owner is the authority, its state replaces the copy.
+ */
+export function storeReplica(table: StateTable, key: string, state: StoredState, now: number): boolean {
+  if (state.expiresAt * 1000 <= now) return false;
+  const existing = table.get(key);
+  if (existing === undefined || existing.origin !== state.origin) {
+    table.set(key, state);
+    return true;
+  }
+  return mergeState(table, key, state, now);
+}

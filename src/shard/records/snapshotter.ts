@@ -1,0 +1,140 @@
+import { mkdir, rename } from "node:fs/promises";
+import path from "node:path";
+import type { Logger } from "../../logger.js";
+import type { DurabilityMetrics } from "../../metrics/durability-metrics.js";
+import { mergeState } from "./merge-states.js";
+import { SnapshotRefused, readSnapshot, writeSnapshot } from "./snapshot-file.js";
+import type { StateTable } from "../table/state-table.js";
+
+/** One file per STATE_DIR: a node's identity may change across restarts (a pod's IP), its volume does not. */
+export const SNAPSHOT_FILE = "ringlimit.snapshot";
+/** A refused file is moved aside under this suffix (one kept) for an operator to inspect; it is never loaded. */
+const REFUSED_SUFFIX = ".refused";
+
+export interface SnapshotterOptions {
+  dir: string;
+  intervalMs: number;
+  /** clusterIdentity(CLUSTER_SECRET) */
+  cluster: Buffer;
+  /** this node's current name, recorded in the header for operators */
+  nodeId: () => string;
+  owned: StateTable;
+  /** replica states, when this node holds any (REPLICAS > 1) */
+  replicas?: StateTable;
+  logger: Logger;
+  metrics: DurabilityMetrics;
+}
+
+export interface RestoreReport {
+  owned: number;
+  replicas: number;
+  /** records skipped because they expired while the node was down */
+  expired: number;
+  ms: number;
+  refused?: string;
+}
+
+/**
+ * Writes this node's states to STATE_DIR every SNAPSHOT_INTERVAL_MS and at stop, and loads
+ * them at start (docs/durability.md). One write runs at a time; a failed write (disk full,
+ * read-only volume) is logged and counted and leaves the previous snapshot in place.
+ */
+export class Snapshotter {
+  readonly file: string;
+  private timer: NodeJS.Timeout | undefined;
+  private writing: Promise<void> | undefined;
+
+  constructor(private readonly options: SnapshotterOptions) {
+    this.file = path.join(options.dir, SNAPSHOT_FILE);
+  }
+
+  /**
+   * Load the snapshot into the tables, merging with what they hold (mergeState: a copy of
+   * a state already there is never counted twice). Never throws: a file that cannot be
+   * used is refused with a log line naming the reason, moved aside, and the node starts empty.
+   */
+  async restore(now: number): Promise<RestoreReport> {
+    const { owned, replicas, logger, metrics } = this.options;
+    const identity = { cluster: this.options.cluster, nodeId: this.options.nodeId() };
+    const started = Date.now();
+    const report: RestoreReport = { owned: 0, replicas: 0, expired: 0, ms: 0 };
+    try {
+      await mkdir(this.options.dir, { recursive: true });
+      const contents = await readSnapshot(this.file, identity, (key, state, replica) => {
+        // Without a replica table (REPLICAS=1 now), a replica state goes to the owned table:
+        // the hand-off moves it to its owner, who merges it as the copy it is.
+        const table = replica && replicas !== undefined ? replicas : owned;
+        if (!mergeState(table, key, state, now)) report.expired++;
+        else if (replica) report.replicas++;
+        else report.owned++;
+      });
+      report.ms = Date.now() - started;
+      if (contents === undefined) {
+        logger.info({ file: this.file }, "no snapshot in STATE_DIR: starting empty");
+        return report;
+      }
+      metrics.keysRestored.inc(report.owned + report.replicas);
+      logger.info(
+        { file: this.file, writtenBy: contents.nodeId, writtenAt: new Date(contents.writtenAt).toISOString(), bytes: contents.bytes, ...report },
+        "restored states from snapshot",
+      );
+    } catch (err) {
+      report.refused = (err as Error).message;
+      report.ms = Date.now() - started;
+      const aside = this.file + REFUSED_SUFFIX;
+      await rename(this.file, aside).catch(() => undefined);
+      logger.error(
+        { file: this.file, movedTo: aside, reason: report.refused, statesLoadedBeforeRefusal: report.owned + report.replicas },
+        err instanceof SnapshotRefused ? "snapshot refused: starting without it" : "snapshot could not be loaded: starting without it",
+      );
+    }
+    return report;
+  }
+
+  /** Write every intervalMs from now on. */
+  start(): void {
+    this.timer = setInterval(() => void this.write(), this.options.intervalMs);
+    this.timer.unref();
+  }
+
+  /**
+   * Write a snapshot now, after the one running (if any) has finished: the last write
+   * at stop must see the table as it is then. Resolves whether the write worked or not.
+   */
+  async write(): Promise<void> {
+    while (this.writing !== undefined) await this.writing;
+    this.writing = this.writeOnce().finally(() => (this.writing = undefined));
+    return this.writing;
+  }
+
+  /** Stop the timer and write a last snapshot of whatever the node still holds. */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.write();
+  }
+
+  private async writeOnce(): Promise<void> {
+    const { owned, replicas, logger, metrics } = this.options;
+    const identity = { cluster: this.options.cluster, nodeId: this.options.nodeId() };
+    const started = performance.now();
+    const copyStarted = started;
+    const ownedCopy = owned.copy();
+    const replicaCopy = replicas?.copy();
+    const copyMs = performance.now() - copyStarted;
+    try {
+      const written = await writeSnapshot(this.file, identity, ownedCopy, replicaCopy, Date.now());
+      const seconds = (performance.now() - started) / 1000;
+      metrics.snapshotSeconds.observe(seconds);
+      metrics.snapshotBytes.set(written.bytes);
+      metrics.snapshotKeys.set(written.keys);
+      metrics.lastSnapshot.set(Date.now() / 1000);
+      logger.debug(
+        { keys: written.keys, bytes: written.bytes, ms: seconds * 1000, copyMs, longestStepMs: Math.max(copyMs, written.longestStepMs) },
+        "snapshot written",
+      );
+    } catch (err) {
+      metrics.snapshotFailures.inc();
+      logger.error({ file: this.file, err: (err as Error).message }, "snapshot write failed; the previous snapshot stays in place");
+    }
+  }
+}

@@ -1,0 +1,301 @@
+import t from "tap";
+import { createSecretKey, randomBytes } from "node:crypto";
+import {
+  BATCH_COUNT_BYTES,
+  DECIDE_BUDGET_BYTES,
+  DECIDE_ITEM_FIXED_BYTES,
+  FRAME_HEADER_BYTES,
+  FrameType,
+  MAX_DECIDE_ITEMS,
+  MAX_FRAME_BYTES,
+  NO_BUDGET,
+  PROTOCOL_VERSION,
+  TAG_BYTES,
+} from "../../../src/peer/wire/constants.js";
+import { FrameError } from "../../../src/peer/errors.js";
+import { FrameDecoder } from "../../../src/peer/wire/frame.js";
+import { FrameOpener, FrameSealer } from "../../../src/peer/link/session.js";
+import {
+  DecideBatchReader,
+  DecideBatchWriter,
+  DecideReplyWriter,
+  decodeCall,
+  decodeCallReply,
+  decodeChallenge,
+  decodeDecideItems,
+  decodeHello,
+  decodePing,
+  decodePong,
+  decodeProof,
+  encodeCall,
+  encodeCallReply,
+  encodeChallenge,
+  encodeHello,
+  encodePing,
+  encodePong,
+  encodeProof,
+  readDecideReply,
+  type DecideItem,
+} from "../../../src/peer/wire/messages.js";
+
+/** Where a DECIDE body's first item starts: after its count and its budget. */
+const ITEMS_AT = BATCH_COUNT_BYTES + DECIDE_BUDGET_BYTES;
+
+/** Seal sealed frames with a fresh key and split them back into [type, body] with the real, tag-checking decoder. */
+function frames(bytes: Buffer): Array<{ type: number; body: Buffer }> {
+  const key = createSecretKey(randomBytes(32));
+  const out: Array<{ type: number; body: Buffer }> = [];
+  const dec = new FrameDecoder((type, body) => out.push({ type, body: Buffer.from(body) }), MAX_FRAME_BYTES);
+  dec.opener = new FrameOpener(key);
+  dec.push(new FrameSealer(key).seal(Buffer.from(bytes)));
+  return out;
+}
+/** The body of a handshake frame (those carry no tag). */
+const body = (frame: Buffer): Buffer => frame.subarray(FRAME_HEADER_BYTES);
+
+t.test("handshake messages round trip", async (t) => {
+  const n1 = Buffer.alloc(32, 1);
+  const n2 = Buffer.alloc(32, 2);
+  const mac = Buffer.alloc(32, 3);
+  t.same(decodeHello(body(encodeHello(n1, "node-ä:7001", "srv:7002"))), { nonce: n1, clientNodeId: "node-ä:7001", serverNodeId: "srv:7002" });
+  t.same(decodeChallenge(body(encodeChallenge(n2, mac))), { nonce: n2, proof: mac });
+  t.same(decodeProof(body(encodeProof(mac))), mac);
+  const ping = encodePing(FrameType.PING, 1234.5678);
+  t.equal(ping.length, FRAME_HEADER_BYTES + 8 + TAG_BYTES, "sealed frames carry room for their tag");
+  t.equal(decodePing(frames(ping)[0]!.body), 1234.5678);
+  const pong = { echoMs: 0, wallMs: 0 };
+  decodePong(frames(encodePong(1234.5678, 1_795_000_000_123))[0]!.body, pong);
+  t.same(pong, { echoMs: 1234.5678, wallMs: 1_795_000_000_123 }, "PONG echoes the PING and carries the server's wall clock");
+  decodePong(frames(encodePing(FrameType.PONG, 42))[0]!.body, pong);
+  t.same(pong, { echoMs: 42, wallMs: NaN }, "an 8-byte PONG (an older peer) has no wall clock");
+  t.throws(() => decodePong(Buffer.alloc(12), pong), FrameError);
+});
+
+t.test("handshake messages reject bad bodies", async (t) => {
+  const hello = body(encodeHello(Buffer.alloc(32), "abc", "def"));
+  t.equal(hello[0], PROTOCOL_VERSION, "HELLO starts with the protocol version");
+  t.throws(() => decodeHello(hello.subarray(0, hello.length - 1)), FrameError, "truncated");
+  t.throws(() => decodeHello(Buffer.concat([hello, Buffer.from([0])])), FrameError, "trailing byte");
+  t.throws(() => decodeHello(hello.subarray(0, 20)), FrameError, "short nonce");
+  const v1 = Buffer.from(hello);
+  v1[0] = 1;
+  t.throws(() => decodeHello(v1), FrameError, "another protocol version");
+  const badUtf8 = Buffer.concat([Buffer.from([PROTOCOL_VERSION]), Buffer.alloc(32), Buffer.from([0, 2, 0xc3, 0x28, 0, 1, 0x41])]);
+  t.throws(() => decodeHello(badUtf8), FrameError, "node id not UTF-8");
+  t.throws(() => decodeHello(Buffer.concat([Buffer.from([PROTOCOL_VERSION]), Buffer.alloc(32), Buffer.from([0, 0, 0, 1, 0x41])])), FrameError, "empty node id");
+  t.throws(() => decodeHello(Buffer.concat([Buffer.from([PROTOCOL_VERSION]), Buffer.alloc(32), Buffer.from([0, 1, 0x41])])), FrameError, "no server id");
+  t.throws(() => decodeProof(Buffer.alloc(31)), FrameError);
+  t.throws(() => decodeChallenge(Buffer.alloc(63)), FrameError);
+  t.throws(() => decodeChallenge(Buffer.alloc(65)), FrameError);
+  t.throws(() => decodePing(Buffer.alloc(7)), FrameError);
+  t.throws(() => encodeHello(Buffer.alloc(32), "", "x"), FrameError);
+  t.throws(() => encodeHello(Buffer.alloc(32), "x", "a\ud800"), FrameError, "a node id must be well-formed Unicode");
+});
+
+const items: DecideItem[] = [
+  { reqId: 0, algorithm: 0, limit: 10, duration: 60, cost: 1, ns: "api", identifier: "user-1" },
+  { reqId: 1, algorithm: 1, limit: 0, duration: 1, cost: 0, ns: "api", identifier: "" },
+  { reqId: 2, algorithm: 2, limit: 0xffffffff, duration: 0xffffffff, cost: 0xffffffff, ns: "api.pro", identifier: "ünïcødé-日本語-🚀" },
+  { reqId: 0xfffffffe, algorithm: 3, limit: 5, duration: 3600, cost: 5, ns: "ns-€", identifier: "x".repeat(512) },
+  { reqId: 0xffffffff, algorithm: 3, limit: 5, duration: 3600, cost: 1, ns: "ns-€", identifier: "语".repeat(512) },
+  { reqId: 7, algorithm: 0, limit: 1, duration: 2, cost: 1, ns: "", identifier: "empty-ns" },
+];
+
+function writeAll(w: DecideBatchWriter, list: DecideItem[]): void {
+  for (const it of list) {
+    if (!w.add(it.reqId, it.algorithm, it.limit, it.duration, it.ns, it.identifier, it.cost)) throw new Error(`refused ${it.reqId}`);
+  }
+}
+
+t.test("DECIDE round trip, incl. non-ASCII and 512-char identifiers", async (t) => {
+  const w = new DecideBatchWriter(64); // tiny start: exercises growth
+  writeAll(w, items);
+  t.equal(w.count, items.length);
+  const out = frames(w.take()!);
+  t.equal(out.length, 1);
+  t.equal(out[0]!.type, FrameType.DECIDE);
+  t.same(decodeDecideItems(out[0]!.body), items);
+  t.equal(w.take(), null, "writer is reset after take");
+  // Reused after take
+  writeAll(w, items.slice(0, 2));
+  t.same(decodeDecideItems(frames(w.take()!)[0]!.body), items.slice(0, 2));
+});
+
+t.test("DECIDE: a lone surrogate is sent as U+FFFD and accepted", async (t) => {
+  const w = new DecideBatchWriter();
+  t.ok(w.add(1, 0, 1, 1, "ns", "a\ud800b"));
+  t.same(decodeDecideItems(frames(w.take()!)[0]!.body)[0]!.identifier, "a\ufffdb");
+});
+
+t.test("DECIDE writer refuses what the wire cannot carry, and stays usable", async (t) => {
+  const w = new DecideBatchWriter();
+  t.notOk(w.add(1, 4, 1, 1, "ns", "id"), "algorithm 4");
+  t.notOk(w.add(1, -1, 1, 1, "ns", "id"), "algorithm -1");
+  t.notOk(w.add(1, 1.5, 1, 1, "ns", "id"), "algorithm 1.5");
+  t.notOk(w.add(1, 0, -1, 1, "ns", "id"), "negative limit");
+  t.notOk(w.add(1, 0, 2 ** 32, 1, "ns", "id"), "limit over u32");
+  t.notOk(w.add(1, 0, 1, 1.5, "ns", "id"), "fractional duration");
+  t.notOk(w.add(1, 0, 1, NaN, "ns", "id"), "NaN duration");
+  t.notOk(w.add(1, 0, 1, 1, "ns", "x".repeat(65_536)), "identifier over 65535 bytes");
+  t.notOk(w.add(1, 0, 1, 1, "é".repeat(40_000), "id"), "namespace over 65535 bytes (80000 UTF-8)");
+  t.ok(w.add(1, 0, 1, 1, "ns", "x".repeat(65_535)), "exactly 65535 bytes fits");
+  t.equal(w.count, 1);
+  t.same(decodeDecideItems(frames(w.take()!)[0]!.body).length, 1);
+});
+
+t.test("DECIDE batches split at MAX_DECIDE_ITEMS items", async (t) => {
+  const w = new DecideBatchWriter();
+  const list: DecideItem[] = [];
+  for (let i = 0; i < 2 * MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, ns: "ns", identifier: `k${i}` });
+  writeAll(w, list);
+  const out = frames(w.take()!);
+  t.same(
+    out.map((f) => decodeDecideItems(f.body).length),
+    [MAX_DECIDE_ITEMS, MAX_DECIDE_ITEMS, 3],
+  );
+  t.same(
+    out.flatMap((f) => decodeDecideItems(f.body)),
+    list,
+  );
+  const tooMany = Buffer.alloc(ITEMS_AT + (MAX_DECIDE_ITEMS + 1) * DECIDE_ITEM_FIXED_BYTES);
+  tooMany.writeUInt32BE(MAX_DECIDE_ITEMS + 1, 0);
+  t.throws(() => decodeDecideItems(tooMany), /item count/, "a frame over the item cap is refused whole");
+});
+
+t.test("DECIDE batches over the frame limit split into several valid frames", async (t) => {
+  const w = new DecideBatchWriter();
+  const list: DecideItem[] = [];
+  for (let i = 0; i < 1000; i++) {
+    list.push({ reqId: i, algorithm: i % 4, limit: i, duration: 60, cost: 1, ns: "ns", identifier: `${i}-`.padEnd(5000, "z") });
+  }
+  writeAll(w, list);
+  const out = frames(w.take()!);
+  t.ok(out.length >= 3, `${out.length} frames`);
+  for (const f of out) t.ok(f.body.length + 1 + TAG_BYTES <= MAX_FRAME_BYTES);
+  t.same(
+    out.flatMap((f) => decodeDecideItems(f.body)),
+    list,
+  );
+});
+
+t.test("DECIDE frames carry the sender's deadline budget, every frame of a split batch the same", async (t) => {
+  const w = new DecideBatchWriter();
+  const list: DecideItem[] = [];
+  for (let i = 0; i < MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, ns: "ns", identifier: `k${i}` });
+  writeAll(w, list);
+  const out = frames(w.take(87_654.9)!);
+  t.equal(out.length, 2);
+  const r = new DecideBatchReader();
+  for (const f of out) {
+    r.decode(f.body);
+    t.equal(r.budgetUs, 87_654, "whole µs, in each frame");
+  }
+  writeAll(w, list.slice(0, 1));
+  r.decode(frames(w.take()!)[0]!.body);
+  t.equal(r.budgetUs, NO_BUDGET, "no budget given: the owner never drops it");
+  writeAll(w, list.slice(0, 1));
+  r.decode(frames(w.take(-3)!)[0]!.body);
+  t.equal(r.budgetUs, NO_BUDGET, "a nonsense budget is none, not a wrapped u32");
+  writeAll(w, list.slice(0, 1));
+  r.decode(frames(w.take(0)!)[0]!.body);
+  t.equal(r.budgetUs, 0, "an exhausted budget travels as 0");
+});
+
+t.test("DECIDE decoder rejects every truncation, trailing bytes and bad fields", async (t) => {
+  const w = new DecideBatchWriter();
+  writeAll(w, items);
+  const good = frames(w.take()!)[0]!.body;
+  const accepted: number[] = [];
+  for (let n = 0; n < good.length; n++) {
+    try {
+      decodeDecideItems(good.subarray(0, n));
+      accepted.push(n);
+    } catch (err) {
+      if (!(err instanceof FrameError)) throw err;
+    }
+  }
+  t.same(accepted, [], `all ${good.length} truncations rejected`);
+  t.throws(() => decodeDecideItems(Buffer.concat([good, Buffer.from([0])])), FrameError, "trailing byte");
+  const zero = Buffer.from(good);
+  zero.writeUInt32BE(0, 0);
+  t.throws(() => decodeDecideItems(zero), FrameError, "zero items");
+  const more = Buffer.from(good);
+  more.writeUInt32BE(items.length + 1, 0);
+  t.throws(() => decodeDecideItems(more), FrameError, "count larger than items");
+  const fewer = Buffer.from(good);
+  fewer.writeUInt32BE(items.length - 1, 0);
+  t.throws(() => decodeDecideItems(fewer), FrameError, "count smaller than items");
+  const huge = Buffer.from(good);
+  huge.writeUInt32BE(0xffffffff, 0);
+  t.throws(() => decodeDecideItems(huge), FrameError, "absurd count");
+  const alg = Buffer.from(good);
+  alg[ITEMS_AT + 4] = 4;
+  t.throws(() => decodeDecideItems(alg), FrameError, "unknown algorithm");
+  const nsLen = Buffer.from(good);
+  nsLen.writeUInt16BE(0xffff, ITEMS_AT + 13);
+  t.throws(() => decodeDecideItems(nsLen), FrameError, "string length past the end");
+});
+
+t.test("DECIDE decoder rejects invalid UTF-8", async (t) => {
+  const w = new DecideBatchWriter();
+  t.ok(w.add(1, 0, 1, 1, "ns", "ab"));
+  const b = frames(w.take()!)[0]!.body;
+  b[b.length - 1] = 0xff;
+  t.throws(() => decodeDecideItems(b), FrameError);
+});
+
+t.test("DECIDE decoder reuses a repeated namespace correctly", async (t) => {
+  const w = new DecideBatchWriter();
+  const list: DecideItem[] = [
+    { reqId: 1, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "aa", identifier: "1" },
+    { reqId: 2, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "aa", identifier: "2" },
+    { reqId: 3, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "ab", identifier: "3" },
+    { reqId: 4, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "ab", identifier: "4" },
+    { reqId: 5, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "a".repeat(100), identifier: "5" },
+    { reqId: 6, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "a".repeat(99) + "b", identifier: "6" },
+  ];
+  writeAll(w, list);
+  t.same(decodeDecideItems(frames(w.take()!)[0]!.body), list);
+});
+
+t.test("DECIDE_REPLY round trip and count check", async (t) => {
+  const rw = new DecideReplyWriter();
+  rw.begin(3);
+  rw.put(1, 0, 9, 1_700_000_060, 0);
+  rw.put(0xffffffff, 1, 0, 1_700_000_061, 1234.567);
+  rw.put(3, 2, -5, NaN, -1); // a careless handler's numbers are clamped
+  const f = frames(rw.finish());
+  t.equal(f[0]!.type, FrameType.DECIDE_REPLY);
+  const got: number[][] = [];
+  t.equal(
+    readDecideReply(f[0]!.body, (...a) => got.push(a)),
+    3,
+  );
+  t.same(got, [
+    [1, 0, 9, 1_700_000_060, 0],
+    [0xffffffff, 1, 0, 1_700_000_061, 1234.567],
+    [3, 2, 0, 0, 0],
+  ]);
+  const b = f[0]!.body;
+  t.throws(() => readDecideReply(b.subarray(0, b.length - 1), () => {}), FrameError, "truncated");
+  const wrongCount = Buffer.from(b);
+  wrongCount.writeUInt32BE(2, 0);
+  const seen: number[] = [];
+  t.throws(() => readDecideReply(wrongCount, (id) => seen.push(id)), FrameError, "count mismatch");
+  const badCode = Buffer.from(b);
+  badCode[4 + 21 + 4] = 3;
+  t.throws(() => readDecideReply(badCode, (id) => seen.push(id)), FrameError, "unknown code");
+  t.same(seen, [], "nothing from a bad reply is delivered");
+});
+
+t.test("CALL and CALL_REPLY round trip", async (t) => {
+  const payload = Buffer.alloc(200 * 1024, 9);
+  const c = frames(encodeCall(77, 65535, payload))[0]!;
+  t.equal(c.type, FrameType.CALL);
+  t.same(decodeCall(c.body), { callId: 77, method: 65535, payload });
+  const r = frames(encodeCallReply(77, 1, Buffer.from("nope")))[0]!;
+  t.same(decodeCallReply(r.body), { callId: 77, status: 1, payload: Buffer.from("nope") });
+  t.throws(() => decodeCall(Buffer.alloc(5)), FrameError);
+  t.throws(() => decodeCallReply(Buffer.from([0, 0, 0, 1, 2])), FrameError, "unknown status");
+  t.throws(() => encodeCall(1, 1, Buffer.alloc(MAX_FRAME_BYTES)), FrameError);
+});

@@ -1,0 +1,99 @@
+/**
+ * Reset in the table: what is removed, the lookup by known durations and the scan beyond
+ * them, and that a state of a reset identifier handed over afterwards is not merged back.
+ */
+import t from "tap";
+import { ALGORITHMS } from "../../../src/algorithms/index.js";
+import { mergeStates } from "../../../src/shard/cluster/wire/call-methods.js";
+import { LocalDecider } from "../../../src/shard/local/local-decider.js";
+import { resetOn } from "../../../src/shard/local/reset.js";
+import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
+import { RESET_MEMORY_MS, StateTable } from "../../../src/shard/table/state-table.js";
+
+const T0 = 1_800_000_000_000;
+const q = (identifier: string, duration: number, alg = 0) => ({ namespace: "ns", identifier, limit: 5, duration, algorithm: ALGORITHMS[alg]!, cost: 1 });
+
+t.test("removes every state of one identifier, by known durations", async (t) => {
+  const table = new StateTable(1000, T0);
+  const d = new LocalDecider(table);
+  for (const [dur, alg] of [
+    [60, 0],
+    [3600, 0],
+    [60, 2],
+  ] as const)
+    d.decideSync(q("u", dur, alg), T0);
+  d.decideSync(q("other", 60), T0);
+  const removed = resetOn(table, ringKeyOf("ns", "u"), undefined, undefined, T0);
+  t.same(removed.map((r) => `${r.algorithm}/${r.duration}`).sort(), ["fixed-window/3600", "fixed-window/60", "token-bucket/60"]);
+  t.equal(table.size, 1, "the other identifier stays");
+  t.same(table.knownDurations(), new Set([60, 3600]));
+});
+
+t.test("past thousands of distinct durations, a reset scans the table", async (t) => {
+  const table = new StateTable(10_000, T0);
+  const d = new LocalDecider(table);
+  for (let dur = 1; dur <= 4200; dur++) d.decideSync(q(`x${dur}`, dur), T0);
+  d.decideSync(q("u", 7), T0);
+  d.decideSync(q("u", 4100, 1), T0);
+  t.equal(table.knownDurations(), undefined, "too many to track");
+  const removed = resetOn(table, ringKeyOf("ns", "u"), undefined, undefined, T0);
+  t.same(removed.map((r) => `${r.algorithm}/${r.duration}`).sort(), ["fixed-window/7", "sliding-window/4100"]);
+  t.equal(table.checkInvariants(), undefined);
+});
+
+t.test("a state handed over after a reset is not merged back, until the reset is forgotten", async (t) => {
+  const table = new StateTable(1000, T0);
+  const key = stateKeyOf(0, 60, ringKeyOf("ns", "u"));
+  const handed = { key, state: { a: T0 - (T0 % 60_000), b: 4, c: 0, expiresAt: Math.ceil(T0 / 1000) + 60, origin: 7 } };
+  resetOn(table, ringKeyOf("ns", "u"), undefined, undefined, T0);
+  mergeStates(table, [handed], T0 + 1000);
+  t.equal(table.get(key), undefined, "dropped: counted before the reset");
+  const other = { ...handed, key: stateKeyOf(0, 60, ringKeyOf("ns", "v")) };
+  mergeStates(table, [other], T0 + 1000);
+  t.ok(table.get(other.key), "another identifier merges as before");
+  table.sweep(T0 + RESET_MEMORY_MS + 1000);
+  mergeStates(
+    table,
+    [
+      {
+        ...handed,
+        state: {
+          ...handed.state,
+          a: T0 + RESET_MEMORY_MS + 1000 - ((T0 + RESET_MEMORY_MS + 1000) % 60_000),
+          expiresAt: Math.ceil((T0 + RESET_MEMORY_MS) / 1000) + 120,
+        },
+      },
+    ],
+    T0 + RESET_MEMORY_MS + 1000,
+  );
+  t.ok(table.get(key), "after RESET_MEMORY_MS the identifier's states merge again");
+});
+
+t.test("a reset lists the removed keys as changes (replication sends their removal); a plain delete does not", async (t) => {
+  const table = new StateTable(1000, T0);
+  const d = new LocalDecider(table);
+  table.trackChanges(() => {});
+  d.decideSync(q("u", 60), T0);
+  d.decideSync(q("moved", 60), T0);
+  table.takeChanges();
+  table.delete(stateKeyOf(0, 60, ringKeyOf("ns", "moved")));
+  t.same(table.takeChanges(), [], "a state that moves (hand-off) is not a change");
+  resetOn(table, ringKeyOf("ns", "u"), undefined, undefined, T0);
+  t.same(table.takeChanges(), [stateKeyOf(0, 60, ringKeyOf("ns", "u"))], "the reset one is");
+  t.equal(table.checkInvariants(), undefined);
+});
+
+t.test("remembered resets count against the table's byte bound, the newest kept", async (t) => {
+  const maxBytes = 4 * 1024 * 1024;
+  const table = new StateTable(100_000, T0, maxBytes);
+  const d = new LocalDecider(table);
+  // A table full to its byte bound first: the resets' bytes must push states out, not add on top.
+  for (let i = 0; table.evictions === 0; i++) d.decideSync(q(`filler${i}`, 60), T0);
+  const maximal = (i: number) => ringKeyOf("中".repeat(64), `${"中".repeat(500)}${i}`);
+  // 100,000 maximal ring keys (~1.1 KB each) would be ~110 MB if only the entry count bounded them.
+  for (let i = 0; i < 100_000; i++) resetOn(table, maximal(i), undefined, 60, T0 + i);
+  t.ok(table.bytes <= maxBytes, `${table.bytes} bytes of ${maxBytes}`);
+  t.equal(table.checkInvariants(), undefined);
+  t.ok(table.wasReset(maximal(99_999), T0 + 100_000), "the latest reset is remembered");
+  t.notOk(table.wasReset(maximal(0), T0 + 100_000), "the oldest was forgotten to stay in bounds");
+});
