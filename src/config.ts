@@ -39,6 +39,11 @@ export const DEFAULTS = Object.freeze({
   metricsToken: undefined as string | undefined, // set: /metrics requires `Authorization: Bearer <token>`
   metricsCacheMs: 1000 as number, // /metrics text is rendered at most once per this many ms (0: every scrape)
   logLevel: "info" as string,
+  grpcPort: undefined as number | undefined, // set: Envoy's rate limit service (RLS v3) and grpc.health.v1 on this port (docs/envoy.md)
+  grpcAuth: "api-key" as string, // "none": no API key asked on the gRPC port (a mesh with mTLS)
+  shadowMode: false as boolean,
+  rlsAllOrNothing: false as boolean,
+  rlsRateLimitHeaders: false as boolean,
 });
 
 export type Config = {
@@ -125,7 +130,7 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
     keyList(/^[0-9a-fA-F]{64}(@|$)/, "a SHA-256 in hex"),
     "comma-separated SHA-256 hex digests of API keys (keeps plaintext keys out of configuration), scoped like API_KEYS: <sha256>@checkout.",
   ],
-  tlsCertFile: ["TLS_CERT_FILE", str, "PEM certificate (chain) for HTTPS; set together with TLS_KEY_FILE (unset: plain HTTP)"],
+  tlsCertFile: ["TLS_CERT_FILE", str, "PEM certificate (chain) for HTTPS and TLS on GRPC_PORT; set together with TLS_KEY_FILE (unset: plain HTTP)"],
   tlsKeyFile: ["TLS_KEY_FILE", str, "PEM private key for HTTPS"],
   nodeId: ["NODE_ID", str, "this node's ring name (unset: its entry in PEERS / PEERS_DNS, else PEER_HOST:PEER_PORT)"],
   peerHost: ["PEER_HOST", str, "address the peer listener binds"],
@@ -166,6 +171,11 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   metricsCacheMs: ["METRICS_CACHE_MS", int(0, 60_000), "render /metrics at most once per this many ms; scrapes in between get the same text (0: every scrape)"],
   advertiseUrl: ["ADVERTISE_URL", str, "the URL clients reach this node at, listed by GET /cluster (unset: http(s)://HOST:PORT)"],
   logLevel: ["LOG_LEVEL", oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"]), "fatal, error, warn, info, debug, trace or silent"],
+  grpcPort: ["GRPC_PORT", int(0, 65535), "port of Envoy's rate limit service (gRPC, RLS v3) and grpc.health.v1, with TLS when TLS_CERT_FILE is set (unset: off; docs/envoy.md)"],
+  grpcAuth: ["GRPC_AUTH", oneOf(["api-key", "none"]), "api-key: every RLS call needs authorization: Bearer <API key>; none: no key asked (only behind an mTLS mesh)"],
+  shadowMode: ["SHADOW_MODE", bool, "every RLS answer is OK; descriptors are still counted and over-limit hits show in ringlimit_rls_shadow_mode_total"],
+  rlsAllOrNothing: ["RLS_ALL_OR_NOTHING", bool, "count an RLS request's descriptors only when every one passes (default: each counted on its own, as envoyproxy/ratelimit)"],
+  rlsRateLimitHeaders: ["RLS_RATELIMIT_HEADERS", bool, "add draft-10 RateLimit and RateLimit-Policy headers to RLS answers (response_headers_to_add)"],
 };
 
 const HOST_PORT = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;

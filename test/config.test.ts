@@ -277,6 +277,11 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   METRICS_CACHE_MS: [["-1"], ["60001"], ["1s"]],
   MAX_MEMORY_MB: [["15"], ["lots"], ["1048577"]],
   LOG_LEVEL: [["loud"], ["INFO"], [""]],
+  GRPC_PORT: [["x"], ["65536"], [""]],
+  GRPC_AUTH: [["off"], ["None"], [""]],
+  SHADOW_MODE: [["maybe"], [""]],
+  RLS_ALL_OR_NOTHING: [["2"], [""]],
+  RLS_RATELIMIT_HEADERS: [["draft-10"], [""]],
 };
 
 t.test("every bad value names its variable, from env and from the flag", async (t) => {

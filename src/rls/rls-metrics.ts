@@ -1,0 +1,85 @@
+import { Counter, type Registry } from "prom-client";
+
+/** The per-rule statistics envoyproxy/ratelimit keeps, in the order of a rule's totals array. */
+const STATS = ["total_hits", "over_limit", "near_limit", "within_limit", "shadow_mode"] as const;
+const TOTAL_HITS = 0;
+const OVER_LIMIT = 1;
+const NEAR_LIMIT = 2;
+const WITHIN_LIMIT = 3;
+const SHADOW_MODE = 4;
+/** envoyproxy/ratelimit's default NEAR_LIMIT_RATIO: a hit leaving the count past 80 % of the limit is near it */
+export const NEAR_LIMIT_RATIO = 0.8;
+
+/**
+ * Rules tracked at most: metric keys come from the policy (values appear in them only where a
+ * rule asks for detailed_metric/value_to_metric), so this bound is only reached by such a
+ * rule seeing many values; past it the totals start over rather than grow without end.
+ */
+const MAX_RULES = 10_000;
+
+interface RuleTotals {
+  domain: string;
+  rule: string;
+  counts: Float64Array;
+}
+
+/**
+ * Per-rule counters as operators of envoyproxy/ratelimit read them (docs/envoy.md, Metrics):
+ * `ringlimit_rls_<stat>_total{domain, rule}` where rule is the rule's metric key
+ * (`domain.key_value.key`). Hits are counted in plain arrays and read into prom-client only
+ * when /metrics is rendered: a labelled inc() per descriptor would build a label key each time.
+ */
+export class RlsMetrics {
+  private readonly rules = new Map<string, RuleTotals>();
+
+  constructor(registry: Registry) {
+    const rules = this.rules;
+    STATS.forEach((stat, i) => {
+      new Counter({
+        name: `ringlimit_rls_${stat}_total`,
+        help: HELP[stat],
+        labelNames: ["domain", "rule"],
+        registers: [registry],
+        collect() {
+          this.reset();
+          for (const r of rules.values()) if (r.counts[i]! > 0) this.inc({ domain: r.domain, rule: r.rule }, r.counts[i]!);
+        },
+      });
+    });
+  }
+
+  /**
+   * One counted descriptor: `hits` asked, `limit` and what remains after the decision.
+   * `shadowed`: over, but answered OK because its rule (or the whole service) is in shadow mode.
+   */
+  count(domain: string, rule: string, hits: number, limit: number, over: boolean, remaining: number, shadowed: boolean): void {
+    const c = this.totals(domain, rule);
+    c[TOTAL_HITS] += hits;
+    if (over) {
+      c[OVER_LIMIT] += hits;
+      if (shadowed) c[SHADOW_MODE] += hits;
+    } else {
+      c[WITHIN_LIMIT] += hits;
+      // near: the count after these hits is past the ratio of the limit (envoyproxy/ratelimit's NEAR_LIMIT_RATIO)
+      if (limit - remaining > Math.floor(limit * NEAR_LIMIT_RATIO)) c[NEAR_LIMIT] += hits;
+    }
+  }
+
+  private totals(domain: string, rule: string): Float64Array {
+    let r = this.rules.get(rule);
+    if (r === undefined || r.domain !== domain) {
+      if (this.rules.size >= MAX_RULES) this.rules.clear();
+      r = { domain, rule, counts: new Float64Array(STATS.length) };
+      this.rules.set(rule, r);
+    }
+    return r.counts;
+  }
+}
+
+const HELP: Record<(typeof STATS)[number], string> = {
+  total_hits: "RLS hits asked of a rule (each descriptor's hits_addend), by domain and rule",
+  over_limit: "RLS hits over their rule's limit (answered OVER_LIMIT, or OK in shadow mode)",
+  near_limit: "RLS hits within the limit that left the count past 80 % of it",
+  within_limit: "RLS hits within their rule's limit",
+  shadow_mode: "RLS hits over the limit answered OK because the rule or SHADOW_MODE is in shadow mode",
+};
