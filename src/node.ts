@@ -109,21 +109,6 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   // A single node is a ring of one; a cluster's directory follows its ring.
   const directory = cluster?.directory ?? new Directory(config.nodeId ?? "", "");
 
-  const frontEnd = new FrontEnd(
-    {
-      host: config.host,
-      port: config.port,
-      failOpen: config.failOpen,
-      ...(config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined ? { tls: { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile } } : {}),
-      ...(config.metricsPort !== undefined ? { metricsPort: config.metricsPort } : {}),
-      ...(config.metricsToken !== undefined ? { metricsToken: config.metricsToken } : {}),
-    },
-    { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory },
-  );
-  const { port, metricsPort } = await frontEnd.listen().catch((err: unknown) => {
-    if (err instanceof ListenError) throw new ConfigError(err.listener === "metrics" ? "METRICS_PORT" : "PORT", err.message);
-    throw err;
-  });
   // Envoy's rate limit service: one more front door on the same decider (docs/envoy.md).
   const rls = new RlsService(
     { failOpen: config.failOpen, shadowMode: config.shadowMode, allOrNothing: config.rlsAllOrNothing, rateLimitHeaders: config.rlsRateLimitHeaders },
@@ -142,9 +127,25 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
           },
           { service: rls, verifier, isReady: () => cluster?.ready ?? true, logger },
         );
+  // Bound before the HTTP port, so a node that answers /ready already serves gRPC.
   const grpcPort = await grpc?.listen().catch((err: Error) => {
-    frontEnd.close();
     throw new ConfigError("GRPC_PORT", `cannot listen on ${config.host}:${config.grpcPort}: ${err.message}`);
+  });
+  const frontEnd = new FrontEnd(
+    {
+      host: config.host,
+      port: config.port,
+      failOpen: config.failOpen,
+      ...(config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined ? { tls: { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile } } : {}),
+      ...(config.metricsPort !== undefined ? { metricsPort: config.metricsPort } : {}),
+      ...(config.metricsToken !== undefined ? { metricsToken: config.metricsToken } : {}),
+    },
+    { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory },
+  );
+  const { port, metricsPort } = await frontEnd.listen().catch(async (err: unknown) => {
+    await grpc?.close(0);
+    if (err instanceof ListenError) throw new ConfigError(err.listener === "metrics" ? "METRICS_PORT" : "PORT", err.message);
+    throw err;
   });
   const tls = config.tlsCertFile !== undefined;
   const advertiseUrl =

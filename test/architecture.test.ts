@@ -103,6 +103,10 @@ t.test("http/ reaches shard/ only through the composition root", async (t) => {
   t.same(violations(inside("http"), inside("shard")), []);
 });
 
+t.test("rls/ (Envoy's rate limit service) reaches shard/ only through the composition root", async (t) => {
+  t.same(violations(inside("rls"), inside("shard")), []);
+});
+
 t.test(`src/ root holds at most ${MAX_ROOT_FILES} files`, async (t) => {
   const root = readdirSync(SRC).filter((name) => statSync(path.join(SRC, name)).isFile());
   t.ok(root.length <= MAX_ROOT_FILES, `src/: ${root.join(", ")}`);
