@@ -2,7 +2,7 @@
 // client's state follows the peer.
 import t from "tap";
 import type { PeerError } from "../../src/peer/index.js";
-import { echoHandler, freePort, makeClient, sleep, startServer, startStuckServer, waitEvent } from "./helpers.js";
+import { echoHandler, freePort, makeClient, PATIENT_TIMEOUT_MS, sleep, startServer, startStuckServer, waitEvent } from "./helpers.js";
 import { eventually } from "../harness/wait.js";
 
 t.test("a peer that never answers: every waiter gets timeout by its deadline, then the client goes down", async (t) => {
@@ -104,7 +104,7 @@ t.test("connection lost with requests in flight: all answered unavailable at onc
 
 t.test("refused: unavailable immediately, then up once a server listens on the port", async (t) => {
   const port = await freePort();
-  const client = makeClient(port, { reconnectMinMs: 20, reconnectMaxMs: 100 });
+  const client = makeClient(port, { reconnectMinMs: 20, reconnectMaxMs: 100, timeoutMs: PATIENT_TIMEOUT_MS });
   t.teardown(() => client.close());
   const events: string[] = [];
   client.on("up", () => events.push("up"));

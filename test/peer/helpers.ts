@@ -37,13 +37,20 @@ export async function startServer(handler: PeerServerHandler, opts: Partial<Peer
   return { server, port };
 }
 
+/**
+ * A decide() deadline for tests whose answers must arrive: the product's 100 ms is a deadline
+ * a loaded machine misses (answers of 104-185 ms were seen in a full parallel run). Only the
+ * tests about deadlines and timeouts set a short one.
+ */
+export const PATIENT_TIMEOUT_MS = 5_000;
+
 export function makeClient(port: number, opts: Partial<PeerClientOptions> = {}): PeerClient {
   return new PeerClient({ host: HOST, port, secret: SECRET, nodeId: "client-1", serverNodeId: "server-1", ...opts });
 }
 
 /**
- * A real PeerServer with `handler` and a client connected to it ('up'), both closed when
- * the test ends.
+ * A real PeerServer with `handler` and a client connected to it ('up', with a patient
+ * decide() deadline unless `clientOpts` sets one), both closed when the test ends.
  */
 export async function connectedPair(
   t: { teardown(fn: () => Promise<void>): void },
@@ -51,7 +58,7 @@ export async function connectedPair(
   clientOpts: Partial<PeerClientOptions> = {},
 ): Promise<{ server: PeerServer; port: number; client: PeerClient }> {
   const { server, port } = await startServer(handler);
-  const client = makeClient(port, clientOpts);
+  const client = makeClient(port, { timeoutMs: PATIENT_TIMEOUT_MS, ...clientOpts });
   t.teardown(async () => {
     client.close();
     await server.close();

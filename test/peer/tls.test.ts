@@ -1,7 +1,7 @@
 // The channel over TLS, with a throwaway self-signed certificate.
 import t from "tap";
 import { selfSignedCert } from "../harness/certs.js";
-import { echoHandler, makeClient, rawConnect, sleep, startServer, waitEvent, within } from "./helpers.js";
+import { echoHandler, makeClient, PATIENT_TIMEOUT_MS, rawConnect, sleep, startServer, waitEvent, within } from "./helpers.js";
 import { eventually } from "../harness/wait.js";
 
 const { cert, key } = await selfSignedCert(t, { commonName: "localhost" });
@@ -11,7 +11,7 @@ t.test("decide and call work over TLS", async (t) => {
   const { server, port } = await startServer(handler, { tls: { cert, key } });
   // The certificate says CN=localhost, we connect to 127.0.0.1: names are not
   // checked (membership is by address), the chain is.
-  const client = makeClient(port, { tls: { ca: cert } });
+  const client = makeClient(port, { tls: { ca: cert }, timeoutMs: PATIENT_TIMEOUT_MS });
   t.teardown(async () => {
     client.close();
     await server.close();

@@ -5,10 +5,15 @@ import type { NodeProcess } from "../../harness/node-process.js";
 
 t.teardown(closeAgents);
 
-// Failure detector settings used by the harness: heartbeats every 100 ms, a peer silent
-// for 600 ms leaves the ring; a refused or reset connection leaves it at once.
+// These tests are about the failure detector and the peer deadline, so they set both (the
+// harness's defaults are patient): heartbeats every 100 ms, a peer silent for 600 ms leaves
+// the ring; a refused or reset connection leaves it at once; an owner's answer is waited
+// for 100 ms. Only the SIGSTOP test runs with that deadline: the others assert exact
+// counts, which must not hang on a loaded machine's scheduling.
 const FAILURE_TIMEOUT_MS = 600;
 const PEER_TIMEOUT_MS = 100;
+const FAST_DETECTOR = { HEARTBEAT_INTERVAL_MS: "100", FAILURE_TIMEOUT_MS: String(FAILURE_TIMEOUT_MS) };
+const SHORT_DEADLINE = { ...FAST_DETECTOR, PEER_TIMEOUT_MS: String(PEER_TIMEOUT_MS) };
 
 interface Sample {
   at: number; // ms since the fault
@@ -33,7 +38,7 @@ async function sampleFor(durationMs: number, targets: NodeProcess[], ids: { id: 
 }
 
 t.test("SIGKILL of a node: survivors answer everything, degraded only for its keys and only until the detector drops it", async (t) => {
-  const cluster = await startCluster(3);
+  const cluster = await startCluster(3, FAST_DETECTOR);
   t.teardown(() => cluster.stop());
   const survivors = [cluster.nodes[0]!, cluster.nodes[1]!];
   const ids = [0, 1, 2].flatMap((owner) => [0, 1, 2].map((k) => ({ id: cluster.identifierOwnedBy(owner, `kill${k}`), owner })));
@@ -74,7 +79,7 @@ t.test("SIGKILL of a node: survivors answer everything, degraded only for its ke
 });
 
 t.test("SIGSTOP of a node: answers within the deadline; SIGCONT: back to normal", async (t) => {
-  const cluster = await startCluster(3);
+  const cluster = await startCluster(3, SHORT_DEADLINE);
   t.teardown(async () => {
     cluster.nodes[2]?.signal("SIGCONT");
     await cluster.stop();

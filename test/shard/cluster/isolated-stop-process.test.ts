@@ -24,7 +24,10 @@ const ISOLATED = 2; // counted by the node alone, its peers stopped
 t.test("SIGTERM of a node whose peers hang: its states go to STATE_DIR, come back at restart and count on", async (t) => {
   const dirs = [0, 1, 2].map(() => mkdtempSync(path.join(tmpdir(), "ringlimit-isolated-")));
   t.teardown(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
-  const cluster = await startCluster(3, { LOG_LEVEL: "info", SNAPSHOT_INTERVAL_MS: "3600000" }, (i) => ({ STATE_DIR: dirs[i]! }));
+  // The hand-off calls of the leaving node hang until the failure detector declares its
+  // peers down, so the detector is set here (600 ms), not left to the harness's patient default.
+  const detector = { HEARTBEAT_INTERVAL_MS: "100", FAILURE_TIMEOUT_MS: "600" };
+  const cluster = await startCluster(3, { LOG_LEVEL: "info", SNAPSHOT_INTERVAL_MS: "3600000", ...detector }, (i) => ({ STATE_DIR: dirs[i]! }));
   t.teardown(async () => {
     for (const n of cluster.nodes) n?.signal("SIGCONT");
     await cluster.stop();

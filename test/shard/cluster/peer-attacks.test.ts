@@ -7,7 +7,7 @@ import { PeerClient, PeerServer, type DecideResult } from "../../../src/peer/ind
 import { CallMethod, encodeStates } from "../../../src/shard/cluster/wire/call-methods.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { closeAgents } from "../../harness/http-client.js";
-import { CLUSTER_SECRET, hit, metric, startCluster, waitForRing } from "../../harness/cluster.js";
+import { CLUSTER_SECRET, PATIENT_PEERS, hit, metric, startCluster, waitForRing } from "../../harness/cluster.js";
 import net from "node:net";
 import { freePort, spawnNode } from "../../harness/node-process.js";
 import { eventually } from "../../harness/wait.js";
@@ -114,8 +114,9 @@ t.test("a member's answers out of bounds fail open per item, never NaN or a nega
   await fake.listen();
   t.teardown(() => fake.close());
   // Not waiting for /ready: the fake never hands anything over, so A stays joining (its own keys fail open).
+  // Patient deadline: the outcome counted must be the fake's invalid answer, not a timeout on a loaded machine.
   const a = await spawnNode(
-    { PEER_HOST: "127.0.0.1", PEER_PORT: String(aPeer), PEERS: members.join(","), CLUSTER_SECRET, HEARTBEAT_INTERVAL_MS: "100" },
+    { PEER_HOST: "127.0.0.1", PEER_PORT: String(aPeer), PEERS: members.join(","), CLUSTER_SECRET, ...PATIENT_PEERS, HEARTBEAT_INTERVAL_MS: "100" },
     { waitReady: false },
   );
   t.teardown(() => a.kill());

@@ -17,7 +17,8 @@ t.teardown(closeAgents);
 const NO_QUORUM = "no cluster quorum: this node sees fewer than a majority of the members; /ready is 503";
 
 t.test("a node that loses sight of both peers turns unready, says so in a metric and one warning, and recovers", async (t) => {
-  const cluster = await startCluster(3);
+  // About failure detection: a peer silent for 600 ms leaves the ring (the harness's default is patient).
+  const cluster = await startCluster(3, { HEARTBEAT_INTERVAL_MS: "100", FAILURE_TIMEOUT_MS: "600" });
   t.teardown(() => cluster.stop());
   const [a, b, c] = [cluster.nodes[0]!, cluster.nodes[1]!, cluster.nodes[2]!];
   await waitForRing([a, b, c], 3);
