@@ -66,6 +66,8 @@ t.test("rolling restart of all three nodes under load: no failed request, over-a
   let degraded = 0;
   let restarting = -1;
   let running = true;
+  /** requests sent to each node and not answered yet */
+  const inFlight = [0, 0, 0];
 
   const load = (async () => {
     let n = 0;
@@ -74,6 +76,8 @@ t.test("rolling restart of all three nodes under load: no failed request, over-a
       await Promise.all(
         ids.map(async ({ id, algorithm }) => {
           const node = targets[n++ % targets.length]!;
+          const index = cluster.nodes.indexOf(node);
+          inFlight[index] = inFlight[index]! + 1;
           try {
             const r = await hit(node, id, LIMIT, { algorithm, duration: YEAR });
             sent++;
@@ -82,7 +86,9 @@ t.test("rolling restart of all three nodes under load: no failed request, over-a
               if (r.json.data.degraded) degraded++;
             } else if (r.status !== 429) failures.push(`status ${r.status}`);
           } catch (err) {
-            failures.push(`${(err as Error).message} from node ${cluster.nodes.indexOf(node)}`);
+            failures.push(`${(err as Error).message} from node ${index}`);
+          } finally {
+            inFlight[index] = inFlight[index]! - 1;
           }
         }),
       );
@@ -91,7 +97,9 @@ t.test("rolling restart of all three nodes under load: no failed request, over-a
 
   for (let i = 0; i < 3; i++) {
     restarting = i;
-    await new Promise((r) => setTimeout(r, 150)); // in-flight requests to node i finish
+    // The requests already sent to node i finish first (a fixed 150 ms was too short on a
+    // loaded machine: a request still on its way met the draining node closing its connections).
+    await eventually(() => inFlight[i] === 0, 20_000);
     cluster.nodes[i]!.signal("SIGTERM");
     const exit = await cluster.nodes[i]!.exited;
     t.equal(exit.code, 0, `node ${i} drained and exited 0`);
