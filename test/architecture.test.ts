@@ -5,10 +5,9 @@
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { ROOT } from "./harness/paths.js";
 import t from "tap";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const SRC = path.join(ROOT, "src");
 const MAX_ROOT_FILES = 6;
 const MAX_LINES = 400;
@@ -79,7 +78,11 @@ t.test("shard/: the ring, the table, the owner's decisions and records never imp
     [],
     "shard/ring",
   );
-  t.same(violations(inside("shard/table"), (d) => inside("shard/local")(d) || inside("shard/records")(d)), [], "the table is the bottom");
+  t.same(
+    violations(inside("shard/table"), (d) => inside("shard/local")(d) || inside("shard/records")(d)),
+    [],
+    "the table is the bottom",
+  );
 });
 
 t.test("shard/cluster/: wire formats sit below routing, membership and movement", async (t) => {

@@ -11,8 +11,10 @@ import { lookalikeVariables, usage } from "../src/cli.js";
 import { clusterSecretWeakness, ENVIRONMENT_VARIABLES, EXAMPLE_CLUSTER_SECRETS, generateClusterSecret, KNOWN_VARIABLES } from "../src/config.js";
 import { selfSignedCert } from "./harness/certs.js";
 import { closeAgents, TEST_KEY } from "./harness/http-client.js";
-import { freePort, spawnNode } from "./harness/node-process.js";
+import { spawnNode } from "./harness/node-process.js";
 import { runMain } from "./harness/run-main.js";
+import { freePort } from "./harness/ports.js";
+import { sleep } from "./harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -203,7 +205,7 @@ t.test("lookalike variables: warned about, by name only", async (t) => {
   t.teardown(() => node.kill());
   // pino writes asynchronously: the lines may land after /ready answered.
   const deadline = Date.now() + 5000;
-  while ((node.output().match(/is not a ringlimit variable/g) ?? []).length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  while ((node.output().match(/is not a ringlimit variable/g) ?? []).length < 2 && Date.now() < deadline) await sleep(50);
   const warnings = node
     .output()
     .split("\n")

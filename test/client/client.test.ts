@@ -12,7 +12,7 @@ import { clearOfWindowEnd } from "../harness/contract.js";
 import { closeAgents, request, TEST_KEY } from "../harness/http-client.js";
 import { metric, startCluster, waitForRing, type TestCluster } from "../harness/cluster.js";
 import type { NodeProcess } from "../harness/node-process.js";
-import { until } from "../harness/wait.js";
+import { sleep, until } from "../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -29,7 +29,7 @@ async function urlsKnown(node: NodeProcess, size: number): Promise<void> {
     const data = (await request(node.url + "/cluster", { headers: { authorization: `Bearer ${TEST_KEY}` } })).json.data;
     if (data.members.length === size && data.members.every((m: { url: string | null }) => m.url !== null)) return;
     if (Date.now() > deadline) throw new Error("member URLs not known: " + JSON.stringify(data));
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
 }
 
@@ -109,7 +109,7 @@ t.test("3 nodes through the client", async (t) => {
     t.equal(client.stats.cachedBlocks, before + 1);
     t.ok(cached.data!.retry_after! > 0 && cached.data!.retry_after! <= 1);
     t.match(cached.headers, { "ratelimit-policy": '"fixed-window";q=1;w=1', "retry-after": "1" });
-    await new Promise((r) => setTimeout(r, cached.data!.retry_after! * 1000 + 5));
+    await sleep(cached.data!.retry_after! * 1000 + 5);
     const again = await client.limit(req);
     t.equal(again.status, 200, "allowed once retry_after has passed");
     t.not(again.source, "cache");
@@ -164,7 +164,7 @@ t.test("3 nodes through the client", async (t) => {
       const target = batches + n;
       await until(`${n} more batches`, () => batches >= target);
     };
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     const versionBefore = client.ringVersion;
     await nodes[2]!.kill();
     await waitForRing(nodes.slice(0, 2), 2);

@@ -16,7 +16,8 @@ import { ringLimitFastify } from "../../src/client/middleware/fastify.js";
 import { ringLimitHono } from "../../src/client/middleware/hono.js";
 import { clearOfWindowEnd } from "../harness/contract.js";
 import { TEST_KEY } from "../harness/http-client.js";
-import { freePort, spawnNode, type NodeProcess } from "../harness/node-process.js";
+import { spawnNode, type NodeProcess } from "../harness/node-process.js";
+import { freePort } from "../harness/ports.js";
 
 /**
  * A framework app on a free port with routes /a (2 per hour), /b (5 per hour) and /free (not limited).

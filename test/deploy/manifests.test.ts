@@ -8,16 +8,16 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { ROOT } from "../harness/paths.js";
 import t from "tap";
 import { parseAllDocuments } from "yaml";
 import { ENVIRONMENT_VARIABLES, generateClusterSecret } from "../../src/config.js";
 import { closeAgents, request } from "../harness/http-client.js";
-import { freePort, spawnNode } from "../harness/node-process.js";
+import { spawnNode } from "../harness/node-process.js";
+import { freePort } from "../harness/ports.js";
 
 t.teardown(closeAgents);
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const KNOWN = new Set(ENVIRONMENT_VARIABLES);
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

@@ -10,7 +10,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
 import t, { type Test } from "tap";
 import { parse } from "yaml";
-import { limit, post, request, TEST_KEY, type Reply } from "../harness/http-client.js";
+import { AUTH_HEADER, limit, post, type Reply, request, TEST_KEY } from "../harness/http-client.js";
 import { useTestNode } from "../harness/in-process-node.js";
 
 // ajv-formats is CommonJS with a default export.
@@ -61,7 +61,6 @@ t.equal(doc.openapi, "3.1.0", "OpenAPI 3.1");
 // A second key, scoped to namespaces starting "elsewhere.", for the 403s.
 const SCOPED_KEY = "svc_sk_" + "s".repeat(40);
 const node = useTestNode(t, { API_KEYS: `${TEST_KEY},${SCOPED_KEY}@elsewhere.` });
-const auth = { authorization: `Bearer ${TEST_KEY}` };
 const body = (extra: Record<string, unknown> = {}) => ({ namespace: "docs", identifier: "openapi", limit: 1, duration: 60, ...extra });
 
 t.test("POST /limit: 200 and 429 (with product and every algorithm)", async (t) => {
@@ -76,7 +75,7 @@ t.test("POST /limit: 200 and 429 (with product and every algorithm)", async (t) 
 });
 
 t.test("POST /limit: 400, 401, 405, 413, 415; 404 elsewhere", async (t) => {
-  const json = { ...auth, "content-type": "application/json" };
+  const json = { ...AUTH_HEADER, "content-type": "application/json" };
   const replies: [string, string, Reply][] = [
     ["/limit", "post", await request(node.url + "/limit", { method: "POST", headers: json, body: "{not json" })],
     ["/limit", "post", await request(node.url + "/limit", { method: "POST", headers: json, body: "[1]" })],
@@ -85,14 +84,14 @@ t.test("POST /limit: 400, 401, 405, 413, 415; 404 elsewhere", async (t) => {
     ["/limit", "post", await limit(node.url, body({ product: "!!!" }))],
     ["/limit", "post", await request(node.url + "/limit", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body()) })],
     ["/limit", "post", await limit(node.url, body(), { authorization: "Bearer svc_sk_" + "x".repeat(40) })],
-    ["/limit", "post", await request(node.url + "/limit", { method: "GET", headers: auth })],
+    ["/limit", "post", await request(node.url + "/limit", { method: "GET", headers: AUTH_HEADER })],
     ["/limit", "post", await limit(node.url, { ...body(), pad: "x".repeat(17 * 1024) })],
     [
       "/limit",
       "post",
-      await request(node.url + "/limit", { method: "POST", headers: { ...auth, "content-type": "text/plain" }, body: JSON.stringify(body()) }),
+      await request(node.url + "/limit", { method: "POST", headers: { ...AUTH_HEADER, "content-type": "text/plain" }, body: JSON.stringify(body()) }),
     ],
-    ["/{path}", "get", await request(node.url + "/no-such-path", { headers: auth })],
+    ["/{path}", "get", await request(node.url + "/no-such-path", { headers: AUTH_HEADER })],
   ];
   t.same(
     replies.map(([, , r]) => r.status),
@@ -116,7 +115,7 @@ t.test("403: a key scoped to other namespaces, on each POST endpoint", async (t)
 });
 
 t.test("GET /cluster, /health, /ready", async (t) => {
-  conforms(t, "/cluster", "get", await request(node.url + "/cluster", { headers: auth }));
+  conforms(t, "/cluster", "get", await request(node.url + "/cluster", { headers: AUTH_HEADER }));
   conforms(t, "/cluster", "get", await request(node.url + "/cluster"));
   conforms(t, "/health", "get", await request(node.url + "/health"));
   conforms(t, "/ready", "get", await request(node.url + "/ready"));
@@ -146,7 +145,7 @@ t.test("POST /limit/batch: 200, 429, 400, 405; POST /limit/reset: 200, 400", asy
   const none = await post(node.url, "/limit/batch", { requests: [] });
   t.equal(none.status, 400);
   conforms(t, "/limit/batch", "post", none);
-  const method = await request(node.url + "/limit/batch", { headers: auth });
+  const method = await request(node.url + "/limit/batch", { headers: AUTH_HEADER });
   t.equal(method.status, 405);
   conforms(t, "/limit/batch", "post", method);
   const reset = await post(node.url, "/limit/reset", { namespace: "docs", identifier: "b1" });

@@ -5,10 +5,9 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { ROOT } from "../harness/paths.js";
 import t from "tap";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const SKIP = new Set(["node_modules", "dist", ".git", ".tap", "package-lock.json"]);
 
 function* files(dir: string): Generator<string> {

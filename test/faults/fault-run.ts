@@ -9,8 +9,6 @@ import { RingWatch, startNsCluster, type NsCluster } from "./ns-cluster.js";
 import { renderTable, saveRow } from "./report.js";
 import { tally, type Tally } from "./tally.js";
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /**
  * The network for one suite file, or undefined (and the whole file skipped with one
  * message) where namespaces and iptables are not available: not root, no iproute2 or

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import t from "tap";
 import { metric } from "../harness/cluster.js";
-import { assertCleanedUp, faultNetFor, logLines, runFault, sleep } from "./fault-run.js";
+import { assertCleanedUp, faultNetFor, logLines, runFault } from "./fault-run.js";
+import { sleep } from "../harness/wait.js";
 
 // Issue 14's fault suite, part 3: graceful leaves (SIGTERM) meeting partitions.
 

@@ -4,6 +4,7 @@ import { CLUSTER_SECRET, metric } from "../harness/cluster.js";
 import { request } from "../harness/http-client.js";
 import { spawnNode, type NodeProcess } from "../harness/node-process.js";
 import type { FaultNet } from "./net/netns.js";
+import { sleep } from "../harness/wait.js";
 
 const HTTP_PORT = 8080;
 const PEER_PORT = 9080;
@@ -77,7 +78,7 @@ export async function waitUntil(check: () => Promise<boolean>, timeoutMs: number
   for (;;) {
     if (await check()) return Date.now() - started;
     if (Date.now() - started > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
 }
 
@@ -99,7 +100,7 @@ export class RingWatch {
         const at = Date.now();
         const [sizes, ready] = await Promise.all([ringSizes(this.nodes), Promise.all(this.nodes.map((n) => readiness(n)))]);
         this.timeline.push({ at, sizes, ready });
-        await new Promise((r) => setTimeout(r, Math.max(0, this.intervalMs - (Date.now() - at))));
+        await sleep(Math.max(0, this.intervalMs - (Date.now() - at)));
       }
     })();
   }

@@ -1,5 +1,6 @@
 import t from "tap";
-import { assertCleanedUp, faultNetFor, runFault, sleep } from "./fault-run.js";
+import { assertCleanedUp, faultNetFor, runFault } from "./fault-run.js";
+import { sleep } from "../harness/wait.js";
 
 // Issue 14's fault suite, part 1: no fault, a node cut off both ways, a one-way cut.
 // Three nodes in network namespaces, 250 requests/s round-robin, 30 identifiers × fixed

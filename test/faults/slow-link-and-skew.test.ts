@@ -1,18 +1,13 @@
-import { existsSync } from "node:fs";
 import t from "tap";
 import { metric } from "../harness/cluster.js";
-import { assertCleanedUp, faultNetFor, logLines, runFault, sleep } from "./fault-run.js";
+import { assertCleanedUp, faultNetFor, logLines, runFault } from "./fault-run.js";
 import { buildDelayer, slowLink } from "./net/delayer.js";
 import { degradedSpan } from "./tally.js";
+import { sleep } from "../harness/wait.js";
+import { LIBFAKETIME } from "../harness/faketime.js";
 
 // Issue 14's fault suite, part 2: a slow, lossy link between two nodes, and one node whose
 // wall clock is 30 s ahead (libfaketime) handing its states away and back.
-
-const LIBFAKETIME = [
-  "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-  "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-  "/usr/lib/faketime/libfaketime.so.1",
-].find((p) => existsSync(p));
 
 const net = faultNetFor(t);
 if (net !== undefined) {

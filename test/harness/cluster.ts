@@ -2,7 +2,9 @@ import { generateClusterSecret } from "../../src/config.js";
 import { HashRing } from "../../src/shard/ring/ring.js";
 import { ringKeyOf } from "../../src/shard/ring/state-key.js";
 import { request, limit } from "./http-client.js";
-import { freePort, spawnNode, type NodeProcess } from "./node-process.js";
+import { spawnNode, type NodeProcess } from "./node-process.js";
+import { freePort } from "./ports.js";
+import { sleep } from "./wait.js";
 
 /** A fresh strong secret per test process, as `npm run keygen` makes them. */
 export const CLUSTER_SECRET = generateClusterSecret();
@@ -109,7 +111,7 @@ export async function waitForRing(nodes: NodeProcess[], size: number, timeoutMs 
     const sizes = await Promise.all(nodes.map((n) => metric(n, "ringlimit_ring_members").catch(() => undefined)));
     if (sizes.every((s) => s === size)) return;
     if (Date.now() > deadline) throw new Error(`rings did not converge to ${size}: ${sizes.join(",")}`);
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
 }
 

@@ -3,6 +3,7 @@
  * bounded concurrency, and the envelope checks every response must pass.
  */
 import type { Reply } from "./http-client.js";
+import { sleep } from "./wait.js";
 
 export const API_VERSION = "v2026.8.23";
 export const ALGORITHM_NAMES = ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"] as const;
@@ -89,8 +90,6 @@ export function paddedBody(bytes: number, base: Record<string, unknown> = validB
   if (Buffer.byteLength(text) !== bytes) throw new Error("padding miscalculated");
   return text;
 }
-
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Fixed windows are aligned to the epoch: "limit N, then request N+1 is 429" only holds while

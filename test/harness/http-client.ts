@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
 
@@ -62,6 +63,12 @@ export function request(url: string, options: RequestOptions = {}): Promise<Repl
 }
 
 export const TEST_KEY = "svc_sk_" + "t3stK3yF0rR1ngl1m1tT3sts0nlyXXXXXXXXXX";
+
+/** The Authorization header of TEST_KEY. */
+export const AUTH_HEADER = { authorization: `Bearer ${TEST_KEY}` };
+
+/** A fresh API key in the service's format (not one a node is configured with). */
+export const newApiKey = (): string => "svc_sk_" + randomBytes(32).toString("base64url");
 
 /** POST /limit with a valid key and JSON content type unless overridden. */
 export function limit(baseUrl: string, body: unknown, headers: Record<string, string> = {}): Promise<Reply> {

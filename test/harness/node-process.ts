@@ -1,24 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import net from "node:net";
 import { constants as osConstants } from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { TEST_KEY, request } from "./http-client.js";
-
-const MAIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../src/main.js");
-
-/** A port that was free a moment ago on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as net.AddressInfo).port;
-      server.close(() => resolve(port));
-    });
-  });
-}
+import { MAIN } from "./paths.js";
+import { freePort } from "./ports.js";
+import { sleep } from "./wait.js";
 
 export interface NodeProcess {
   readonly child: ChildProcess;
@@ -130,7 +115,7 @@ async function spawnNodeOnce(env: Record<string, string>, options: SpawnOptions)
         await handle.kill();
         throw new Error(`node not ready within ${options.timeoutMs ?? 15_000} ms:\n${out}`);
       }
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
     }
   }
   return handle;

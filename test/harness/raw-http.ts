@@ -6,6 +6,7 @@
  */
 import net from "node:net";
 import { TEST_KEY } from "./http-client.js";
+import { sleep } from "./wait.js";
 
 export interface RawResponse {
   status: number;
@@ -38,7 +39,7 @@ export function rawExchange(port: number, data: string | Buffer | (string | Buff
     },
     connected: async () => {
       for (let i = 0; i < parts.length; i++) {
-        if (i > 0) await new Promise((r) => setTimeout(r, options.gapMs ?? 50));
+        if (i > 0) await sleep(options.gapMs ?? 50);
         if (socket.destroyed) return;
         socket.write(parts[i]!);
       }

@@ -1,8 +1,5 @@
 import { spawn } from "node:child_process";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
-
-export const MAIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../src/main.js");
+import { MAIN } from "./paths.js";
 
 export interface MainRun {
   code: number | null;

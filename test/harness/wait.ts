@@ -1,3 +1,5 @@
+import type { EventEmitter } from "node:events";
+
 /*
  * Waiting in tests for what another process or a later event-loop turn brings about: poll
  * until it holds, within a bound. The bound is generous (two shared cores run several suites
@@ -10,7 +12,7 @@ export async function eventually(check: () => boolean | Promise<boolean>, timeou
   for (;;) {
     if (await check()) return true;
     if (Date.now() >= deadline) return false;
-    await new Promise((r) => setTimeout(r, everyMs));
+    await sleep(everyMs);
   }
 }
 
@@ -18,4 +20,33 @@ export async function eventually(check: () => boolean | Promise<boolean>, timeou
 export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000, everyMs = 50): Promise<true> {
   if (await eventually(check, timeoutMs, everyMs)) return true;
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+/** A pause of `ms`: for a test that needs time to pass (a window to age), not to wait for an event (use eventually). */
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Resolve on `event`, reject after `ms`, so a broken test fails instead of hanging. */
+export function waitEvent<T = unknown>(em: EventEmitter, event: string, ms = 5_000): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      em.off(event, on);
+      reject(new Error(`no '${event}' within ${ms} ms`));
+    }, ms);
+    const on = (v: T): void => {
+      clearTimeout(timer);
+      resolve(v);
+    };
+    em.once(event, on);
+  });
+}
+
+/** Race `p` against a bound: true if it settled within `ms`. */
+export async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)));
+  try {
+    return await Promise.race([p.then(() => true), t]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

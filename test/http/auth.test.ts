@@ -3,13 +3,13 @@
  * and hashed keys, the first/middle/last configured key all found (no early exit that
  * skips any), and many wrong keys refused.
  */
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
 import t from "tap";
 import { ApiKeyVerifier, bearerToken, generateApiKey, sha256 } from "../../src/http/auth.js";
 import { show } from "../harness/contract.js";
+import { newApiKey } from "../harness/http-client.js";
 
 const hex = (s: string) => createHash("sha256").update(s).digest("hex");
-const newKey = () => "svc_sk_" + randomBytes(32).toString("base64url");
 
 t.test("bearerToken", async (t) => {
   const cases: [header: string, token: string | undefined][] = [
@@ -40,7 +40,7 @@ t.test("bearerToken", async (t) => {
 });
 
 t.test("plaintext keys", async (t) => {
-  const keys = [newKey(), newKey(), newKey()];
+  const keys = [newApiKey(), newApiKey(), newApiKey()];
   const v = new ApiKeyVerifier(keys, []);
   t.equal(v.size, 3);
   keys.forEach((k, i) => {
@@ -52,9 +52,9 @@ t.test("plaintext keys", async (t) => {
 });
 
 t.test("hashed keys, in any hex case, alongside plaintext ones", async (t) => {
-  const hashedKey = newKey();
-  const upperKey = newKey();
-  const plain = newKey();
+  const hashedKey = newApiKey();
+  const upperKey = newApiKey();
+  const plain = newApiKey();
   const v = new ApiKeyVerifier([plain], [hex(hashedKey), hex(upperKey).toUpperCase()]);
   t.equal(v.size, 3);
   t.equal(v.verifyHeader(`Bearer ${hashedKey}`), true, "key given by its hash");
@@ -65,8 +65,8 @@ t.test("hashed keys, in any hex case, alongside plaintext ones", async (t) => {
 });
 
 t.test("many wrong keys are refused", async (t) => {
-  const key = newKey();
-  const v = new ApiKeyVerifier([key], [hex(newKey())]);
+  const key = newApiKey();
+  const v = new ApiKeyVerifier([key], [hex(newApiKey())]);
   let accepted = 0;
   const wrong: string[] = [];
   for (let i = 0; i < key.length; i++) {
@@ -75,7 +75,7 @@ t.test("many wrong keys are refused", async (t) => {
     wrong.push(key.slice(0, i) + c + key.slice(i + 1), key.slice(0, i) + key.slice(i + 1), key.slice(0, i) + "x" + key.slice(i));
   }
   wrong.push(key + "x", key.slice(0, -1), key.toUpperCase(), key.toLowerCase(), key + key, "svc_sk_", "", " ", key.slice(7));
-  for (let i = 0; i < 1000; i++) wrong.push(newKey());
+  for (let i = 0; i < 1000; i++) wrong.push(newApiKey());
   for (const w of wrong) if (w !== key && v.verifyHeader(`Bearer ${w}`)) accepted++;
   t.equal(accepted, 0, `${wrong.length} wrong keys, none accepted`);
   t.equal(v.verifyHeader(`Bearer ${key}`), true, "and the right one still is");
@@ -84,7 +84,7 @@ t.test("many wrong keys are refused", async (t) => {
 t.test("no keys: nothing is accepted", async (t) => {
   const v = new ApiKeyVerifier([], []);
   t.equal(v.size, 0);
-  t.equal(v.verifyHeader(`Bearer ${newKey()}`), false);
+  t.equal(v.verifyHeader(`Bearer ${newApiKey()}`), false);
   t.equal(v.verifyHeader(""), false);
 });
 

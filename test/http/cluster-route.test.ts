@@ -4,11 +4,10 @@
  * answer of POST /limit, /limit/batch and /limit/reset carries.
  */
 import t from "tap";
-import { closeAgents, limit, post, request, TEST_KEY } from "../harness/http-client.js";
+import { AUTH_HEADER, closeAgents, limit, post, request } from "../harness/http-client.js";
 import { startTestNode, useTestNode } from "../harness/in-process-node.js";
 
 const node = useTestNode(t);
-const auth = { authorization: `Bearer ${TEST_KEY}` };
 const body = { namespace: "cluster-route", identifier: "u1", limit: 1, duration: 60 };
 
 t.test("without a valid key: 401, and no ring version", async (t) => {
@@ -23,7 +22,7 @@ t.test("without a valid key: 401, and no ring version", async (t) => {
 });
 
 t.test("a single node: members = [itself] at the URL it listens on", async (t) => {
-  const r = await request(node.url + "/cluster", { headers: auth });
+  const r = await request(node.url + "/cluster", { headers: AUTH_HEADER });
   t.equal(r.status, 200);
   t.equal(r.json.object, "cluster");
   t.match(r.json.data.ring_version, /^[0-9a-f]{16}$/);
@@ -32,7 +31,7 @@ t.test("a single node: members = [itself] at the URL it listens on", async (t) =
 });
 
 t.test("every answer of POST /limit but a 401 carries the ring version", async (t) => {
-  const version = (await request(node.url + "/cluster", { headers: auth })).json.data.ring_version;
+  const version = (await request(node.url + "/cluster", { headers: AUTH_HEADER })).json.data.ring_version;
   const allowed = await limit(node.url, body);
   const blocked = await limit(node.url, body);
   const invalid = await limit(node.url, { ...body, limit: 0 });
@@ -50,7 +49,7 @@ t.test("every answer of POST /limit but a 401 carries the ring version", async (
 });
 
 t.test("batch and reset answers carry the ring version too", async (t) => {
-  const version = (await request(node.url + "/cluster", { headers: auth })).json.data.ring_version;
+  const version = (await request(node.url + "/cluster", { headers: AUTH_HEADER })).json.data.ring_version;
   const item = { ...body, identifier: "batch-u1", algorithm: "token-bucket" };
   const allowed = await post(node.url, "/limit/batch", { requests: [item] });
   const blocked = await post(node.url, "/limit/batch", { requests: [item] });
@@ -70,7 +69,7 @@ t.test("batch and reset answers carry the ring version too", async (t) => {
 });
 
 t.test("methods other than GET: 405 with Allow: GET", async (t) => {
-  const r = await request(node.url + "/cluster", { method: "POST", headers: auth });
+  const r = await request(node.url + "/cluster", { method: "POST", headers: AUTH_HEADER });
   t.equal(r.status, 405);
   t.equal(r.headers.allow, "GET");
 });
@@ -78,12 +77,12 @@ t.test("methods other than GET: 405 with Allow: GET", async (t) => {
 t.test("ADVERTISE_URL is what clients are told, and it changes the version", async (t) => {
   const other = await startTestNode({ ADVERTISE_URL: "https://ringlimit.example:443/" });
   t.teardown(() => other.stop());
-  const r = await request(other.url + "/cluster", { headers: auth });
+  const r = await request(other.url + "/cluster", { headers: AUTH_HEADER });
   t.same(
     r.json.data.members.map((m: { url: string }) => m.url),
     ["https://ringlimit.example:443/"],
   );
-  const mine = (await request(node.url + "/cluster", { headers: auth })).json.data.ring_version;
+  const mine = (await request(node.url + "/cluster", { headers: AUTH_HEADER })).json.data.ring_version;
   t.not(r.json.data.ring_version, mine);
 });
 

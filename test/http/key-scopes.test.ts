@@ -7,20 +7,19 @@
  * Before (commit 81f8649): any API key could use any namespace, and the scoped syntax was
  * refused at start-up.
  */
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
 import t from "tap";
-import { closeAgents, request } from "../harness/http-client.js";
+import { closeAgents, newApiKey, request } from "../harness/http-client.js";
 import { spawnNode } from "../harness/node-process.js";
 
 t.teardown(closeAgents);
 
-const newKey = () => "svc_sk_" + randomBytes(32).toString("base64url");
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 
 t.test("scoped and unscoped keys, plaintext and hashed", async (t) => {
-  const checkout = newKey();
-  const hashedSearch = newKey();
-  const admin = newKey();
+  const checkout = newApiKey();
+  const hashedSearch = newApiKey();
+  const admin = newApiKey();
   const node = await spawnNode({
     API_KEYS: `${checkout}@checkout.,billing.eu,${admin}`,
     API_KEY_HASHES: `${sha(hashedSearch)}@search.`,
@@ -66,7 +65,7 @@ t.test("scoped and unscoped keys, plaintext and hashed", async (t) => {
 
   // Order of checks: a bad body is a 400 whatever the scope; a bad key a 401.
   t.equal((await ask(checkout, { namespace: "search.x", limit: 0 })).status, 400);
-  t.equal((await ask(newKey(), { namespace: "checkout.x" })).status, 401);
+  t.equal((await ask(newApiKey(), { namespace: "checkout.x" })).status, 401);
 
   // Batch and reset: the same scope, all or nothing.
   const post = (key: string, path: string, body: unknown) =>
@@ -85,7 +84,7 @@ t.test("scoped and unscoped keys, plaintext and hashed", async (t) => {
 });
 
 t.test("a bad scope is refused at start-up, naming the variable and not the key", async (t) => {
-  const key = newKey();
+  const key = newApiKey();
   for (const [env, variable] of [
     [{ API_KEYS: `${key}@` }, "API_KEYS"],
     [{ API_KEYS: `${key}@checkout.,svc_sk_short` }, "API_KEYS"],

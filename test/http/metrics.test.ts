@@ -8,6 +8,7 @@ import t from "tap";
 import http from "node:http";
 import { closeAgents, limit, request } from "../harness/http-client.js";
 import { startTestNode } from "../harness/in-process-node.js";
+import { sleep } from "../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -47,7 +48,7 @@ t.test("300 concurrent scrapes, then 300 connections polling: one render per int
     }),
   );
   const elapsed = Date.now() - started;
-  await new Promise((r) => setTimeout(r, 600));
+  await sleep(600);
   const last = await scrape();
   const renders = counter(last.text, "ringlimit_metrics_renders_total") - before;
   const allowed = Math.ceil(elapsed / 500) + 2;

@@ -12,8 +12,8 @@ import t from "tap";
 import { closeAgents, request, TEST_KEY } from "../harness/http-client.js";
 import { metric } from "../harness/cluster.js";
 import { spawnNode, type NodeProcess } from "../harness/node-process.js";
-import { sleep, validBody } from "../harness/contract.js";
-import { until } from "../harness/wait.js";
+import { validBody } from "../harness/contract.js";
+import { sleep, until } from "../harness/wait.js";
 
 t.teardown(closeAgents);
 

@@ -16,7 +16,7 @@ import { selfSignedCert } from "../harness/certs.js";
 t.teardown(closeAgents);
 
 const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
-const post = (url: string, key: string, body: unknown = validBody()) =>
+const limitWithKey = (url: string, key: string, body: unknown = validBody()) =>
   request(url + "/limit", {
     method: "POST",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
@@ -94,10 +94,10 @@ t.test("API_KEY_HASHES: the hashed key is accepted, others are not", async (t) =
   const hash = sha256(key);
   const n = await spawnNode({ API_KEYS: "", API_KEY_HASHES: `${"0".repeat(64)},${hash.toUpperCase()}` });
   t.teardown(() => n.kill());
-  t.equal((await post(n.url, key)).status, 200, "the key whose hash is configured");
-  t.equal((await post(n.url, TEST_KEY)).status, 401, "a key not configured");
-  t.equal((await post(n.url, hash)).status, 401, "the hash itself is not a key");
-  t.equal((await post(n.url, key + "x")).status, 401);
+  t.equal((await limitWithKey(n.url, key)).status, 200, "the key whose hash is configured");
+  t.equal((await limitWithKey(n.url, TEST_KEY)).status, 401, "a key not configured");
+  t.equal((await limitWithKey(n.url, hash)).status, 401, "the hash itself is not a key");
+  t.equal((await limitWithKey(n.url, key + "x")).status, 401);
   t.notOk(n.output().includes(key), "the key is not in the log");
 });
 
@@ -107,9 +107,9 @@ t.test("no key configured: one is generated, logged once, and works", async (t) 
   const m = /"generatedApiKey":"(svc_sk_[A-Za-z0-9_-]+)"/.exec(n.output());
   t.ok(m, "the generated key is in the log");
   const key = m![1]!;
-  t.equal((await post(n.url, key)).status, 200, "the generated key is accepted");
-  t.equal((await post(n.url, TEST_KEY)).status, 401, "another key is not");
-  for (let i = 0; i < 5; i++) await post(n.url, key);
+  t.equal((await limitWithKey(n.url, key)).status, 200, "the generated key is accepted");
+  t.equal((await limitWithKey(n.url, TEST_KEY)).status, 401, "another key is not");
+  for (let i = 0; i < 5; i++) await limitWithKey(n.url, key);
   n.signal("SIGTERM");
   await n.exited;
   t.equal(n.output().split(key).length - 1, 1, "logged exactly once");
@@ -120,11 +120,11 @@ t.test("API keys never reach the log, even at debug level", async (t) => {
   const wrong = "svc_sk_" + "W7rongKey".repeat(5);
   const n = await spawnNode({ API_KEYS: `${TEST_KEY},${second}`, LOG_LEVEL: "debug" });
   t.teardown(() => n.kill());
-  t.equal((await post(n.url, TEST_KEY)).status, 200);
-  t.equal((await post(n.url, second)).status, 200);
-  t.equal((await post(n.url, wrong)).status, 401);
-  t.equal((await post(n.url, TEST_KEY, "{bad json")).status, 400);
-  t.equal((await post(n.url, TEST_KEY, { limit: "x" })).status, 400);
+  t.equal((await limitWithKey(n.url, TEST_KEY)).status, 200);
+  t.equal((await limitWithKey(n.url, second)).status, 200);
+  t.equal((await limitWithKey(n.url, wrong)).status, 401);
+  t.equal((await limitWithKey(n.url, TEST_KEY, "{bad json")).status, 400);
+  t.equal((await limitWithKey(n.url, TEST_KEY, { limit: "x" })).status, 400);
   t.equal(
     (await request(n.url + "/limit", { method: "POST", headers: { authorization: `Basic ${Buffer.from("u:" + wrong).toString("base64")}` } })).status,
     401,

@@ -8,13 +8,15 @@ import t, { type Test } from "tap";
 import { limit, request, TEST_KEY, type Reply } from "../harness/http-client.js";
 import { startTestNode, useTestNode } from "../harness/in-process-node.js";
 import { envelopeProblems, leakProblems, paddedBody, show, uniqueId, validBody } from "../harness/contract.js";
+import { sleep } from "../harness/wait.js";
 
 const node = useTestNode(t);
 
 const AUTH = `Bearer ${TEST_KEY}`;
 const JSON_CT = "application/json";
 
-function post(headers: Record<string, string>, body: string | Buffer = JSON.stringify(validBody()), path = "/limit"): Promise<Reply> {
+/** POST with exactly these headers (no key or content type added). */
+function postRaw(headers: Record<string, string>, body: string | Buffer = JSON.stringify(validBody()), path = "/limit"): Promise<Reply> {
   return request(node.url + path, { method: "POST", headers, body });
 }
 
@@ -28,20 +30,26 @@ function isError(t: Test, r: Reply, status: number, text: string, what: string):
 
 t.test("check order: route → auth → Content-Type → size → JSON → fields", async (t) => {
   const huge = "x".repeat(20_000);
-  isError(t, await post({}, huge, "/nope"), 404, "Not Found", "unknown path, no auth");
+  isError(t, await postRaw({}, huge, "/nope"), 404, "Not Found", "unknown path, no auth");
   isError(t, await request(node.url + "/limit", { method: "GET" }), 405, "Method Not Allowed", "wrong method, no auth");
-  isError(t, await post({ "content-type": "text/plain" }), 401, "Unauthorized", "no auth + wrong type");
-  isError(t, await post({ authorization: "Bearer svc_sk_wrongwrongwrongwrongwrongwrongwrong" }, huge), 401, "Unauthorized", "wrong key + no type + huge body");
-  isError(t, await post({ authorization: AUTH, "content-type": "text/plain" }, huge), 415, "Unsupported Media Type", "good auth + wrong type + huge body");
-  isError(t, await post({ authorization: AUTH, "content-type": JSON_CT }, "{" + huge), 413, "Payload Too Large", "good auth + type + huge invalid JSON");
-  const badJson = await post({ authorization: AUTH, "content-type": JSON_CT }, '{"limit": "x", oops');
+  isError(t, await postRaw({ "content-type": "text/plain" }), 401, "Unauthorized", "no auth + wrong type");
+  isError(
+    t,
+    await postRaw({ authorization: "Bearer svc_sk_wrongwrongwrongwrongwrongwrongwrong" }, huge),
+    401,
+    "Unauthorized",
+    "wrong key + no type + huge body",
+  );
+  isError(t, await postRaw({ authorization: AUTH, "content-type": "text/plain" }, huge), 415, "Unsupported Media Type", "good auth + wrong type + huge body");
+  isError(t, await postRaw({ authorization: AUTH, "content-type": JSON_CT }, "{" + huge), 413, "Payload Too Large", "good auth + type + huge invalid JSON");
+  const badJson = await postRaw({ authorization: AUTH, "content-type": JSON_CT }, '{"limit": "x", oops');
   isError(t, badJson, 400, "Bad Request", "invalid JSON with bad fields");
   t.same(
     badJson.json.data.details.map((d: { field: string }) => d.field),
     ["body"],
     "JSON error reported, not field errors",
   );
-  const badField = await post({ authorization: AUTH, "content-type": JSON_CT }, JSON.stringify(validBody({ limit: "x" })));
+  const badField = await postRaw({ authorization: AUTH, "content-type": JSON_CT }, JSON.stringify(validBody({ limit: "x" })));
   isError(t, badField, 400, "Bad Request", "valid JSON, bad field");
   t.same(
     badField.json.data.details.map((d: { field: string }) => d.field),
@@ -52,7 +60,7 @@ t.test("check order: route → auth → Content-Type → size → JSON → field
 t.test("Authorization variants", async (t) => {
   const accepted = [`Bearer ${TEST_KEY}`, `bearer ${TEST_KEY}`, `BEARER ${TEST_KEY}`, `bEaReR ${TEST_KEY}`];
   for (const value of accepted) {
-    const r = await post({ authorization: value, "content-type": JSON_CT });
+    const r = await postRaw({ authorization: value, "content-type": JSON_CT });
     t.equal(r.status, 200, `accepted: ${value.slice(0, 12)}…`);
   }
   const rejected: [string, string | undefined][] = [
@@ -77,7 +85,7 @@ t.test("Authorization variants", async (t) => {
   for (const [what, value] of rejected) {
     const headers: Record<string, string> = { "content-type": JSON_CT };
     if (value !== undefined) headers.authorization = value;
-    const r = await post(headers);
+    const r = await postRaw(headers);
     isError(t, r, 401, "Unauthorized", what);
     t.match(String(r.headers["www-authenticate"]), /^Bearer\b/, `${what}: WWW-Authenticate: Bearer (RFC 9110 §11.6.1)`);
     t.notOk(r.text.includes(TEST_KEY.slice(8, 30)), `${what}: key not echoed`);
@@ -86,8 +94,8 @@ t.test("Authorization variants", async (t) => {
 
 t.test("a rejected request is not counted", async (t) => {
   const body = validBody({ limit: 1 });
-  isError(t, await post({ authorization: "Bearer nope", "content-type": JSON_CT }, JSON.stringify(body)), 401, "Unauthorized", "401");
-  isError(t, await post({ authorization: AUTH, "content-type": "text/plain" }, JSON.stringify(body)), 415, "Unsupported Media Type", "415");
+  isError(t, await postRaw({ authorization: "Bearer nope", "content-type": JSON_CT }, JSON.stringify(body)), 401, "Unauthorized", "401");
+  isError(t, await postRaw({ authorization: AUTH, "content-type": "text/plain" }, JSON.stringify(body)), 415, "Unsupported Media Type", "415");
   const r = await limit(node.url, body);
   t.equal(r.status, 200);
   t.equal(r.json.data.count, 1);
@@ -102,7 +110,7 @@ t.test("Content-Type variants", async (t) => {
     "APPLICATION/JSON; CHARSET=UTF-8",
     "application/json ; charset=utf-8",
   ]) {
-    const r = await post({ authorization: AUTH, "content-type": ct });
+    const r = await postRaw({ authorization: AUTH, "content-type": ct });
     t.equal(r.status, 200, `accepted: ${ct}`);
   }
   for (const ct of [
@@ -121,7 +129,7 @@ t.test("Content-Type variants", async (t) => {
   ]) {
     const headers: Record<string, string> = { authorization: AUTH };
     if (ct !== undefined) headers["content-type"] = ct;
-    isError(t, await post(headers), 415, "Unsupported Media Type", `content-type ${JSON.stringify(ct)}`);
+    isError(t, await postRaw(headers), 415, "Unsupported Media Type", `content-type ${JSON.stringify(ct)}`);
   }
 });
 
@@ -129,16 +137,16 @@ t.test("16 KiB body cap: declared length", async (t) => {
   const headers = { authorization: AUTH, "content-type": JSON_CT };
   const exact = paddedBody(16384, validBody({ limit: 3 }));
   t.equal(Buffer.byteLength(exact), 16384);
-  const ok = await post(headers, exact);
+  const ok = await postRaw(headers, exact);
   t.equal(ok.status, 200, "16384 bytes is accepted");
   t.equal(ok.json.data.limit, 3);
   const multibyte = paddedBody(16384 - 3 * 1000, validBody({ identifier: uniqueId("é").padEnd(40, "é") }));
-  t.equal((await post(headers, multibyte)).status, 200, "byte length, not character length, counts");
-  isError(t, await post(headers, paddedBody(16385)), 413, "Payload Too Large", "16385 bytes");
+  t.equal((await postRaw(headers, multibyte)).status, 200, "byte length, not character length, counts");
+  isError(t, await postRaw(headers, paddedBody(16385)), 413, "Payload Too Large", "16385 bytes");
   // a much larger body: the client must still read the answer, not a reset
-  isError(t, await post(headers, paddedBody(100_000)), 413, "Payload Too Large", "100 kB");
+  isError(t, await postRaw(headers, paddedBody(100_000)), 413, "Payload Too Large", "100 kB");
   // the node keeps serving new connections
-  t.equal((await post(headers)).status, 200, "still serving after 413s");
+  t.equal((await postRaw(headers)).status, 200, "still serving after 413s");
 });
 
 /** POST in pieces with Transfer-Encoding: chunked (no Content-Length). */
@@ -176,7 +184,7 @@ function chunkedPost(pieces: Buffer[], delayMs: number): Promise<{ status: numbe
       for (const piece of pieces) {
         if (req.destroyed || req.writableEnded) return;
         req.write(piece);
-        await new Promise((r) => setTimeout(r, delayMs));
+        await sleep(delayMs);
       }
       if (!req.destroyed) req.end();
     })().catch(() => undefined);
@@ -285,9 +293,9 @@ t.test("/metrics: names, default process metrics, and counts that move", async (
   const before = m0.text;
   const body = validBody({ algorithm: "token-bucket", limit: 3 });
   for (let i = 0; i < 5; i++) await limit(node.url, body); // 3 × 200, 2 × 429
-  await post({ authorization: "Bearer nope", "content-type": JSON_CT }); // 401
-  await post({ authorization: AUTH, "content-type": JSON_CT }, "{"); // 400
-  await post({ authorization: AUTH, "content-type": "text/plain" }); // 415
+  await postRaw({ authorization: "Bearer nope", "content-type": JSON_CT }); // 401
+  await postRaw({ authorization: AUTH, "content-type": JSON_CT }, "{"); // 400
+  await postRaw({ authorization: AUTH, "content-type": "text/plain" }); // 415
   await limit(node.url, validBody({ algorithm: "leaky-bucket" })); // new key
   const after = (await request(node.url + "/metrics")).text;
   const delta = (name: string, labels: Record<string, string> = {}) => sample(after, name, labels) - sample(before, name, labels);

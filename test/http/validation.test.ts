@@ -40,7 +40,7 @@ function bad400(t: Test, r: Reply, fields: string[], what: string, echoed: strin
   t.same(leakProblems(r.text), [], `${what}: no internals`);
 }
 
-const post = (body: unknown) => limit(node.url, body);
+const ask = (body: unknown) => limit(node.url, body);
 
 t.test("string lengths at the edge and one past", async (t) => {
   const cases: [field: "namespace" | "product" | "identifier", min: number, max: number][] = [
@@ -55,16 +55,16 @@ t.test("string lengths at the edge and one past", async (t) => {
     for (const n of [min, max]) {
       const value = field === "identifier" ? uniq(n) : fill(n);
       t.equal(value.length, n);
-      const r = await post(validBody({ [field]: value }));
+      const r = await ask(validBody({ [field]: value }));
       ok200(t, r, `${field} length ${n}`);
       if (field === "identifier") t.equal(r.json?.data?.identifier, value);
       if (field === "namespace") t.equal(r.json?.data?.namespace, value);
       if (field === "product") t.equal(r.json?.data?.namespace, "contract." + value.toLowerCase());
     }
-    bad400(t, await post(validBody({ [field]: "" })), [field], `${field} length 0`);
+    bad400(t, await ask(validBody({ [field]: "" })), [field], `${field} length 0`);
     const over = fill(max + 1);
     t.equal(over.length, max + 1);
-    bad400(t, await post(validBody({ [field]: over })), [field], `${field} length ${max + 1}`, [over, MARK]);
+    bad400(t, await ask(validBody({ [field]: over })), [field], `${field} length ${max + 1}`, [over, MARK]);
   }
 });
 
@@ -75,7 +75,7 @@ t.test("integer bounds at the edge and one past", async (t) => {
   ];
   for (const [field, min, max] of cases) {
     for (const v of [min, max]) {
-      const r = await post(validBody({ [field]: v }));
+      const r = await ask(validBody({ [field]: v }));
       ok200(t, r, `${field} = ${v}`);
       if (field === "limit") {
         t.equal(r.json?.data?.limit, v);
@@ -87,7 +87,7 @@ t.test("integer bounds at the edge and one past", async (t) => {
     for (const v of [min - 1, max + 1, -1, -max, 2 ** 32, 2 ** 53, Number.MAX_SAFE_INTEGER + 2]) {
       bad400(
         t,
-        await post(validBody({ [field]: v })),
+        await ask(validBody({ [field]: v })),
         [field],
         `${field} = ${v}`,
         [String(v)].filter((s) => s.length > 2),
@@ -109,30 +109,30 @@ t.test("limit and duration: JSON integers only", async (t) => {
       ['{"n":10}', { n: 10 }],
       ["string mark", MARK],
     ];
-    for (const [label, value] of wrong) bad400(t, await post(validBody({ [field]: value })), [field], `${field} = ${label}`);
+    for (const [label, value] of wrong) bad400(t, await ask(validBody({ [field]: value })), [field], `${field} = ${label}`);
     const missing = validBody();
     delete missing[field];
-    const r = await post(missing);
+    const r = await ask(missing);
     bad400(t, r, [field], `${field} missing`);
     t.match(r.json?.data?.details?.[0]?.message, /required/, `${field} missing says required`);
     // JSON text a client might write by hand: -0 and a negative exponent are not integers ≥ 1
     const text = JSON.stringify(validBody()).replace(new RegExp(`"${field}":\\d+`), `"${field}":-0`);
-    bad400(t, await post(text), [field], `${field} = -0`);
+    bad400(t, await ask(text), [field], `${field} = -0`);
     const text2 = JSON.stringify(validBody()).replace(new RegExp(`"${field}":\\d+`), `"${field}":5e-1`);
-    bad400(t, await post(text2), [field], `${field} = 5e-1`);
+    bad400(t, await ask(text2), [field], `${field} = 5e-1`);
   }
 });
 
 t.test("string fields: wrong types and missing", async (t) => {
   for (const field of ["namespace", "identifier", "product", "algorithm"]) {
     for (const value of [123, true, null, [MARK], { v: MARK }]) {
-      bad400(t, await post(validBody({ [field]: value })), [field], `${field} = ${show(value)}`);
+      bad400(t, await ask(validBody({ [field]: value })), [field], `${field} = ${show(value)}`);
     }
   }
   for (const field of ["namespace", "identifier"]) {
     const body = validBody();
     delete body[field];
-    const r = await post(body);
+    const r = await ask(body);
     bad400(t, r, [field], `${field} missing`);
     t.match(r.json?.data?.details?.[0]?.message, /required/);
   }
@@ -140,38 +140,38 @@ t.test("string fields: wrong types and missing", async (t) => {
 
 t.test("algorithm: only the four names, exactly", async (t) => {
   for (const value of ["FIXED-WINDOW", "fixed_window", "fixedwindow", " fixed-window", "gcra", "", MARK]) {
-    bad400(t, await post(validBody({ algorithm: value })), ["algorithm"], `algorithm ${show(value)}`);
+    bad400(t, await ask(validBody({ algorithm: value })), ["algorithm"], `algorithm ${show(value)}`);
   }
 });
 
 t.test("every bad field is named; good ones are not", async (t) => {
-  const r = await post({ namespace: "", identifier: MARK.repeat(60), limit: "5", duration: 0, algorithm: MARK, product: MARK.repeat(20) });
+  const r = await ask({ namespace: "", identifier: MARK.repeat(60), limit: "5", duration: 0, algorithm: MARK, product: MARK.repeat(20) });
   bad400(t, r, ["namespace", "identifier", "limit", "duration", "algorithm", "product"], "six bad fields", [MARK]);
-  const r2 = await post({ namespace: "ok", identifier: "fine", limit: 0 });
+  const r2 = await ask({ namespace: "ok", identifier: "fine", limit: 0 });
   bad400(t, r2, ["limit", "duration"], "bad limit and missing duration");
-  const r3 = await post({});
+  const r3 = await ask({});
   bad400(t, r3, ["namespace", "identifier", "limit", "duration"], "empty object");
   for (const p of r3.json.data.details) t.match(p.message, /required/);
 });
 
 t.test("lengths are UTF-16 code units", async (t) => {
   const e = "\u00e9"; // é, precomposed: 1 code unit, 2 UTF-8 bytes
-  ok200(t, await post(validBody({ namespace: e.repeat(256) })), "256 × é");
-  bad400(t, await post(validBody({ namespace: e.repeat(257) })), ["namespace"], "257 × é", [e.repeat(257)]);
+  ok200(t, await ask(validBody({ namespace: e.repeat(256) })), "256 × é");
+  bad400(t, await ask(validBody({ namespace: e.repeat(257) })), ["namespace"], "257 × é", [e.repeat(257)]);
   const emoji = "\u{1F600}"; // 2 code units
-  const r = await post(validBody({ namespace: emoji.repeat(128) }));
+  const r = await ask(validBody({ namespace: emoji.repeat(128) }));
   ok200(t, r, "128 emoji = 256 units");
   t.equal(r.json?.data?.namespace, emoji.repeat(128));
-  bad400(t, await post(validBody({ namespace: "a" + emoji.repeat(128) })), ["namespace"], "a + 128 emoji = 257 units");
+  bad400(t, await ask(validBody({ namespace: "a" + emoji.repeat(128) })), ["namespace"], "a + 128 emoji = 257 units");
   // the UTF-8 byte length (1024) is far over 256, yet it is fine
-  ok200(t, await post(validBody({ namespace: "\u{10FFFF}".repeat(128) })), "128 × U+10FFFF");
+  ok200(t, await ask(validBody({ namespace: "\u{10FFFF}".repeat(128) })), "128 × U+10FFFF");
   const id = uniqueId("e").slice(0, 12);
-  ok200(t, await post(validBody({ identifier: id + emoji.repeat(250) })), "identifier 12 + 500 units");
-  bad400(t, await post(validBody({ identifier: id + "x" + emoji.repeat(250) })), ["identifier"], "identifier 513 units");
+  ok200(t, await ask(validBody({ identifier: id + emoji.repeat(250) })), "identifier 12 + 500 units");
+  bad400(t, await ask(validBody({ identifier: id + "x" + emoji.repeat(250) })), ["identifier"], "identifier 513 units");
   // decomposed é (e + U+0301) counts 2
-  ok200(t, await post(validBody({ product: "e\u0301".repeat(64) })), "product 64 × decomposed é = 128 units");
-  bad400(t, await post(validBody({ product: "e\u0301".repeat(64) + "x" })), ["product"], "product 129 units");
-  const p = await post(validBody({ product: "x" + emoji.repeat(64) }));
+  ok200(t, await ask(validBody({ product: "e\u0301".repeat(64) })), "product 64 × decomposed é = 128 units");
+  bad400(t, await ask(validBody({ product: "e\u0301".repeat(64) + "x" })), ["product"], "product 129 units");
+  const p = await ask(validBody({ product: "x" + emoji.repeat(64) }));
   bad400(t, p, ["product"], "product 1 + 64 emoji = 129 units");
   t.match(p.json?.data?.details?.[0]?.message, /128/, "the length rule, not the slug rule");
 });
@@ -194,28 +194,28 @@ t.test("product slug rule", async (t) => {
     ["Ｐｒｏ　Ｐｌａｎ", "pro-plan"], // fullwidth letters and ideographic space
   ];
   for (const [product, slug] of cases) {
-    const r = await post(validBody({ namespace: "ns", product }));
+    const r = await ask(validBody({ namespace: "ns", product }));
     ok200(t, r, `product ${show(product)}`);
     t.equal(r.json?.data?.namespace, "ns." + slug, `${show(product)} -> ${slug}`);
   }
   for (const product of ["---", " ", "!!!", "😀", "漢字", "Ω", "\u0301", "-_-"]) {
-    const r = await post(validBody({ product }));
+    const r = await ask(validBody({ product }));
     bad400(t, r, ["product"], `product ${show(product)} has an empty slug`, []);
   }
   // no product: no dot appended
-  const r = await post(validBody({ namespace: "plain" }));
+  const r = await ask(validBody({ namespace: "plain" }));
   t.equal(r.json?.data?.namespace, "plain");
 });
 
 t.test("invalid JSON and non-object bodies are 400", async (t) => {
   const texts = ["", " ", "{", "{}}", "{'namespace':'a'}", '{"namespace":"a",}', "nul", "undefined", "NaN", `{"namespace":"${MARK}"`, "[", '{"a":1 "b":2}'];
   for (const text of texts) {
-    const r = await post(text);
+    const r = await ask(text);
     bad400(t, r, ["body"], `body ${JSON.stringify(text)}`);
     t.match(r.json?.data?.details?.[0]?.message, /JSON/);
   }
   for (const text of ["[]", '"string"', "42", "null", "true", `["${MARK}"]`, "[{}]"]) {
-    const r = await post(text);
+    const r = await ask(text);
     bad400(t, r, ["body"], `non-object ${text}`);
   }
 });
@@ -230,9 +230,9 @@ t.test("a request with no body at all is 400", async (t) => {
 
 t.test("valid after invalid: validation leaves no state behind", async (t) => {
   const body = validBody({ limit: 1 });
-  bad400(t, await post({ ...body, limit: 0 }), ["limit"], "bad limit");
-  bad400(t, await post({ ...body, duration: "60" }), ["duration"], "bad duration");
-  const r = await post(body);
+  bad400(t, await ask({ ...body, limit: 0 }), ["limit"], "bad limit");
+  bad400(t, await ask({ ...body, duration: "60" }), ["duration"], "bad duration");
+  const r = await ask(body);
   ok200(t, r, "first valid request");
   t.equal(r.json.data.count, 1, "rejected requests were not counted");
 });

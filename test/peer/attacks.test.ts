@@ -10,7 +10,8 @@ import { FrameDecoder } from "../../src/peer/wire/frame.js";
 import { type DecideResult, type PeerError, type PeerServerHandler } from "../../src/peer/index.js";
 import { DecideBatchWriter, decodeHello, encodeHello } from "../../src/peer/wire/messages.js";
 import { startRelay, type Direction } from "../harness/relay.js";
-import { frameType, makeClient, rawAuthenticatedClient, rawConnect, relayedPair, startServer, waitEvent, within } from "./helpers.js";
+import { frameType, makeClient, rawAuthenticatedClient, rawConnect, relayedPair, startServer } from "./helpers.js";
+import { waitEvent, within } from "../harness/wait.js";
 
 /** A real counter per identifier: allowed while the count is within the limit. */
 function countingHandler(): PeerServerHandler & { counts: Map<string, number> } {

@@ -1,7 +1,8 @@
 import t from "tap";
 import { randomBytes } from "node:crypto";
 import { PeerError } from "../../src/peer/index.js";
-import { connectedPair, echoHandler, makeClient, startStuckServer, waitEvent } from "./helpers.js";
+import { connectedPair, echoHandler, makeClient, startStuckServer } from "./helpers.js";
+import { waitEvent } from "../harness/wait.js";
 
 t.test("call(): a 200 KiB payload round trip, with the caller identified", async (t) => {
   const seen: Array<[number, string]> = [];

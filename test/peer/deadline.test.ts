@@ -3,7 +3,8 @@
 // its sender has given up on (and answered `degraded`) must not be decided by the owner.
 import t from "tap";
 import type { PeerError } from "../../src/peer/index.js";
-import { echoHandler, makeClient, relayedPair, sleep, waitEvent } from "./helpers.js";
+import { echoHandler, makeClient, relayedPair } from "./helpers.js";
+import { sleep, waitEvent } from "../harness/wait.js";
 
 /** A server, a relay in front of it, and a client through the relay that pings every 50 ms, all closed when the test ends. */
 function slowPair(t: { teardown(fn: () => Promise<void>): void }, timeoutMs: number) {

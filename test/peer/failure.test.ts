@@ -2,8 +2,9 @@
 // client's state follows the peer.
 import t from "tap";
 import type { PeerError } from "../../src/peer/index.js";
-import { echoHandler, freePort, makeClient, PATIENT_TIMEOUT_MS, sleep, startServer, startStuckServer, waitEvent } from "./helpers.js";
-import { eventually } from "../harness/wait.js";
+import { echoHandler, makeClient, PATIENT_TIMEOUT_MS, startServer, startStuckServer } from "./helpers.js";
+import { eventually, sleep, waitEvent } from "../harness/wait.js";
+import { freePort } from "../harness/ports.js";
 
 t.test("a peer that never answers: every waiter gets timeout by its deadline, then the client goes down", async (t) => {
   const stuck = await startStuckServer();

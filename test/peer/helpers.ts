@@ -4,7 +4,6 @@
 
 import { randomBytes } from "node:crypto";
 import net from "node:net";
-import type { EventEmitter } from "node:events";
 import { FrameType } from "../../src/peer/wire/constants.js";
 import { FrameDecoder, encodeFrame } from "../../src/peer/wire/frame.js";
 import { ClientHandshake, ServerHandshake, readyFrame, secretKey } from "../../src/peer/link/handshake.js";
@@ -12,6 +11,7 @@ import type { FrameSealer } from "../../src/peer/link/session.js";
 import { decodePing, encodePing } from "../../src/peer/wire/messages.js";
 import { PeerClient, PeerServer, type DecideResult, type PeerClientOptions, type PeerServerHandler, type PeerServerOptions } from "../../src/peer/index.js";
 import { startRelay, type FrameHook, type Relay } from "../harness/relay.js";
+import { waitEvent } from "../harness/wait.js";
 
 export const HOST = "127.0.0.1";
 export const SECRET = randomBytes(32).toString("base64url");
@@ -92,32 +92,6 @@ export async function relayedPair<H extends PeerServerHandler>(
   return { handler, server, relay, client };
 }
 
-/** Resolve on `event`, reject after `ms`, so a broken test fails instead of hanging. */
-export function waitEvent<T = unknown>(em: EventEmitter, event: string, ms = 5_000): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      em.off(event, on);
-      reject(new Error(`no '${event}' within ${ms} ms`));
-    }, ms);
-    const on = (v: T): void => {
-      clearTimeout(timer);
-      resolve(v);
-    };
-    em.once(event, on);
-  });
-}
-
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** A port that was free a moment ago (nothing listens on it now). */
-export async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, HOST, r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
 /** A raw socket to `port` and a promise of its 'close', with when it happened. */
 export async function rawConnect(port: number): Promise<{ socket: net.Socket; closed: Promise<number> }> {
   const socket = net.connect({ host: HOST, port });
@@ -132,17 +106,6 @@ export async function rawConnect(port: number): Promise<{ socket: net.Socket; cl
     socket.once("error", j);
   });
   return { socket, closed };
-}
-
-/** Race `p` against a bound: true if it settled within `ms`. */
-export async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const t = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)));
-  try {
-    return await Promise.race([p.then(() => true), t]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /**

@@ -27,6 +27,7 @@ import { fork } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { PeerClient, PeerServer, type DecideResult } from "../../src/peer/index.js";
+import { sleep } from "../harness/wait.js";
 
 // The server child inherits the parent's secret through its environment.
 const SECRET = process.env.PEER_BENCH_SECRET ?? randomBytes(32).toString("base64url");
@@ -113,12 +114,12 @@ async function run(seconds: number): Promise<void> {
     // Warm up, then measure.
     running = inflight;
     for (let i = 0; i < inflight; i++) issue();
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     child.send("mark");
     const a0 = answered;
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
-    await new Promise((r) => setTimeout(r, seconds * 1000));
+    await sleep(seconds * 1000);
     const n = answered - a0;
     const ms = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);

@@ -1,8 +1,8 @@
 // The channel over TLS, with a throwaway self-signed certificate.
 import t from "tap";
 import { selfSignedCert } from "../harness/certs.js";
-import { echoHandler, makeClient, PATIENT_TIMEOUT_MS, rawConnect, sleep, startServer, waitEvent, within } from "./helpers.js";
-import { eventually } from "../harness/wait.js";
+import { echoHandler, makeClient, PATIENT_TIMEOUT_MS, rawConnect, startServer } from "./helpers.js";
+import { eventually, sleep, waitEvent, within } from "../harness/wait.js";
 
 const { cert, key } = await selfSignedCert(t, { commonName: "localhost" });
 

@@ -4,8 +4,8 @@ import { FrameType, MAX_FRAME_BYTES } from "../../../src/peer/wire/constants.js"
 import { FrameDecoder, encodeFrame, encodeHandshakeFrame } from "../../../src/peer/wire/frame.js";
 import { ClientHandshake, HandshakeError, ServerHandshake, deriveSecrets, readyFrame, secretKey } from "../../../src/peer/link/handshake.js";
 import { DecideBatchWriter, decodeChallenge, encodeHello, encodeProof } from "../../../src/peer/wire/messages.js";
-import { HOST, SECRET, echoHandler, makeClient, rawAuthenticatedClient, rawConnect, sleep, startServer, waitEvent, within } from "../helpers.js";
-import { eventually } from "../../harness/wait.js";
+import { HOST, SECRET, echoHandler, makeClient, rawAuthenticatedClient, rawConnect, startServer } from "../helpers.js";
+import { eventually, sleep, waitEvent, within } from "../../harness/wait.js";
 
 function decideFrame(): Buffer {
   const w = new DecideBatchWriter();

@@ -1,7 +1,8 @@
-import { existsSync } from "node:fs";
 import t from "tap";
 import { closeAgents, post } from "../../harness/http-client.js";
 import { hit, metric, startCluster, waitForRing } from "../../harness/cluster.js";
+import { sleep } from "../../harness/wait.js";
+import { LIBFAKETIME } from "../../harness/faketime.js";
 
 // Issue 14, clocks: two real nodes whose wall clocks differ (libfaketime preloaded into one,
 // as the fault suite does; no root needed), a key's state handed from the fast clock to the
@@ -11,12 +12,6 @@ import { hit, metric, startCluster, waitForRing } from "../../harness/cluster.js
 // ways and the bucket got SKEW_S of refill on the way back.
 
 t.teardown(closeAgents);
-
-const LIBFAKETIME = [
-  "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-  "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-  "/usr/lib/faketime/libfaketime.so.1",
-].find((p) => existsSync(p));
 
 /** Node 1's clock is this far ahead. Forwarded answers stay within peer-data.ts CLOCK_SKEW_MS of the window reach. */
 const SKEW_S = 50;
@@ -89,7 +84,7 @@ t.test(`a node ${SKEW_S} s ahead hands a window and a bucket away and gets them 
   const back = await cluster.restart(1);
   await waitForRing([a, back], 2);
   const deadline = Date.now() + 15_000;
-  while (Date.now() < deadline && ((await metric(back, "ringlimit_stored_keys")) ?? 0) < 2) await new Promise((r) => setTimeout(r, 50));
+  while (Date.now() < deadline && ((await metric(back, "ringlimit_stored_keys")) ?? 0) < 2) await sleep(50);
   t.equal(await metric(back, "ringlimit_stored_keys"), 2, "node 1 received both states");
   const home = await hit(a, fwId, LIMIT, fw);
   t.notOk(home.json.data.degraded, "decided by node 1 again");

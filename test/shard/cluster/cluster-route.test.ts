@@ -4,15 +4,15 @@
  * when a member dies the survivors' version changes, on /cluster and on every answer.
  */
 import t from "tap";
-import { closeAgents, request, TEST_KEY } from "../../harness/http-client.js";
+import { AUTH_HEADER, closeAgents, request } from "../../harness/http-client.js";
 import { hit, startCluster, waitForRing } from "../../harness/cluster.js";
 import type { NodeProcess } from "../../harness/node-process.js";
+import { sleep } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
-const auth = { authorization: `Bearer ${TEST_KEY}` };
 
 async function views(nodes: NodeProcess[]) {
-  return Promise.all(nodes.map(async (n) => (await request(n.url + "/cluster", { headers: auth })).json.data));
+  return Promise.all(nodes.map(async (n) => (await request(n.url + "/cluster", { headers: AUTH_HEADER })).json.data));
 }
 
 /** Until every node answers with every member's URL known (the exchange runs when peers come up). */
@@ -23,7 +23,7 @@ async function converged(nodes: NodeProcess[], size: number) {
     const versions = new Set(v.map((x) => x.ring_version));
     if (versions.size === 1 && v.every((x) => x.members.length === size && x.members.every((m: { url: string | null }) => m.url !== null))) return v;
     if (Date.now() > deadline) throw new Error("views did not converge: " + JSON.stringify(v));
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
 }
 

@@ -7,11 +7,11 @@ import { ringKeyOf } from "../../../src/shard/ring/state-key.js";
 import { CLUSTER_SECRET, hit, metric, waitForRing } from "../../harness/cluster.js";
 import { startRelay } from "../../harness/relay.js";
 import { closeAgents } from "../../harness/http-client.js";
-import { freePort, spawnNode } from "../../harness/node-process.js";
+import { spawnNode } from "../../harness/node-process.js";
+import { freePort } from "../../harness/ports.js";
+import { sleep } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A and B; B's ring name is the relay's address, so A's connection to B runs through it (B's to A does not). */
 async function slowOwnerPair(t: { teardown(fn: () => Promise<void>): void }) {

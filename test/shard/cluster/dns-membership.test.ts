@@ -2,7 +2,9 @@ import t from "tap";
 import { closeAgents } from "../../harness/http-client.js";
 import { CLUSTER_SECRET, PATIENT_PEERS, hit, metric, waitForRing } from "../../harness/cluster.js";
 import { startDnsServer } from "../../harness/dns-server.js";
-import { freePort, spawnNode, type NodeProcess } from "../../harness/node-process.js";
+import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
+import { freePort } from "../../harness/ports.js";
+import { sleep } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -47,13 +49,13 @@ t.test("PEERS_DNS: members follow the name's A records", async (t) => {
   // Scale in: the third address leaves the record set.
   dns.setRecords(NAME, ["127.0.0.1", "127.0.0.2"]);
   const deadline = Date.now() + 5000;
-  while ((await metric(views[0]!, "ringlimit_configured_members")) !== 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  while ((await metric(views[0]!, "ringlimit_configured_members")) !== 2 && Date.now() < deadline) await sleep(100);
   t.equal(await metric(views[0]!, "ringlimit_configured_members"), 2, "node 1 re-resolved: 2 members");
   await waitForRing([views[0]!, views[1]!], 2);
   t.pass("the removed address left the ring of the remaining members");
 
   // A failed lookup keeps the last known members.
   await dns.close();
-  await new Promise((r) => setTimeout(r, 800));
+  await sleep(800);
   t.equal(await metric(views[0]!, "ringlimit_configured_members"), 2, "DNS outage: members kept");
 });

@@ -2,7 +2,7 @@ import t from "tap";
 import { closeAgents, request, type Reply } from "../../harness/http-client.js";
 import { hit, metric, startCluster, waitForRing } from "../../harness/cluster.js";
 import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
-import { eventually } from "../../harness/wait.js";
+import { eventually, sleep } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -107,7 +107,7 @@ t.test("rolling restart of all three nodes under load: no failed request, over-a
     await waitForRing(cluster.nodes as NodeProcess[], 3);
     restarting = -1;
     t.ok(next.pid > 0);
-    await new Promise((r) => setTimeout(r, 600));
+    await sleep(600);
   }
   running = false;
   await load;
@@ -150,7 +150,7 @@ t.test("a joining node never decides a moved key on a partial state: exact or fa
     try {
       r = await hit(joiner, id, 1000, { duration: YEAR });
     } catch {
-      await new Promise((res) => setTimeout(res, 10));
+      await sleep(10);
       continue; // not listening yet
     }
     readySeen ||= ready;

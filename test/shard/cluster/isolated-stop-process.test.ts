@@ -10,6 +10,7 @@ import { SNAPSHOT_FILE } from "../../../src/shard/records/snapshotter.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { CLUSTER_SECRET, hit, startCluster, waitForRing } from "../../harness/cluster.js";
 import { closeAgents } from "../../harness/http-client.js";
+import { sleep } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -36,7 +37,7 @@ t.test("SIGTERM of a node whose peers hang: its states go to STATE_DIR, come bac
   const keys = ALGORITHMS.flatMap((algorithm) => [0, 1, 2].map((k) => ({ algorithm, id: cluster.identifierOwnedBy(2, `${algorithm.name}-${k}`) })));
   const ask = (node: (typeof cluster.nodes)[number], key: (typeof keys)[number]) => hit(node!, key.id, 100, { algorithm: key.algorithm.name, duration: YEAR });
   for (const key of keys) for (let i = 0; i < BEFORE; i++) t.equal((await ask(cluster.nodes[2], key)).json.data.count, i + 1);
-  await new Promise((r) => setTimeout(r, 300)); // replicated to the other two
+  await sleep(300); // replicated to the other two
 
   n1!.signal("SIGSTOP");
   n2!.signal("SIGSTOP");
@@ -76,7 +77,7 @@ t.test("SIGTERM of a node whose peers hang: its states go to STATE_DIR, come bac
   const back = await cluster.restart(2);
   t.match(back.output(), /restored states from snapshot/);
   await waitForRing([n1!, n2!, back], 3);
-  await new Promise((r) => setTimeout(r, 1_000)); // the join hand-off
+  await sleep(1_000); // the join hand-off
   for (const key of keys) {
     const via1 = await ask(n1, key);
     t.same([via1.json.data.count, via1.json.data.degraded ?? false], [BEFORE + ISOLATED + 1, false], `${key.algorithm.name} ${key.id} counts on, asked at n1`);

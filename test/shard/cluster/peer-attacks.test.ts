@@ -9,10 +9,11 @@ import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { closeAgents } from "../../harness/http-client.js";
 import { CLUSTER_SECRET, PATIENT_PEERS, hit, metric, startCluster, waitForRing } from "../../harness/cluster.js";
 import net from "node:net";
-import { freePort, spawnNode } from "../../harness/node-process.js";
-import { eventually } from "../../harness/wait.js";
-import { rawAuthenticatedClient, within } from "../../peer/helpers.js";
+import { spawnNode } from "../../harness/node-process.js";
+import { eventually, sleep, within } from "../../harness/wait.js";
+import { rawAuthenticatedClient } from "../../peer/helpers.js";
 import { startRelay } from "../../harness/relay.js";
+import { freePort } from "../../harness/ports.js";
 
 t.teardown(closeAgents);
 
@@ -28,7 +29,7 @@ t.test("relay: an attacker on a stopped member's address relays to another node;
   const held = await startRelay(Number(cluster.env[1]!.PEER_PORT), { listenPort: Number(cluster.env[2]!.PEER_PORT) });
   t.teardown(() => held.close());
 
-  await new Promise((r) => setTimeout(r, 2_500)); // A reconnects to "C" several times meanwhile
+  await sleep(2_500); // A reconnects to "C" several times meanwhile
   t.ok(held.accepted >= 1, `A dialed the attacker ${held.accepted} times`);
   t.equal(await metric(a!, "ringlimit_peer_up", `{peer="${cluster.members[2]}"}`), 0, "A never takes the relay for C");
   t.equal(await metric(a!, "ringlimit_ring_members"), 2);

@@ -5,6 +5,7 @@ import { PROTOCOL_VERSION } from "../../../src/peer/wire/constants.js";
 import { PeerClient } from "../../../src/peer/index.js";
 import { closeAgents } from "../../harness/http-client.js";
 import { hit, startCluster } from "../../harness/cluster.js";
+import { sleep } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -117,7 +118,7 @@ t.test("the peer port acts only on authenticated connections", async (t) => {
     });
     t.teardown(() => client.close());
     client.connect();
-    await new Promise((r) => setTimeout(r, 500));
+    await sleep(500);
     t.not(client.state, "up");
     const answer = await new Promise<string>((resolve) => client.decide("test", id, 0, 100, 3600, (err) => resolve(err?.code ?? "answered")));
     t.equal(answer, "unavailable");

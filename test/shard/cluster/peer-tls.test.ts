@@ -3,6 +3,7 @@ import { PeerClient } from "../../../src/peer/index.js";
 import { closeAgents } from "../../harness/http-client.js";
 import { selfSignedCert } from "../../harness/certs.js";
 import { CLUSTER_SECRET, hit, metric, startCluster } from "../../harness/cluster.js";
+import { sleep } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -30,6 +31,6 @@ t.test("PEER_TLS_*: the peer channel runs over TLS between real nodes", async (t
   });
   t.teardown(() => plain.close());
   plain.connect();
-  await new Promise((r) => setTimeout(r, 800));
+  await sleep(800);
   t.not(plain.state, "up", "plain TCP to the TLS peer port is not accepted");
 });

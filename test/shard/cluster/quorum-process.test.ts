@@ -10,7 +10,7 @@
 import t from "tap";
 import { closeAgents, request } from "../../harness/http-client.js";
 import { metric, startCluster, waitForRing } from "../../harness/cluster.js";
-import { eventually } from "../../harness/wait.js";
+import { eventually, sleep } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -35,7 +35,7 @@ t.test("a node that loses sight of both peers turns unready, says so in a metric
   t.equal(await metric(a, "ringlimit_cluster_quorum"), 0, "the metric says why");
   // Several detector rounds pass while it stays in the minority: still one warning.
   t.ok(await eventually(() => a.output().includes(NO_QUORUM), 5_000), "it warns");
-  await new Promise((r) => setTimeout(r, 1_500));
+  await sleep(1_500);
   t.equal(a.output().split(NO_QUORUM).length - 1, 1, "one warning, not one per check (at most one every 10 s)");
   t.equal((await request(a.url + "/ready")).status, 503, "still unready");
 

@@ -5,14 +5,13 @@ import t, { type Test } from "tap";
 import { closeAgents, post, type Reply } from "../../harness/http-client.js";
 import { hit, metric, startCluster, waitForRing, type TestCluster } from "../../harness/cluster.js";
 import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
-import { eventually } from "../../harness/wait.js";
+import { eventually, sleep } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
 
 const ALGORITHMS = ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"];
 const YEAR = 31536000; // no window boundary or refill worth a request during the test
 const LIMIT = 1_000_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Key {
   algorithm: string;

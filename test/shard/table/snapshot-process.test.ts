@@ -5,6 +5,7 @@ import t, { type Test } from "tap";
 import { closeAgents } from "../../harness/http-client.js";
 import { CLUSTER_SECRET, hit, metric } from "../../harness/cluster.js";
 import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
+import { sleep } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -65,7 +66,7 @@ t.test("single node, SIGKILL: the periodic snapshot keeps what was counted befor
     if (last > after) {
       after = last;
       snapshots++;
-    } else await new Promise((r) => setTimeout(r, 50));
+    } else await sleep(50);
   }
   t.ok(((await metric(first, "ringlimit_snapshot_bytes")) ?? 0) > 12 * 30, "a snapshot holding the states was written");
   first.signal("SIGKILL");
