@@ -2,8 +2,6 @@
 import { lookalikeVariables, usage, version } from "./cli.js";
 import { generateApiKey } from "./http/auth.js";
 import { ConfigError, configFrom, generateClusterSecret, parseCommandLine, type Config } from "./config.js";
-import { createLogger } from "./logger.js";
-import { startNode } from "./node.js";
 
 /**
  * `ringlimit` starts a node; `ringlimit keygen` prints a new API key, its SHA-256 (for
@@ -29,6 +27,10 @@ async function main(argv: string[]): Promise<void> {
     if (err instanceof ConfigError) fail(`invalid configuration: ${err.message}`, 2);
     throw err;
   }
+  // The node (uWebSockets.js, the cluster, metrics, the logger) loads only when one starts:
+  // --help, --version, keygen and a configuration error answer from a third of the start-up
+  // CPU (0.2 s instead of 0.55 s here), which the command-line tests run some twenty times.
+  const [{ createLogger }, { startNode }] = await Promise.all([import("./logger.js"), import("./node.js")]);
   const logger = createLogger(config.logLevel, config.nodeId);
   for (const { name, suggestion } of lookalikeVariables(process.env)) {
     logger.warn(

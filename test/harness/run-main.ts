@@ -11,9 +11,10 @@ export interface MainRun {
 /**
  * Run `node dist/src/main.js <args>` to completion with exactly `env` (plus PATH), keeping
  * stdout and stderr apart. For commands that end by themselves (keygen, bad config); a
- * process still running after `timeoutMs` is killed (its group) and reported as such.
+ * process still running after `timeoutMs` is killed (its group) and reported as such. The bound
+ * is generous on purpose: a loaded 2-core machine takes seconds to start node; it is no speed claim.
  */
-export function runMain(args: string[], env: Record<string, string>, timeoutMs = 10_000): Promise<MainRun> {
+export function runMain(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<MainRun> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [MAIN, ...args], {
       env: { PATH: process.env.PATH ?? "", ...env },

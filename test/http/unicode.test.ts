@@ -2,7 +2,7 @@
  * Strings that are not well-formed Unicode (lone surrogates) are refused with 400 naming the
  * field: over the peer channel they would become U+FFFD, giving one identifier two counters
  * (local and forwarded) and distinct identifiers one. Well-formed text of any plane is kept
- * exactly. The cluster half of this is test/shard/cluster/lossless-keys.test.ts.
+ * exactly. The cluster half of this is test/shard/cluster/lossless-keys.process.test.ts.
  */
 import t from "tap";
 import { limit, request, TEST_KEY } from "../harness/http-client.js";

@@ -14,7 +14,7 @@ import { closeAgents, TEST_KEY } from "./harness/http-client.js";
 import { spawnNode } from "./harness/node-process.js";
 import { runMain } from "./harness/run-main.js";
 import { freePort } from "./harness/ports.js";
-import { sleep } from "./harness/wait.js";
+import { eventually } from "./harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -37,8 +37,12 @@ function oneLine(t: Test, stderr: string, what: string): string {
 }
 
 t.test("--help: usage, every command and every variable with its default; exit 0", async (t) => {
-  for (const flag of ["--help", "-h"]) {
-    const run = await runMain([flag], {});
+  const flags = ["--help", "-h"] as const;
+  // Every run of this file is started at once and judged in order: on a loaded machine each
+  // start-up takes seconds, and they need not wait for each other.
+  const [runs, withPort] = await Promise.all([Promise.all(flags.map((flag) => runMain([flag], {}))), runMain(["--port", "1", "--help"], {})]);
+  for (const [i, flag] of flags.entries()) {
+    const run = runs[i]!;
     t.equal(run.code, 0, `${flag}: exit 0`);
     t.equal(run.stderr, "");
     t.match(run.stdout, /^Usage:$/m);
@@ -56,7 +60,6 @@ t.test("--help: usage, every command and every variable with its default; exit 0
     ENVIRONMENT_VARIABLES.length,
     "one line per variable, no more",
   );
-  const withPort = await runMain(["--port", "1", "--help"], {});
   t.equal(withPort.code, 0, "--help wins over other flags and starts nothing");
 });
 
@@ -67,26 +70,27 @@ t.test("--version prints package.json's version", async (t) => {
 });
 
 t.test("unknown command or flag: one line naming it, exit 2", async (t) => {
-  for (const [args, name] of [
+  const cases = [
     [["serve"], "serve"],
     [["keygen", "extra"], "extra"],
     [["--prot", "8080"], "--prot"],
     [["--version=2"], "--version"],
-  ] as const) {
-    const run = await runMain([...args], BASE);
+  ] as const;
+  const runs = await Promise.all(cases.map(([args]) => runMain([...args], BASE)));
+  for (const [i, [args, name]] of cases.entries()) {
+    const run = runs[i]!;
     t.equal(run.code, 2, `${args.join(" ")}: exit 2`);
     t.match(oneLine(t, run.stderr, args.join(" ")), name);
   }
 });
 
 t.test("keygen prints a CLUSTER_SECRET that the rule accepts and a real cluster runs with", async (t) => {
-  const run = await runMain(["keygen"], {});
+  const [run, again] = await Promise.all([runMain(["keygen"], {}), runMain(["keygen"], {})]);
   t.equal(run.code, 0);
   const secret = /^CLUSTER_SECRET: (\S+)$/m.exec(run.stdout)?.[1];
   t.ok(secret, `a cluster secret in ${JSON.stringify(run.stdout)}`);
   t.equal(secret!.length, 43, "32 bytes, base64url");
   t.equal(clusterSecretWeakness(secret!), undefined);
-  const again = await runMain(["keygen"], {});
   t.not(/^CLUSTER_SECRET: (\S+)$/m.exec(again.stdout)?.[1], secret, "a new one each run");
   const peerPort = await freePort();
   const node = await spawnNode({ PEER_HOST: "127.0.0.1", PEER_PORT: String(peerPort), PEERS: `127.0.0.1:${peerPort}`, CLUSTER_SECRET: secret! });
@@ -97,8 +101,12 @@ t.test("keygen prints a CLUSTER_SECRET that the rule accepts and a real cluster 
 
 t.test("a weak or example CLUSTER_SECRET stops start-up with one line, not echoing it", async (t) => {
   const peerPort = await freePort();
-  for (const secret of [EXAMPLE_CLUSTER_SECRETS[0]!, "a".repeat(64), "0123456789abcdef".repeat(3), "s".repeat(16)]) {
-    const run = await runMain([], { ...BASE, PORT: "0", PEER_PORT: String(peerPort), PEERS: `127.0.0.1:${peerPort}`, CLUSTER_SECRET: secret });
+  const secrets = [EXAMPLE_CLUSTER_SECRETS[0]!, "a".repeat(64), "0123456789abcdef".repeat(3), "s".repeat(16)];
+  const runs = await Promise.all(
+    secrets.map((secret) => runMain([], { ...BASE, PORT: "0", PEER_PORT: String(peerPort), PEERS: `127.0.0.1:${peerPort}`, CLUSTER_SECRET: secret })),
+  );
+  for (const [i, secret] of secrets.entries()) {
+    const run = runs[i]!;
     t.equal(run.code, 2, "exit 2");
     const line = oneLine(t, run.stderr, secret.slice(0, 12));
     t.match(line, /CLUSTER_SECRET/);
@@ -111,14 +119,16 @@ t.test("certificate files: a wrong file names its variable", async (t) => {
   const cert = await selfSignedCert(t, { commonName: "127.0.0.1" });
   const other = await selfSignedCert(t, { commonName: "127.0.0.1" });
   const notPem = new URL(import.meta.url).pathname;
-  for (const [env, name] of [
+  const cases = [
     [{ TLS_CERT_FILE: notPem, TLS_KEY_FILE: cert.keyFile }, "TLS_CERT_FILE"],
     [{ TLS_CERT_FILE: cert.keyFile, TLS_KEY_FILE: cert.keyFile }, "TLS_CERT_FILE"],
     [{ TLS_CERT_FILE: cert.certFile, TLS_KEY_FILE: notPem }, "TLS_KEY_FILE"],
     [{ TLS_CERT_FILE: cert.certFile, TLS_KEY_FILE: other.keyFile }, "TLS_KEY_FILE"],
     [{ PEER_TLS_CA_FILE: notPem }, "PEER_TLS_CA_FILE"],
-  ] as const) {
-    const run = await runMain([], { ...BASE, PORT: "0", ...env });
+  ] as const;
+  const runs = await Promise.all(cases.map(([env]) => runMain([], { ...BASE, PORT: "0", ...env })));
+  for (const [i, [, name]] of cases.entries()) {
+    const run = runs[i]!;
     t.equal(run.code, 2, `${name}: exit 2`);
     t.match(oneLine(t, run.stderr, name), new RegExp(`^ringlimit: invalid configuration: ${name}: `), `names ${name}`);
   }
@@ -126,32 +136,34 @@ t.test("certificate files: a wrong file names its variable", async (t) => {
 
 t.test("a port that is taken: which variable, which port, why; exit 1, one line", async (t) => {
   const taken = await holdPort(t);
-  const run = await runMain([], { ...BASE, PORT: String(taken) });
+  // Another ringlimit node on the same port: uWS's default SO_REUSEPORT would let both
+  // bind and split the connections; the second must fail instead.
+  const [run, first, metrics, peer] = await Promise.all([
+    runMain([], { ...BASE, PORT: String(taken) }),
+    spawnNode({}),
+    runMain([], { ...BASE, PORT: "0", METRICS_PORT: String(taken) }),
+    runMain([], {
+      ...BASE,
+      PORT: "0",
+      PEER_HOST: "127.0.0.1",
+      PEER_PORT: String(taken),
+      PEERS: `127.0.0.1:${taken}`,
+      CLUSTER_SECRET: generateClusterSecret(),
+    }),
+  ]);
+  t.teardown(() => first.kill());
   t.equal(run.code, 1);
   const line = oneLine(t, run.stderr, "PORT taken");
   t.match(line, `PORT: cannot listen on 127.0.0.1:${taken}`);
   t.match(line, /already in use.*EADDRINUSE/);
 
-  // Another ringlimit node on the same port: uWS's default SO_REUSEPORT would let both
-  // bind and split the connections; the second must fail instead.
-  const first = await spawnNode({});
-  t.teardown(() => first.kill());
   const second = await runMain([], { ...BASE, PORT: String(first.port), PEER_PORT: String(await freePort()) });
   t.equal(second.code, 1, "a second node on a ringlimit node's port does not start");
   t.match(oneLine(t, second.stderr, "PORT of a node"), `PORT: cannot listen on 127.0.0.1:${first.port}`);
 
-  const metrics = await runMain([], { ...BASE, PORT: "0", METRICS_PORT: String(taken) });
   t.equal(metrics.code, 1);
   t.match(oneLine(t, metrics.stderr, "METRICS_PORT taken"), `METRICS_PORT: cannot listen on 127.0.0.1:${taken}`);
 
-  const peer = await runMain([], {
-    ...BASE,
-    PORT: "0",
-    PEER_HOST: "127.0.0.1",
-    PEER_PORT: String(taken),
-    PEERS: `127.0.0.1:${taken}`,
-    CLUSTER_SECRET: generateClusterSecret(),
-  });
   t.equal(peer.code, 1);
   t.match(oneLine(t, peer.stderr, "PEER_PORT taken"), new RegExp(`PEER_PORT: cannot listen on 127\\.0\\.0\\.1:${taken}: .*EADDRINUSE`));
 });
@@ -204,8 +216,7 @@ t.test("lookalike variables: warned about, by name only", async (t) => {
   const node = await spawnNode({ API_KEY: "svc_sk_ValueNeverLogged0123456789abcdef", RINGLIMIT_PORT: "1234", LOG_LEVEL: "warn" });
   t.teardown(() => node.kill());
   // pino writes asynchronously: the lines may land after /ready answered.
-  const deadline = Date.now() + 5000;
-  while ((node.output().match(/is not a ringlimit variable/g) ?? []).length < 2 && Date.now() < deadline) await sleep(50);
+  await eventually(() => (node.output().match(/is not a ringlimit variable/g) ?? []).length >= 2, 20_000);
   const warnings = node
     .output()
     .split("\n")

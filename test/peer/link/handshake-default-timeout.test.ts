@@ -1,8 +1,8 @@
 // The real 2 s handshake deadline, once, in a file of its own so the rest
 // of the suite can use short timeouts and stay fast.
 import t from "tap";
-import { HANDSHAKE_TIMEOUT_MS, PEER_DEFAULTS } from "../../src/peer/wire/constants.js";
-import { echoHandler, rawConnect, startServer } from "./helpers.js";
+import { HANDSHAKE_TIMEOUT_MS, PEER_DEFAULTS } from "../../../src/peer/wire/constants.js";
+import { echoHandler, rawConnect, startServer } from "../helpers.js";
 
 t.test("a silent connection is closed after the default HANDSHAKE_TIMEOUT_MS", async (t) => {
   t.equal(HANDSHAKE_TIMEOUT_MS, 2_000);

@@ -48,7 +48,7 @@ t.test("bad configuration: non-zero exit, one stderr line naming the variable", 
     ["positional argument", {}, ["serve"], "serve"],
   ];
   await pool(cases, 4, async ([what, env, args, name]) => {
-    const run = await runMain(args, { ...base, ...env }, 10_000);
+    const run = await runMain(args, { ...base, ...env });
     t.not(run.code, 0, `${what}: non-zero exit (${run.code})`);
     t.equal(run.signal, null, `${what}: exited by itself`);
     const lines = run.stderr.split("\n").filter((l) => l !== "");

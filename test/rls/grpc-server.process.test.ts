@@ -5,9 +5,11 @@
  */
 import t, { type Test } from "tap";
 import { TEST_KEY } from "../harness/http-client.js";
-import { freePort, spawnNode, type NodeProcess } from "../harness/node-process.js";
+import { spawnNode, type NodeProcess } from "../harness/node-process.js";
 import { selfSignedCert } from "../harness/certs.js";
 import { grpcCode, oneDescriptor, rlsClient, type RlsClient } from "./rls-client.js";
+import { freePort } from "../harness/ports.js";
+import { sleep } from "../harness/wait.js";
 
 const SCOPED_KEY = "svc_sk_" + "sc0p3dK3yF0rTh3Sh0pD0m41nOnlyXXXXXXXXX";
 const UNAUTHENTICATED = 16;
@@ -127,7 +129,10 @@ t.test("RLS v3 answers on a node without a policy", async (t) => {
       [{ domain: "shop", descriptors: [good, {}] }, "descriptors[1].entries"],
       [{ domain: "shop", descriptors: [good, { entries: [{ value: "v" }] }] }, "descriptors[1].entries[0].key"],
       [{ domain: "shop", descriptors: [good, { entries: [{ key: "k" }], limit: { requests_per_unit: 5 } }] }, "descriptors[1].limit.unit"],
-      [{ domain: "shop", descriptors: [good, { entries: [{ key: "k" }], limit: { requests_per_unit: 2_000_000, unit: "SECOND" } }] }, "descriptors[1].limit.requests_per_unit"],
+      [
+        { domain: "shop", descriptors: [good, { entries: [{ key: "k" }], limit: { requests_per_unit: 2_000_000, unit: "SECOND" } }] },
+        "descriptors[1].limit.requests_per_unit",
+      ],
       [{ domain: "x".repeat(257), descriptors: [good] }, "domain"],
     ];
     for (const [req, field] of cases) {
@@ -169,7 +174,7 @@ t.test("the health service follows readiness: NOT_SERVING on a drain (SIGTERM)",
   const { node, address } = await grpcNode(t, { DRAIN_TIMEOUT_MS: "3000" });
   const rls = client(t, address);
   const watched = rls.watch(2);
-  await new Promise((r) => setTimeout(r, 200));
+  await sleep(200);
   node.signal("SIGTERM");
   t.same(await watched, [{ status: "SERVING" }, { status: "NOT_SERVING" }]);
   t.equal((await node.exited).code, 0);
