@@ -17,6 +17,10 @@ import { freePort } from "./harness/ports.js";
 import { eventually } from "./harness/wait.js";
 
 t.teardown(closeAgents);
+// The subtests are independent (each takes its own ports and files): they run side by side.
+// Each waits seconds for node to start on a loaded machine, mostly idle; one after another
+// they came to 105 s at load 35, next to tap's 120 s bound for a file.
+t.jobs = 8;
 
 const PACKAGE = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
 const BASE = { HOST: "127.0.0.1", API_KEYS: TEST_KEY, LOG_LEVEL: "info" };
