@@ -1,4 +1,4 @@
-import type { Algorithm, AlgorithmName } from "./algorithms/index.js";
+import type { Algorithm } from "./algorithms/index.js";
 
 /** A validated request, ready for a decision. */
 export interface LimitQuery {
@@ -102,7 +102,8 @@ export interface ResetQuery {
 
 /** One removed state. */
 export interface RemovedState {
-  algorithm: AlgorithmName;
+  /** the algorithm's name */
+  algorithm: string;
   /** seconds */
   duration: number;
 }

@@ -1,4 +1,4 @@
-import type { LimitState } from "./types.js";
+import type { AgedBounds, AgedVerdict, LimitState } from "./types.js";
 
 /*
  * States cross nodes with their times as ages (docs/peer-protocol.md, "States on the
@@ -39,4 +39,27 @@ export function bucketFromAges(aged: Readonly<LimitState>, _D: number, now: numb
   out.a = aged.a;
   out.b = now - aged.b;
   out.c = aged.c;
+}
+
+/**
+ * A window state from a peer (a = the start's age, b and c = counts): counts are never
+ * negative and are clamped to the largest limit (a count at or above it blocks every limit
+ * for the rest of its window already, so only forged or runaway counts change); a start
+ * `weighs` windows ago or more counts nothing any more.
+ */
+export function checkWindowAges(aged: LimitState, weighs: number, D: number, bounds: AgedBounds): AgedVerdict {
+  if (aged.a < -bounds.ageToleranceMs || aged.b < 0 || aged.c < 0) return "invalid";
+  if (aged.a >= weighs * D) return "expired";
+  aged.b = Math.min(aged.b, bounds.maxLimit);
+  aged.c = Math.min(aged.c, bounds.maxLimit);
+  return "ok";
+}
+
+/**
+ * The part every bucket state from a peer shares (b = the level's age, c = the limit then in
+ * force): a limit a request may carry, and an age within two of the longest windows (an
+ * expiry never reaches further).
+ */
+export function bucketAgesSound(aged: LimitState, bounds: AgedBounds): boolean {
+  return aged.c >= 1 && aged.c <= bounds.maxLimit && aged.b >= -bounds.ageToleranceMs && aged.b <= 2 * bounds.maxDurationMs;
 }

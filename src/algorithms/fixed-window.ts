@@ -1,11 +1,11 @@
-import { windowFromAges, windowToAges } from "./ages.js";
+import { checkWindowAges, windowFromAges, windowToAges } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
  * Up to `limit` requests per window, windows aligned to the Unix epoch: [k·D, (k+1)·D).
  * State: a = window start (ms), b = requests counted in that window.
  */
-export const fixedWindow: Algorithm = {
+export const fixedWindow: Algorithm<"fixed-window"> = {
   name: "fixed-window",
   code: 0,
 
@@ -59,6 +59,12 @@ export const fixedWindow: Algorithm = {
 
   expiresAt(state: Readonly<LimitState>, _limit: number, durationMs: number) {
     return state.a + durationMs;
+  },
+
+  checkAged(aged, D, bounds) {
+    // a = the window start's age, b = its count, c = 0; a window older than one counts nothing.
+    if (aged.c !== 0) return "invalid";
+    return checkWindowAges(aged, 1, D, bounds);
   },
 
   toAges: windowToAges,

@@ -1,3 +1,3 @@
 export * from "./types.js";
-export { ALGORITHMS, DEFAULT_ALGORITHM, algorithmByCode, algorithmByName } from "./registry.js";
+export { ALGORITHMS, ALGORITHM_NAMES, DEFAULT_ALGORITHM, algorithmByCode, algorithmByName, type AlgorithmName } from "./registry.js";
 export { floorDiv, ceilDiv } from "./integer.js";

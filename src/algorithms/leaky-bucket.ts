@@ -1,5 +1,5 @@
 import { ceilDiv, floorDiv } from "./integer.js";
-import { bucketFromAges, bucketToAges } from "./ages.js";
+import { bucketAgesSound, bucketFromAges, bucketToAges } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -9,7 +9,7 @@ import type { Algorithm, LimitState } from "./types.js";
  *
  * State: a = meter level (scaled), b = time of that level (ms), c = last limit.
  */
-export const leakyBucket: Algorithm = {
+export const leakyBucket: Algorithm<"leaky-bucket"> = {
   name: "leaky-bucket",
   code: 3,
 
@@ -64,6 +64,14 @@ export const leakyBucket: Algorithm = {
 
   expiresAt(state: Readonly<LimitState>, limit: number, _D: number) {
     return state.b + ceilDiv(state.a, limit);
+  },
+
+  checkAged(aged, D, bounds) {
+    // a = the meter's level at b (scaled), b = that level's age, c = the limit.
+    if (!bucketAgesSound(aged, bounds) || aged.a < 0) return "invalid";
+    // Holding more than one whole bucket beyond full would block past the two windows an expiry may reach.
+    aged.a = Math.min(aged.a, 2 * aged.c * D);
+    return "ok";
   },
 
   toAges: bucketToAges,

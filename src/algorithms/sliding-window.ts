@@ -1,5 +1,5 @@
 import { floorDiv } from "./integer.js";
-import { windowFromAges, windowToAges } from "./ages.js";
+import { checkWindowAges, windowFromAges, windowToAges } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -10,7 +10,7 @@ import type { Algorithm, LimitState } from "./types.js";
  *
  * State: a = current window start (ms), b = current window count, c = previous window count.
  */
-export const slidingWindow: Algorithm = {
+export const slidingWindow: Algorithm<"sliding-window"> = {
   name: "sliding-window",
   code: 1,
 
@@ -87,6 +87,11 @@ export const slidingWindow: Algorithm = {
 
   expiresAt(state: Readonly<LimitState>, _limit: number, D: number) {
     return state.b > 0 ? state.a + 2 * D : state.a + D;
+  },
+
+  checkAged(aged, D, bounds) {
+    // a = the current window start's age, b = its count, c = the previous window's; it weighs for two windows.
+    return checkWindowAges(aged, 2, D, bounds);
   },
 
   toAges: windowToAges,

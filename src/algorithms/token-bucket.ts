@@ -1,5 +1,5 @@
 import { ceilDiv, floorDiv } from "./integer.js";
-import { bucketFromAges, bucketToAges } from "./ages.js";
+import { bucketAgesSound, bucketFromAges, bucketToAges } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -14,7 +14,7 @@ import type { Algorithm, LimitState } from "./types.js";
  * State: a = tokens left (scaled) at time b, b = time (ms), c = the limit then in force.
  * `a` may be negative after a merge: tokens owed.
  */
-export const tokenBucket: Algorithm = {
+export const tokenBucket: Algorithm<"token-bucket"> = {
   name: "token-bucket",
   code: 2,
 
@@ -69,6 +69,16 @@ export const tokenBucket: Algorithm = {
 
   expiresAt(state: Readonly<LimitState>, limit: number, D: number) {
     return state.b + ceilDiv(state.c * D - state.a, limit);
+  },
+
+  checkAged(aged, D, bounds) {
+    // a = tokens left at b (scaled, < 0 when owed), b = that level's age, c = the limit.
+    if (!bucketAgesSound(aged, bounds)) return "invalid";
+    const capacity = aged.c * D;
+    // Owing more than one whole bucket would block past the two windows an expiry may reach.
+    if (aged.a > capacity) return "invalid";
+    aged.a = Math.max(aged.a, -capacity);
+    return "ok";
   },
 
   toAges: bucketToAges,

@@ -8,10 +8,6 @@
  * request-seconds, e.g. 1,000,000 per 104 days). Beyond that the arithmetic is still
  * correct to well under a millisecond, but no longer exact to the millisecond.
  */
-/** Every algorithm's name, in code order (the code is the peer-wire and hand-off encoding): the one list. */
-export const ALGORITHM_NAMES = ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"] as const;
-export type AlgorithmName = (typeof ALGORITHM_NAMES)[number];
-
 /**
  * A stored limit state: three numbers whose meaning belongs to the algorithm.
  * Kept as plain numbers so the state table can hold them in typed arrays.
@@ -34,9 +30,29 @@ export interface Step extends LimitState {
   /** when allowed with a cost above 0, the state to store (a, b, c) */
 }
 
-export interface Algorithm {
-  readonly name: AlgorithmName;
-  /** stable small integer used on the peer wire and in state hand-off */
+/**
+ * What a state from another node is checked against before it is merged (Algorithm.checkAged).
+ * The caller passes the request contract's bounds: algorithms know no contract.
+ */
+export interface AgedBounds {
+  /** the largest limit a request may carry: counts above it are clamped, a bucket's limit above it is refused */
+  readonly maxLimit: number;
+  /** the longest window, ms */
+  readonly maxDurationMs: number;
+  /** how far ahead of its send a state may be stamped (a negative age), ms */
+  readonly ageToleranceMs: number;
+}
+
+/** A peer's state judged: sound (and clamped), already equivalent to no state, or impossible. */
+export type AgedVerdict = "ok" | "expired" | "invalid";
+
+export interface Algorithm<Name extends string = string> {
+  /** what a request names it by (docs/api.md) */
+  readonly name: Name;
+  /**
+   * Stable small integer (0-9: one digit of a state key, shard/ring/state-key.ts): the peer
+   * wire's `u8 algorithm`, the hand-off's and the snapshots' encoding. Never reused.
+   */
   readonly code: number;
   /**
    * Decide one request that weighs `cost` (default 1; the caller keeps 0 ≤ cost ≤ limit).
@@ -86,6 +102,15 @@ export interface Algorithm {
    * Writes into `out`, which may alias `aged`.
    */
   fromAges(aged: Readonly<LimitState>, durationMs: number, now: number, out: LimitState): void;
+  /**
+   * Judge a state another node sent (a hand-off, a replica), its times as ages (toAges),
+   * before fromAges puts it on this node's clock: values of the right sign and within what
+   * the algorithm can reach for a window of `durationMs`, ages no further ahead than
+   * bounds.ageToleranceMs. Counts and levels beyond their reach are clamped in place (a
+   * forged count must not block a key for centuries). "expired": already equivalent to no
+   * state. The caller has checked that a, b and c are integers and the duration is in bounds.
+   */
+  checkAged(aged: LimitState, durationMs: number, bounds: AgedBounds): AgedVerdict;
 }
 
 export function newStep(): Step {

@@ -7,7 +7,7 @@ import { Attempt, Check, CheckKind, type CheckHandler, type Result } from "./che
 import { Deadlines } from "./deadlines.js";
 import { NodeConnection, normaliseUrl } from "./node-connection.js";
 import { parseClusterAnswer, RingView, type ClusterAnswer } from "./ring-view.js";
-import { ALGORITHM_NAMES } from "../algorithms/types.js";
+import { algorithmByName, DEFAULT_ALGORITHM } from "../algorithms/registry.js";
 import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult, RingLimitClientOptions } from "./types.js";
 
 /** Defaults of RingLimitClientOptions, in one place. */
@@ -99,9 +99,9 @@ export class RingLimitClient implements CheckHandler {
     try {
       const namespace = this.namespaceOf(request);
       const ringKey = ringKeyOf(namespace, request.identifier);
-      const code = ALGORITHM_NAMES.indexOf(request.algorithm ?? "fixed-window");
+      const code = algorithmByName(request.algorithm ?? DEFAULT_ALGORITHM)?.code;
       // A remembered 429 stands for checks of weight 1 (the default) only.
-      const stateKey = code < 0 || (request.cost !== undefined && request.cost !== 1) ? undefined : stateKeyOf(code, request.duration, ringKey);
+      const stateKey = code === undefined || (request.cost !== undefined && request.cost !== 1) ? undefined : stateKeyOf(code, request.duration, ringKey);
       const sentAt = Date.now();
       if (stateKey !== undefined) {
         const block = this.blocked.get(stateKey, request.limit, sentAt);

@@ -1,4 +1,4 @@
-import type { AlgorithmName } from "../algorithms/types.js";
+import type { AlgorithmName } from "../algorithms/registry.js";
 
 export type { AlgorithmName };
 

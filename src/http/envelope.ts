@@ -1,4 +1,3 @@
-import type { AlgorithmName } from "../algorithms/index.js";
 import type { Decision, LimitQuery } from "../decision.js";
 import { Errors, type ErrorDef, type FieldProblem } from "./errors.js";
 
@@ -133,7 +132,7 @@ export function errorBody(id: string, timestamp: number, error: ErrorDef, detail
 }
 
 /** IETF draft-ietf-httpapi-ratelimit-headers-10 values. */
-export function policyHeader(algorithm: AlgorithmName, limit: number, duration: number): string {
+export function policyHeader(algorithm: string, limit: number, duration: number): string {
   return '"' + algorithm + '";q=' + limit + ";w=" + duration;
 }
 
@@ -157,16 +156,9 @@ export function jsonHeaders(ringVersion: string): string {
  * up to `r=` depends only on the policy and the ring version, so the last prefix is kept:
  * requests mostly repeat one policy, and the ring version changes only with membership.
  */
-let lastPolicy: { algorithm: AlgorithmName; limit: number; duration: number; ringVersion: string; prefix: string } | undefined;
+let lastPolicy: { algorithm: string; limit: number; duration: number; ringVersion: string; prefix: string } | undefined;
 
-export function decisionHeaders(
-  algorithm: AlgorithmName,
-  limit: number,
-  duration: number,
-  remaining: number,
-  secondsToReset: number,
-  ringVersion: string,
-): string {
+export function decisionHeaders(algorithm: string, limit: number, duration: number, remaining: number, secondsToReset: number, ringVersion: string): string {
   let p = lastPolicy;
   if (p === undefined || p.algorithm !== algorithm || p.limit !== limit || p.duration !== duration || p.ringVersion !== ringVersion) {
     const prefix =

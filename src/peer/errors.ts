@@ -3,7 +3,7 @@
 export type PeerErrorCode =
   | "timeout" // the peer did not answer by the request's deadline
   | "unavailable" // no authenticated connection to the peer (down, connecting, or lost while waiting)
-  | "invalid" // the decision cannot be encoded: a string over 65535 UTF-8 bytes, algorithm outside 0..3, limit or duration not a u32
+  | "invalid" // the decision cannot be encoded: a string over 65535 UTF-8 bytes, an algorithm code not a u8, limit, duration or cost not a u32
   | "too_large" // a call() payload does not fit in one frame
   | "remote" // the peer's call handler failed; message is the peer's
   | "closed" // the client was closed by its owner

@@ -1,4 +1,4 @@
-import type { AlgorithmName } from "../algorithms/types.js";
+import type { AlgorithmName } from "../algorithms/registry.js";
 
 /**
  * The operator's policy, as the decision pipeline reads it: the RLS domains of

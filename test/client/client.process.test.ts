@@ -13,6 +13,7 @@ import { closeAgents, request, TEST_KEY } from "../harness/http-client.js";
 import { metric, startCluster, waitForRing, type TestCluster } from "../harness/cluster.js";
 import type { NodeProcess } from "../harness/node-process.js";
 import { sleep, until } from "../harness/wait.js";
+import { ALGORITHM_NAMES } from "../../src/algorithms/index.js";
 
 t.teardown(closeAgents);
 
@@ -74,7 +75,7 @@ t.test("3 nodes through the client", async (t) => {
   });
 
   await t.test("exact under concurrency: limit 100 of 300 parallel checks, each algorithm", async (t) => {
-    for (const algorithm of ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"] as const) {
+    for (const algorithm of ALGORITHM_NAMES) {
       const results = await Promise.all(
         Array.from({ length: 300 }, () => client.limit({ namespace: "exact", identifier: algorithm, limit: 100, duration: 31536000, algorithm })),
       );

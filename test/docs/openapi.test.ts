@@ -12,6 +12,7 @@ import t, { type Test } from "tap";
 import { parse } from "yaml";
 import { AUTH_HEADER, limit, post, type Reply, request, TEST_KEY } from "../harness/http-client.js";
 import { useTestNode } from "../harness/in-process-node.js";
+import { ALGORITHM_NAMES } from "../../src/algorithms/index.js";
 
 // ajv-formats is CommonJS with a default export.
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
@@ -64,7 +65,7 @@ const node = useTestNode(t, { API_KEYS: `${TEST_KEY},${SCOPED_KEY}@elsewhere.` }
 const body = (extra: Record<string, unknown> = {}) => ({ namespace: "docs", identifier: "openapi", limit: 1, duration: 60, ...extra });
 
 t.test("POST /limit: 200 and 429 (with product and every algorithm)", async (t) => {
-  for (const algorithm of ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"]) {
+  for (const algorithm of ALGORITHM_NAMES) {
     const first = await limit(node.url, body({ algorithm, product: "Café Pro!", identifier: `id-${algorithm}` }));
     t.equal(first.status, 200);
     conforms(t, "/limit", "post", first);

@@ -6,7 +6,7 @@ import type { Reply } from "./http-client.js";
 import { sleep } from "./wait.js";
 
 export const API_VERSION = "v2026.8.23";
-export const ALGORITHM_NAMES = ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"] as const;
+export { ALGORITHM_NAMES } from "../../src/algorithms/index.js";
 
 let serial = 0;
 /** An identifier no other test (or earlier run against the same node) has used. */

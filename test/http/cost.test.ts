@@ -7,9 +7,10 @@ import t from "tap";
 import { limit, request } from "../harness/http-client.js";
 import { useTestNode } from "../harness/in-process-node.js";
 import { uniqueId } from "../harness/contract.js";
+import { ALGORITHM_NAMES } from "../../src/algorithms/index.js";
 
 const node = useTestNode(t);
-const ALGORITHMS = ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"];
+const ALGORITHMS = ALGORITHM_NAMES;
 
 for (const algorithm of ALGORITHMS) {
   t.test(`${algorithm}: cost counts that many, a cost that does not fit counts nothing`, async (t) => {

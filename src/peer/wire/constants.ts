@@ -66,10 +66,12 @@ export const MAX_NODE_ID_BYTES = 1024;
 /** Start of the handshake transcript that every proof and session key is derived from (docs/peer-protocol.md). */
 export const TRANSCRIPT_LABEL = "ringlimit peer protocol 2";
 
-/** Algorithm codes on the wire (`u8 algorithm`), index = code. */
-export const ALGORITHMS = ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"] as const;
-export type AlgorithmName = (typeof ALGORITHMS)[number];
-export const MAX_ALGORITHM = ALGORITHMS.length - 1;
+/**
+ * A DECIDE item's `u8 algorithm` is the algorithm's code, carried and not judged here: the
+ * receiving handler resolves it (src/algorithms/registry.ts) and answers an unknown one
+ * with an error for that item, like any other value outside the request contract.
+ */
+export const MAX_ALGORITHM_CODE = 0xff;
 
 /** `u8 code` of a DECIDE_REPLY item. */
 export const DecideCode = { ALLOWED: 0, BLOCKED: 1, ERROR: 2 } as const;

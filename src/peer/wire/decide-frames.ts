@@ -12,7 +12,7 @@ import {
   DECIDE_REPLY_ITEM_BYTES,
   FRAME_HEADER_BYTES,
   FrameType,
-  MAX_ALGORITHM,
+  MAX_ALGORITHM_CODE,
   MAX_DECIDE_ITEMS,
   MAX_FRAME_BYTES,
   MAX_STRING_BYTES,
@@ -52,11 +52,11 @@ export class DecideBatchWriter {
 
   /**
    * Append one item. Returns false, writing nothing, when it cannot be
-   * encoded: algorithm outside 0..3, limit or duration not a u32, or a
-   * string over 65535 UTF-8 bytes.
+   * encoded: an algorithm code that is not a u8, limit, duration or cost not
+   * a u32, or a string over 65535 UTF-8 bytes.
    */
   add(reqId: number, algorithm: number, limit: number, duration: number, ns: string, identifier: string, cost = 1): boolean {
-    if (!(algorithm >= 0 && algorithm <= MAX_ALGORITHM && (algorithm | 0) === algorithm)) return false;
+    if (!(algorithm >= 0 && algorithm <= MAX_ALGORITHM_CODE && (algorithm | 0) === algorithm)) return false;
     if (!isU32(limit) || !isU32(duration) || !isU32(cost)) return false;
     // A UTF-16 code unit never takes more than 3 UTF-8 bytes: reserve the
     // worst case, then write the strings where they belong, measuring as we go
@@ -205,8 +205,6 @@ export class DecideBatchReader {
     let prevNs = "";
     for (let i = 0; i < n; i++) {
       if (end - pos < DECIDE_ITEM_FIXED_BYTES) throw new FrameError(`DECIDE item ${i} truncated`);
-      const algorithm = body[pos + 4]!;
-      if (algorithm > MAX_ALGORITHM) throw new FrameError(`DECIDE item ${i}: unknown algorithm ${algorithm}`);
       const nsLen = (body[pos + 13]! << 8) | body[pos + 14]!;
       const idLen = (body[pos + 15]! << 8) | body[pos + 16]!;
       const nsStart = pos + DECIDE_ITEM_FIXED_BYTES;
@@ -215,7 +213,7 @@ export class DecideBatchReader {
       if (itemEnd > end) throw new FrameError(`DECIDE item ${i} strings run past the frame`);
       // Bounds were checked above: plain byte loads, not Buffer's checked readers.
       reqIds[i] = getU32(body, pos);
-      algorithms[i] = algorithm;
+      algorithms[i] = body[pos + 4]!;
       limits[i] = getU32(body, pos + 5);
       durations[i] = getU32(body, pos + 9);
       costs[i] = getU32(body, pos + 17);

@@ -1,4 +1,4 @@
-import { ALGORITHMS, type Algorithm } from "../../algorithms/index.js";
+import { ALGORITHMS, algorithmByCode, type Algorithm } from "../../algorithms/index.js";
 import type { RemovedState } from "../../decision.js";
 import { parseStateKey, stateKeyOf } from "../ring/state-key.js";
 import type { StateTable } from "../table/state-table.js";
@@ -35,7 +35,7 @@ export function resetOn(table: StateTable, ringKey: string, algorithm: Algorithm
   for (const key of due) {
     const parsed = parseStateKey(key)!;
     table.remove(key);
-    removed.push({ algorithm: ALGORITHMS[parsed.algorithmCode]!.name, duration: parsed.duration });
+    removed.push({ algorithm: algorithmByCode(parsed.algorithmCode)!.name, duration: parsed.duration });
   }
   return removed;
 }

@@ -1,5 +1,5 @@
 import { isUtf8 } from "node:buffer";
-import { ALGORITHMS, type LimitState } from "../../algorithms/index.js";
+import { algorithmByCode, type LimitState } from "../../algorithms/index.js";
 import type { StoredState } from "../table/state-table.js";
 
 /**
@@ -100,7 +100,7 @@ export function agesInPlace(buf: Buffer, start: number, end: number, now: number
   while (o < end) {
     const n = buf.readUInt16BE(o);
     // A state key starts with its algorithm's code as one digit (state-key.ts).
-    const algorithm = n > 0 ? ALGORITHMS[buf[o + 2]! - 48] : undefined;
+    const algorithm = n > 0 ? algorithmByCode(buf[o + 2]! - 48) : undefined;
     o += 2 + n;
     if (algorithm !== undefined) {
       scratch.a = buf.readDoubleBE(o);
@@ -122,7 +122,7 @@ export function agesInPlace(buf: Buffer, start: number, end: number, now: number
  * placed here: a window put into this node's current window lasts at least to its end.
  */
 export function rebaseState(algorithmCode: number, durationMs: number, aged: AgedState, now: number): StoredState {
-  const algorithm = ALGORITHMS[algorithmCode]!;
+  const algorithm = algorithmByCode(algorithmCode)!;
   const state: StoredState = { a: 0, b: 0, c: 0, expiresAt: 0, origin: aged.origin };
   algorithm.fromAges(aged, durationMs, now, state);
   // Buckets keep their limit in `c`; the windows ignore the limit argument.

@@ -3,10 +3,11 @@ import { closeAgents, request, type Reply } from "../../harness/http-client.js";
 import { hit, metric, startCluster, waitForRing } from "../../harness/cluster.js";
 import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
 import { eventually, sleep } from "../../harness/wait.js";
+import { ALGORITHM_NAMES } from "../../../src/algorithms/index.js";
 
 t.teardown(closeAgents);
 
-const ALGORITHMS = ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"];
+const ALGORITHMS = ALGORITHM_NAMES;
 const YEAR = 31536000; // no window boundary or refill worth a request during the test
 
 t.test("graceful leave and rejoin keep every counted request", async (t) => {
@@ -59,7 +60,7 @@ t.test("rolling restart of all three nodes under load: no failed request, over-a
   const cluster = await startCluster(3);
   t.teardown(() => cluster.stop());
   const LIMIT = 40;
-  const ids = Array.from({ length: 48 }, (_, i) => ({ id: `roll-${i}`, algorithm: ALGORITHMS[i % 4]! }));
+  const ids = Array.from({ length: 48 }, (_, i) => ({ id: `roll-${i}`, algorithm: ALGORITHMS[i % ALGORITHMS.length]! }));
   const allowed = new Map<string, number>();
   const failures: string[] = [];
   let sent = 0;

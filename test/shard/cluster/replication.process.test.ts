@@ -6,10 +6,11 @@ import { closeAgents, post, type Reply } from "../../harness/http-client.js";
 import { hit, metric, startCluster, waitForRing, type TestCluster } from "../../harness/cluster.js";
 import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
 import { eventually, sleep } from "../../harness/wait.js";
+import { ALGORITHM_NAMES } from "../../../src/algorithms/index.js";
 
 t.teardown(closeAgents);
 
-const ALGORITHMS = ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"];
+const ALGORITHMS = ALGORITHM_NAMES;
 const YEAR = 31536000; // no window boundary or refill worth a request during the test
 const LIMIT = 1_000_000;
 

@@ -6,10 +6,11 @@ import { closeAgents } from "../../harness/http-client.js";
 import { CLUSTER_SECRET, hit, metric } from "../../harness/cluster.js";
 import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
 import { sleep } from "../../harness/wait.js";
+import { ALGORITHM_NAMES } from "../../../src/algorithms/index.js";
 
 t.teardown(closeAgents);
 
-const ALGORITHMS = ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"];
+const ALGORITHMS = ALGORITHM_NAMES;
 const YEAR = 31536000; // no window boundary or refill worth a request during the test
 const KEYS = ALGORITHMS.flatMap((algorithm) => [0, 1, 2].map((k) => ({ algorithm, id: `${algorithm}-${k}`, used: 2 + k * 3 })));
 

@@ -1,5 +1,5 @@
 import { isUtf8 } from "node:buffer";
-import { ALGORITHMS, algorithmByCode } from "../../../algorithms/index.js";
+import { algorithmByCode, algorithmByName } from "../../../algorithms/index.js";
 import { REQUEST_BOUNDS, newDecision, type Decision, type LimitQuery, type RemovedState, type ResetQuery } from "../../../decision.js";
 import { forwardedWithinContract } from "./peer-data.js";
 
@@ -202,10 +202,7 @@ export function decodeResetRequest(buf: Buffer): ResetQuery {
 export function encodeRemoved(removed: readonly RemovedState[]): Buffer {
   const buf = Buffer.allocUnsafe(removed.length * 5);
   removed.forEach((r, i) => {
-    buf.writeUInt8(
-      ALGORITHMS.findIndex((a) => a.name === r.algorithm),
-      i * 5,
-    );
+    buf.writeUInt8(algorithmByName(r.algorithm)!.code, i * 5);
     buf.writeUInt32BE(r.duration, i * 5 + 1);
   });
   return buf;

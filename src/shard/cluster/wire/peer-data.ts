@@ -1,4 +1,4 @@
-import { ALGORITHMS } from "../../../algorithms/index.js";
+import { algorithmByCode, type AgedBounds, type AgedVerdict } from "../../../algorithms/index.js";
 import { REQUEST_BOUNDS, type LimitQuery } from "../../../decision.js";
 import type { DecideResult } from "../../../peer/index.js";
 import type { StoredState } from "../../table/state-table.js";
@@ -29,11 +29,6 @@ export function resetTimeHere(resetTime: number, ownerOffsetMs: number): number 
   return Number.isNaN(ownerOffsetMs) ? resetTime : resetTime - Math.round(ownerOffsetMs / 1000);
 }
 
-/**
- * Window counts above this are clamped to it: a count at or above the largest limit blocks
- * every limit for the rest of its window already, so only forged or runaway counts change.
- */
-const MAX_COUNT = REQUEST_BOUNDS.limit.max;
 const MAX_DURATION_MS = REQUEST_BOUNDS.duration.max * 1000;
 
 /**
@@ -76,7 +71,7 @@ export function replyWithinContract(r: DecideResult, query: LimitQuery, now: num
   );
 }
 
-export type StateVerdict = "ok" | "expired" | "invalid";
+export type StateVerdict = AgedVerdict;
 
 /**
  * How far ahead of its send a peer's state may be stamped (a negative age): only a sender
@@ -87,52 +82,30 @@ export const AGE_TOLERANCE_MS = 1000;
 /** The sender rounds an expiry up to whole seconds twice (its table's, then the age's). */
 const EXPIRY_ROUNDING_MS = 2000;
 
+/** What each algorithm checks a peer's state against: the request contract's bounds. */
+const AGED_BOUNDS: AgedBounds = Object.freeze({ maxLimit: REQUEST_BOUNDS.limit.max, maxDurationMs: MAX_DURATION_MS, ageToleranceMs: AGE_TOLERANCE_MS });
+
 /**
  * Check one state record from a peer (a hand-off, a replica) before it is merged: a
- * canonical key of a known algorithm and a duration within the contract, values that are
- * integers where the algorithm keeps integers, ages not below −AGE_TOLERANCE_MS, an expiry
- * at most two windows after the send. Counts beyond MAX_COUNT and bucket levels beyond
- * their reach are clamped in place. "expired": a state that is already equivalent to none
- * (dropped, harmlessly), a removal included. Times are ages (shard/records/state-records.ts),
- * so nothing here depends on this node's clock.
+ * canonical key of a registered algorithm and a duration within the contract, values that
+ * are integers, an expiry at most two windows after the send, and then what the algorithm
+ * itself checks of its values (Algorithm.checkAged: signs, reach, ages not below
+ * −AGE_TOLERANCE_MS; it clamps counts and levels beyond their reach in place). "expired":
+ * a state that is already equivalent to none (dropped, harmlessly), a removal included.
+ * Times are ages (shard/records/state-records.ts), so nothing here depends on this node's clock.
  */
 export function checkState(key: string, state: Omit<AgedState, "origin">): StateVerdict {
   const parsed = parseStateKey(key);
   if (parsed === undefined) return "invalid";
   const { algorithmCode, duration, ringKey } = parsed;
-  if (algorithmCode >= ALGORITHMS.length || !(duration >= REQUEST_BOUNDS.duration.min && duration <= REQUEST_BOUNDS.duration.max)) return "invalid";
+  const algorithm = algorithmByCode(algorithmCode);
+  if (algorithm === undefined || !(duration >= REQUEST_BOUNDS.duration.min && duration <= REQUEST_BOUNDS.duration.max)) return "invalid";
   if (stateKeyOf(algorithmCode, duration, ringKey) !== key || !validRingKey(ringKey)) return "invalid";
   const D = duration * 1000;
   if (!Number.isInteger(state.expiresInS) || state.expiresInS * 1000 > 2 * D + AGE_TOLERANCE_MS + EXPIRY_ROUNDING_MS) return "invalid";
   if (state.expiresInS <= 0) return "expired";
-  const { a, b, c } = state;
-  if (!Number.isInteger(a) || !Number.isInteger(b) || !Number.isInteger(c)) return "invalid";
-  switch (algorithmCode) {
-    case 0: // fixed window: a = age of the window start (ms), b = count, c = 0
-    case 1: // sliding window: a = age of the window start, b = its count, c = the previous window's count
-      if (a < -AGE_TOLERANCE_MS || b < 0 || c < 0 || (algorithmCode === 0 && c !== 0)) return "invalid";
-      if (a >= (algorithmCode === 0 ? D : 2 * D)) return "expired";
-      state.b = Math.min(b, MAX_COUNT);
-      state.c = Math.min(c, MAX_COUNT);
-      return "ok";
-    case 2: // token bucket: a = tokens left at b (in 1/D units, < 0 when owed), b = age of that level (ms), c = limit
-    case 3: {
-      // leaky bucket: a = meter level at b (in 1/D units), b = age of that level (ms), c = limit
-      if (!(c >= REQUEST_BOUNDS.limit.min && c <= REQUEST_BOUNDS.limit.max) || b < -AGE_TOLERANCE_MS || b > 2 * MAX_DURATION_MS) return "invalid";
-      const capacity = c * D;
-      // Owing (or holding) more than one whole bucket beyond full would block past the two windows an expiry may reach.
-      if (algorithmCode === 2) {
-        if (a > capacity) return "invalid";
-        state.a = Math.max(a, -capacity);
-      } else {
-        if (a < 0) return "invalid";
-        state.a = Math.min(a, 2 * capacity);
-      }
-      return "ok";
-    }
-    default:
-      return "invalid";
-  }
+  if (!Number.isInteger(state.a) || !Number.isInteger(state.b) || !Number.isInteger(state.c)) return "invalid";
+  return algorithm.checkAged(state, D, AGED_BOUNDS);
 }
 
 /**

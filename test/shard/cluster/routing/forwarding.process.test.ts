@@ -1,6 +1,7 @@
 import t from "tap";
 import { closeAgents } from "../../../harness/http-client.js";
 import { hit, metric, startCluster } from "../../../harness/cluster.js";
+import { ALGORITHM_NAMES } from "../../../../src/algorithms/index.js";
 
 t.teardown(closeAgents);
 
@@ -22,7 +23,7 @@ t.test("3 nodes: one counter per key whichever node is asked; exact under concur
   });
 
   await t.test("hundreds of parallel requests spread over all nodes: exactly `limit` allowed", async (t) => {
-    for (const algorithm of ["fixed-window", "sliding-window", "token-bucket", "leaky-bucket"]) {
+    for (const algorithm of ALGORITHM_NAMES) {
       const id = `parallel-${algorithm}`;
       const replies = await Promise.all(Array.from({ length: 360 }, (_, i) => hit(nodes[i % 3]!, id, 120, { algorithm, duration: 31536000 })));
       const ok = replies.filter((r) => r.status === 200);

@@ -1,7 +1,14 @@
 import t from "tap";
 import { ALGORITHMS, algorithmByCode } from "../../../../src/algorithms/index.js";
 import { BatchMode, decodeBatchRequest, encodeBatchRequest } from "../../../../src/shard/cluster/wire/batch-wire.js";
-import { AGE_TOLERANCE_MS, admitState, checkState, forwardedWithinContract, replyWithinContract, resetTimeHere } from "../../../../src/shard/cluster/wire/peer-data.js";
+import {
+  AGE_TOLERANCE_MS,
+  admitState,
+  checkState,
+  forwardedWithinContract,
+  replyWithinContract,
+  resetTimeHere,
+} from "../../../../src/shard/cluster/wire/peer-data.js";
 import { ringKeyOf, stateKeyOf } from "../../../../src/shard/ring/state-key.js";
 import { REMOVED, decodeStates, encodeStates, isRemoval } from "../../../../src/shard/records/state-records.js";
 
@@ -101,7 +108,7 @@ t.test("replyWithinContract: the forged answers of issue 10 fail open, sound one
 });
 
 t.test("checkState: a removal record (a reset's) passes the key checks and reads as expired, so a receiver that does not know removals drops it", async (t) => {
-  for (let code = 0; code < 4; code++) {
+  for (const { code } of ALGORITHMS) {
     const [record] = decodeStates(encodeStates([{ key: key(code), state: REMOVED }], NOW));
     t.ok(isRemoval(record!.state), "still a removal once its times are ages");
     t.equal(checkState(key(code), record!.state), "expired", algorithmByCode(code)!.name);
