@@ -105,7 +105,7 @@ t.test("requests the wire cannot carry are refused synchronously, neighbours go 
   const { server, client } = await pair(t);
   const sync: string[] = [];
   client.decide("ns", "x".repeat(70_000), 0, 10, 60, (err) => sync.push(err!.code));
-  client.decide("ns", "id", 7, 10, 60, (err) => sync.push(err!.code));
+  client.decide("ns", "id", 256, 10, 60, (err) => sync.push(err!.code)); // an algorithm code that is not a u8
   client.decide("ns", "id", 0, -1, 60, (err) => sync.push(err!.code));
   t.same(sync, ["invalid", "invalid", "invalid"], "answered inside decide()");
   const good = await ask(client, "ns", "fine", 0, 10, 60);
