@@ -175,22 +175,3 @@ export function decisionHeaders(algorithm: string, limit: number, duration: numb
   }
   return p.prefix + remaining + ";t=" + secondsToReset;
 }
-
-export interface ClusterMemberView {
-  readonly id: string;
-  readonly url: string | null;
-}
-
-/** GET /cluster (cold path: a client asks once per ring change). */
-export function clusterBody(id: string, timestamp: number, ringVersion: string, self: string, members: readonly ClusterMemberView[]): string {
-  return (
-    envelopeHead(id, timestamp, ENVELOPE.cluster) +
-    '"ring_version":' +
-    jsonString(ringVersion) +
-    ',"self":' +
-    jsonString(self) +
-    ',"members":' +
-    JSON.stringify(members.map((m) => ({ id: m.id, url: m.url }))) +
-    "}}"
-  );
-}

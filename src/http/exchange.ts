@@ -1,30 +1,33 @@
-import type { HttpResponse } from "uWebSockets.js";
-import type { LimitQuery } from "../decision.js";
-import type { Endpoint } from "../metrics/metrics.js";
 import { KeyScope } from "./auth.js";
+import type { AnyEndpoint } from "./endpoint.js";
 
 /**
- * One POST (/limit, /limit/batch or /limit/reset) in flight. A class rather than an object literal: V8 clones literals of
- * more than 6 properties through the runtime (CopyJSObjectWithAllocationSite showed in a
- * `perf` profile), while `new` of a class is allocated inline by optimised code.
+ * One request in flight through the decision pipeline, whatever door it came in by; `R`
+ * is the door's handle on the caller (uWS's HttpResponse for HTTP). A class rather than an
+ * object literal: V8 clones literals of more than 6 properties through the runtime
+ * (CopyJSObjectWithAllocationSite showed in a `perf` profile), while `new` of a class is
+ * allocated inline by optimised code.
  */
-export class Exchange {
+export class Exchange<R = unknown> {
+  /** the caller left: the door's handle must not be touched */
   aborted = false;
+  /** answered or refused: nothing more is written */
   done = false;
-  query: LimitQuery | undefined = undefined;
+  /** the endpoint's query, once parsed */
+  query: unknown = undefined;
   /** the namespaces the caller's key may use (set once the key is verified) */
   scope: KeyScope = KeyScope.ANY;
   /** inFlight already decremented */
   finished = false;
-  /** inside uWS's onData callback, where writes are already corked */
+  /** HTTP door: inside uWS's onData callback, where writes are already corked */
   inData = false;
-  /** bytes of the body so far, and the copy of them when it comes in several chunks */
+  /** HTTP door: bytes of the body so far, and the copy of them when it comes in several chunks */
   received = 0;
   body: Buffer | undefined = undefined;
 
   constructor(
-    readonly res: HttpResponse,
-    readonly endpoint: Endpoint,
+    readonly res: R,
+    readonly endpoint: AnyEndpoint,
     /** unix ms: the decision's `now` and the envelope timestamp */
     readonly receivedAt: number,
     /** performance.now(), for processing_time_ms */

@@ -18,11 +18,6 @@ export interface MetricSources {
   requestsInFlight: () => number;
 }
 
-/** The POST endpoints, as the `endpoint` label of ringlimit_endpoint_requests_total names them. */
-export const Endpoint = Object.freeze({ limit: 0, batch: 1, reset: 2 });
-export type Endpoint = (typeof Endpoint)[keyof typeof Endpoint];
-const ENDPOINT_PATHS = ["/limit", "/limit/batch", "/limit/reset"] as const;
-
 /**
  * Prometheus metrics. Hot-path counters are plain numbers in arrays, turned into
  * prom-client values only when /metrics is scraped: a labelled prom-client inc() builds a
@@ -33,8 +28,11 @@ export class Metrics {
   /** [statusIndex * (ALGORITHMS.length + 1) + algorithmCode + 1]; algorithm slot 0 = none */
   private readonly requestCounts = new Float64Array(STATUSES.length * (ALGORITHMS.length + 1));
   private readonly degradedCounts = new Float64Array(DEGRADED_REASONS.length);
-  /** [endpoint * STATUSES.length + statusIndex], for the endpoints other than /limit (that one is requestCounts) */
-  private readonly endpointCounts = new Float64Array(ENDPOINT_PATHS.length * STATUSES.length);
+  /**
+   * Answers by status index, per endpoint path other than /limit (that one is requestCounts).
+   * A path gets its counters on its first answer, so an endpoint needs no entry here.
+   */
+  private readonly endpointCounts = new Map<string, Float64Array>();
   private batchItems = 0;
   readonly decisionSeconds: FastHistogram;
   private readonly rendered: RenderCache;
@@ -64,7 +62,7 @@ export class Metrics {
     // Added beside ringlimit_requests_total, whose name and labels stay as they were (POST /limit only).
     new Counter({
       name: "ringlimit_endpoint_requests_total",
-      help: "Answers by endpoint (/limit, /limit/batch, /limit/reset) and HTTP status",
+      help: "Answers by endpoint (/limit, /limit/batch, /limit/reset, ...) and HTTP status",
       labelNames: ["endpoint", "status"],
       registers: [registry],
       collect() {
@@ -73,10 +71,7 @@ export class Metrics {
           let single = 0;
           for (let a = 0; a <= ALGORITHMS.length; a++) single += requestCounts[s * (ALGORITHMS.length + 1) + a]!;
           if (single > 0) this.inc({ endpoint: "/limit", status: String(status) }, single);
-          for (let e = 1; e < ENDPOINT_PATHS.length; e++) {
-            const n = endpointCounts[e * STATUSES.length + s]!;
-            if (n > 0) this.inc({ endpoint: ENDPOINT_PATHS[e]!, status: String(status) }, n);
-          }
+          for (const [endpoint, counts] of endpointCounts) if (counts[s]! > 0) this.inc({ endpoint, status: String(status) }, counts[s]!);
         });
       },
     });
@@ -126,11 +121,13 @@ export class Metrics {
     this.requestCounts[s * (ALGORITHMS.length + 1) + algorithmCode + 1]!++;
   }
 
-  /** An answer of /limit/batch or /limit/reset (POST /limit is countRequest). */
-  countEndpoint(endpoint: Endpoint, status: number): void {
+  /** An answer of an endpoint other than POST /limit (that one is countRequest), by its path. */
+  countEndpoint(path: string, status: number): void {
     let s = STATUSES.indexOf(status as (typeof STATUSES)[number]);
     if (s < 0) s = STATUSES.indexOf(500);
-    this.endpointCounts[endpoint * STATUSES.length + s]!++;
+    let counts = this.endpointCounts.get(path);
+    if (counts === undefined) this.endpointCounts.set(path, (counts = new Float64Array(STATUSES.length)));
+    counts[s]!++;
   }
 
   countBatchItems(n: number): void {

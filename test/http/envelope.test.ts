@@ -6,7 +6,7 @@
 import t from "tap";
 import { prng } from "../harness/prng.js";
 import { allowedBody, API_VERSION, blockedBody, errorBody, formatMs, jsonString, policyHeader, decisionHeaders } from "../../src/http/envelope.js";
-import { batchAllowedBody, batchBlockedBody } from "../../src/http/envelope-batch.js";
+import { batchAllowedBody, batchBlockedBody } from "../../src/http/endpoints/batch.js";
 import { algorithmByName } from "../../src/algorithms/index.js";
 import type { Decision, LimitQuery } from "../../src/decision.js";
 import { Errors } from "../../src/http/errors.js";

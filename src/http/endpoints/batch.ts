@@ -1,0 +1,93 @@
+import { failOpenBatch, type BatchOutcome, type Decision, type LimitQuery } from "../../decision.js";
+import type { Endpoint } from "../endpoint.js";
+import { allowedFields, blockedResultFields, ENVELOPE, envelopeHead, jsonHeaders, RATE_LIMITED_FIELDS, requestTail } from "../envelope.js";
+import { Errors } from "../errors.js";
+import { toBatchQueries } from "../validation.js";
+
+/** POST /limit/batch: 100 requests of up to ~1 KiB each (docs/api.md). */
+export const MAX_BATCH_BODY_BYTES = 128 * 1024;
+
+/** POST /limit/batch: 1 to 100 requests decided all or nothing (docs/api.md). */
+export const batchEndpoint: Endpoint<readonly LimitQuery[], BatchOutcome> = {
+  path: "/limit/batch",
+  maxBodyBytes: MAX_BATCH_BODY_BYTES,
+  parse(body) {
+    const result = toBatchQueries(body);
+    return result.ok ? { ok: true, query: result.queries } : result;
+  },
+  // All or nothing, like the batch itself: one item outside the key's scope refuses it.
+  admits(scope, queries) {
+    for (const q of queries) if (!scope.admits(q.namespace)) return false;
+    return true;
+  },
+  decideNow: () => undefined,
+  decide: (decider, queries, now, done) => decider.decideBatch(queries, now, done),
+  failOpen: (queries, now, reason) => failOpenBatch(queries, now, reason),
+  degraded: (outcome) => outcome.degraded,
+  answer(a, queries, outcome) {
+    let wait = -1;
+    for (const d of outcome.decisions) if (!d.allowed && d.retryAfterMs > wait) wait = d.retryAfterMs;
+    // No RateLimit headers: a batch has several policies (docs/api.md).
+    const headers = jsonHeaders(a.ringVersion);
+    if (wait < 0) {
+      return a.set(200, undefined, headers, batchAllowedBody(a.ids.ok(), a.receivedAt, queries, outcome.decisions, outcome.degraded !== null, a.processingMs));
+    }
+    const body = batchBlockedBody(a.ids.error(), a.receivedAt, queries, outcome.decisions, wait, a.processingMs);
+    return a.set(429, Errors.rateLimited.statusLine, headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(wait / 1000)), body);
+  },
+  countAnswer(metrics, a, queries) {
+    metrics.countEndpoint("/limit/batch", a.status);
+    metrics.countBatchItems(queries.length);
+  },
+  countRefusal: (metrics, status) => metrics.countEndpoint("/limit/batch", status),
+};
+
+/*
+ * The bodies, built from the single answer's pieces (envelope.ts): the same envelope head
+ * and `_request` tail, and each result has the fields of a single answer's `data`.
+ */
+
+function resultsJson(queries: readonly LimitQuery[], decisions: readonly Decision[]): string {
+  let s = "[";
+  for (let i = 0; i < queries.length; i++) {
+    const d = decisions[i]!;
+    s += (i > 0 ? ",{" : "{") + (d.allowed ? allowedFields(queries[i]!, d) : blockedResultFields(queries[i]!, d)) + "}";
+  }
+  return s + "]";
+}
+
+export function batchAllowedBody(
+  id: string,
+  timestamp: number,
+  queries: readonly LimitQuery[],
+  decisions: readonly Decision[],
+  degraded: boolean,
+  processingMs: number,
+): string {
+  return (
+    envelopeHead(id, timestamp, ENVELOPE.rateLimitBatch) +
+    '"allowed":true,"results":' +
+    resultsJson(queries, decisions) +
+    (degraded ? ',"degraded":true' : "") +
+    requestTail(true, processingMs)
+  );
+}
+
+export function batchBlockedBody(
+  id: string,
+  timestamp: number,
+  queries: readonly LimitQuery[],
+  decisions: readonly Decision[],
+  retryAfterMs: number,
+  processingMs: number,
+): string {
+  return (
+    envelopeHead(id, timestamp, ENVELOPE.error) +
+    RATE_LIMITED_FIELDS +
+    '"allowed":false,"retry_after":' +
+    retryAfterMs / 1000 +
+    ',"results":' +
+    resultsJson(queries, decisions) +
+    requestTail(false, processingMs)
+  );
+}

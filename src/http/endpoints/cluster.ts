@@ -1,0 +1,47 @@
+import type { HttpRequest, HttpResponse } from "uWebSockets.js";
+import type { ApiKeyVerifier } from "../auth.js";
+import { ENVELOPE, envelopeHead, errorBody, jsonString, RING_VERSION_HEADER } from "../envelope.js";
+import { Errors } from "../errors.js";
+import type { IdGenerator } from "../ids.js";
+
+export interface ClusterMemberView {
+  readonly id: string;
+  readonly url: string | null;
+}
+
+/** What GET /cluster tells clients; `version` changes whenever the members or their URLs do. */
+export interface RingDirectory {
+  readonly self: string;
+  readonly version: string;
+  readonly members: readonly ClusterMemberView[];
+}
+
+/**
+ * GET /cluster: the members clients route to (docs/client.md), behind the same bearer keys
+ * as the POST endpoints. Not a decision: answered in the handler, nothing in flight.
+ */
+export function clusterEndpoint(verifier: ApiKeyVerifier, ids: IdGenerator, clock: () => number, directory: RingDirectory) {
+  return (res: HttpResponse, req: HttpRequest): void => {
+    if (!verifier.verifyHeader(req.getHeader("authorization"))) {
+      res.writeStatus(Errors.unauthorized.statusLine).writeHeader("WWW-Authenticate", "Bearer").writeHeader("Content-Type", "application/json");
+      res.end(errorBody(ids.error(), clock(), Errors.unauthorized));
+      return;
+    }
+    const body = clusterBody(ids.ok(), clock(), directory.version, directory.self, directory.members);
+    res.writeStatus("200 OK").writeHeader(RING_VERSION_HEADER, directory.version).writeHeader("Content-Type", "application/json").end(body);
+  };
+}
+
+/** GET /cluster (cold path: a client asks once per ring change). */
+export function clusterBody(id: string, timestamp: number, ringVersion: string, self: string, members: readonly ClusterMemberView[]): string {
+  return (
+    envelopeHead(id, timestamp, ENVELOPE.cluster) +
+    '"ring_version":' +
+    jsonString(ringVersion) +
+    ',"self":' +
+    jsonString(self) +
+    ',"members":' +
+    JSON.stringify(members.map((m) => ({ id: m.id, url: m.url }))) +
+    "}}"
+  );
+}

@@ -1,0 +1,37 @@
+import { failOpenDecision, newDecision, type Decision, type LimitQuery } from "../../decision.js";
+import type { Endpoint } from "../endpoint.js";
+import { allowedBody, blockedBody, decisionHeaders } from "../envelope.js";
+import { Errors } from "../errors.js";
+import { toLimitQuery } from "../validation.js";
+
+/** Bodies above 16 KiB are refused with 413 (docs/api.md, Errors). */
+export const MAX_BODY_BYTES = 16 * 1024;
+
+/** The fail-open answer's Decision, reused: an outcome is only valid during the call it is passed to. */
+const failOpenScratch: Decision = newDecision();
+
+/** POST /limit: one request, one decision (docs/api.md). */
+export const limitEndpoint: Endpoint<LimitQuery, Decision> = {
+  path: "/limit",
+  maxBodyBytes: MAX_BODY_BYTES,
+  parse: toLimitQuery,
+  admits: (scope, query) => scope.admits(query.namespace),
+  decideNow: (decider, query, now) => (decider.decideSync !== undefined ? decider.decideSync(query, now) : undefined),
+  decide: (decider, query, now, done) => decider.decide(query, now, done),
+  failOpen: (query, now, reason) => failOpenDecision(query, now, reason, failOpenScratch),
+  degraded: (d) => d.degraded,
+  answer(a, query, d) {
+    const now = a.receivedAt;
+    const secondsToReset = Math.max(0, d.resetTime - Math.floor(now / 1000));
+    // The joined header values hold only algorithm names and integers, never caller input.
+    const headers = decisionHeaders(query.algorithm.name, query.limit, query.duration, d.remaining, secondsToReset, a.ringVersion);
+    if (d.allowed) return a.set(200, undefined, headers, allowedBody(a.ids.ok(), now, query, d, a.processingMs));
+    const blockedHeaders = headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(d.retryAfterMs / 1000));
+    return a.set(429, Errors.rateLimited.statusLine, blockedHeaders, blockedBody(a.ids.error(), now, query, d, a.processingMs));
+  },
+  countAnswer(metrics, a, query) {
+    metrics.countRequest(a.status, query.algorithm.code);
+    metrics.decisionSeconds.observe(a.processingMs / 1000);
+  },
+  countRefusal: (metrics, status, query) => metrics.countRequest(status, query?.algorithm.code ?? -1),
+};
