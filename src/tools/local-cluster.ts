@@ -2,64 +2,144 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
 import { generateClusterSecret } from "../config.js";
 import { generateApiKey } from "../http/auth.js";
 
 /**
- * `npm run cluster -- --nodes 3 [--port 8080]`: a local cluster on loopback for trying
- * ringlimit out. Node i listens on HTTP port + i and peer port + 1000 + i; all share one
- * generated API key and cluster secret. Ctrl-C stops them all (SIGTERM, graceful).
+ * `npm run cluster -- [--nodes 3] [--port 8080] [--peer-port 9080] [--host 127.0.0.1]`: a
+ * local cluster for trying ringlimit out. Node i listens on HTTP port + i and on peer port +
+ * i; all share one generated API key and cluster secret. PORT, PEER_PORT and HOST in the
+ * environment are the defaults of the flags; every other variable reaches every node as it
+ * is. Ctrl-C stops them all (SIGTERM: each drains and hands its states over).
  */
-const args = process.argv.slice(2);
-const flag = (name: string, fallback: number) => {
-  const i = args.indexOf(name);
-  const value = i >= 0 ? Number(args[i + 1]) : fallback;
-  if (!Number.isInteger(value) || value < 1) {
-    process.stderr.write(`${name}: expected a positive integer\n`);
-    process.exit(2);
-  }
+
+const USAGE = "npm run cluster -- [--nodes N] [--port P] [--peer-port Q] [--host H] [--help]";
+const MAX_NODES = 64;
+
+/** A bad command line: one line on stderr, exit 2, nothing started. */
+function refuse(message: string): never {
+  process.stderr.write(`npm run cluster: ${message} (usage: ${USAGE})\n`);
+  process.exit(2);
+}
+
+let parsed: ReturnType<typeof parseOptions>;
+function parseOptions() {
+  return parseArgs({
+    args: process.argv.slice(2),
+    strict: true,
+    allowPositionals: false,
+    options: {
+      nodes: { type: "string" },
+      port: { type: "string" },
+      "peer-port": { type: "string" },
+      host: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+}
+try {
+  parsed = parseOptions();
+} catch (err) {
+  // parseArgs says which option is unknown or lacks its value; keep its first line only.
+  refuse((err as Error).message.split("\n")[0]!.replace(/\. To specify a positional.*$/, ""));
+}
+const options = parsed.values;
+
+function integer(name: string, raw: string, min: number, max: number): number {
+  const value = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < min || value > max) refuse(`${name}: expected an integer from ${min} to ${max}, got "${raw}"`);
   return value;
-};
-const count = flag("--nodes", 3);
-const basePort = flag("--port", 8080);
+}
+
+const env = process.env;
+const portDefault = env.PORT ?? "8080";
+const hostDefault = env.HOST ?? "127.0.0.1";
+
+if (options.help) {
+  const peerDefault = env.PEER_PORT !== undefined ? `${env.PEER_PORT}, from PEER_PORT` : "--port + 1000";
+  process.stdout.write(
+    `Usage: ${USAGE}\n\n` +
+      "Starts a local ringlimit cluster: N nodes that share one generated API key and cluster\n" +
+      "secret. Ctrl-C stops them all (each drains and hands its states over).\n\n" +
+      "Options:\n" +
+      `  --nodes N       number of nodes, 1 to ${MAX_NODES} (default 3)\n` +
+      `  --port P        HTTP port of the first node; node i listens on P + i (default ${portDefault}${env.PORT !== undefined ? ", from PORT" : ""})\n` +
+      `  --peer-port Q   peer port of the first node; node i listens on Q + i (default ${peerDefault})\n` +
+      `  --host H        address every listener binds (default ${hostDefault}${env.HOST !== undefined ? ", from HOST" : ""})\n` +
+      "  -h, --help      print this and exit, starting nothing\n\n" +
+      "Every other variable in the environment (LOG_LEVEL, MAX_KEYS, ...) reaches every node;\n" +
+      "`node dist/src/main.js --help` lists them.\n",
+  );
+  process.exit(0);
+}
+
+const count = integer("--nodes", options.nodes ?? "3", 1, MAX_NODES);
+const port = integer(options.port !== undefined ? "--port" : "PORT", options.port ?? portDefault, 1, 65535 - count + 1);
+const peerRaw = options["peer-port"] ?? env.PEER_PORT;
+const peerName = options["peer-port"] !== undefined ? "--peer-port" : "PEER_PORT";
+const peerPort = peerRaw !== undefined ? integer(peerName, peerRaw, 1, 65535 - count + 1) : port + 1000;
+if (peerPort + count - 1 > 65535) refuse(`--port ${port} + 1000 puts peer ports past 65535; set --peer-port`);
+if (peerPort < port + count && port < peerPort + count) {
+  refuse(`HTTP ports ${port}-${port + count - 1} and peer ports ${peerPort}-${peerPort + count - 1} overlap`);
+}
+const host = options.host ?? hostDefault;
+if (host === "" || /\s/.test(host)) refuse(`--host: expected an address, got "${host}"`);
+
+// Where the members (and a caller on this machine) reach a node: a wildcard bind address is
+// no destination, so its loopback stands in; an IPv6 literal is bracketed in host:port.
+const reach = host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host;
+const hostPort = (p: number) => (reach.includes(":") ? `[${reach}]:${p}` : `${reach}:${p}`);
+const ids = Array.from({ length: count }, (_, i) => hostPort(peerPort + i));
+const urls = Array.from({ length: count }, (_, i) => `http://${hostPort(port + i)}`);
+
 const main = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../main.js");
 const { key } = generateApiKey();
 const secret = generateClusterSecret();
-const peers = Array.from({ length: count }, (_, i) => `127.0.0.1:${basePort + 1000 + i}`).join(",");
 
 const children: ChildProcess[] = [];
+let stopping = false;
+let failed = false;
+const stop = () => {
+  stopping = true;
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+};
+
 for (let i = 0; i < count; i++) {
   const child = spawn(process.execPath, [main], {
     stdio: ["ignore", "inherit", "inherit"],
     env: {
-      ...process.env,
-      HOST: "127.0.0.1",
-      PORT: String(basePort + i),
-      PEER_HOST: "127.0.0.1",
-      PEER_PORT: String(basePort + 1000 + i),
-      PEERS: peers,
+      ...env,
+      HOST: host,
+      PORT: String(port + i),
+      PEER_HOST: host,
+      PEER_PORT: String(peerPort + i),
+      PEERS: ids.join(","),
+      NODE_ID: ids[i],
+      ADVERTISE_URL: urls[i],
       CLUSTER_SECRET: secret,
       API_KEYS: key,
-      LOG_LEVEL: process.env.LOG_LEVEL ?? "info",
+      LOG_LEVEL: env.LOG_LEVEL ?? "info",
     },
   });
   children.push(child);
+  child.on("exit", (code, signal) => {
+    // A node that ends on its own (a port taken, a bad variable) ends the cluster: the
+    // others are stopped and the tool exits non-zero, rather than leave a partial ring.
+    if (!stopping) {
+      failed = true;
+      process.stderr.write(`npm run cluster: node ${i} (${urls[i]}) exited with ${signal ?? code}; stopping the others\n`);
+      stop();
+    }
+    if (children.every((c) => c.exitCode !== null || c.signalCode !== null)) process.exit(failed ? 1 : 0);
+  });
 }
 
 process.stdout.write(
-  `ringlimit local cluster: ${count} nodes on http://127.0.0.1:${basePort}..${basePort + count - 1} (peers ${peers})\n` +
+  `ringlimit local cluster: ${count} nodes on ${urls[0]}..${port + count - 1} (peers ${ids.join(",")})\n` +
     `API key: ${key}\n` +
-    `try: curl -s -X POST http://127.0.0.1:${basePort}/limit -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' -d '{"namespace":"demo","identifier":"user-1","limit":5,"duration":60}'\n`,
+    `try: curl -s -X POST ${urls[0]}/limit -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' -d '{"namespace":"demo","identifier":"user-1","limit":5,"duration":60}'\n`,
 );
 
-let exited = 0;
-for (const child of children) {
-  child.on("exit", () => {
-    if (++exited === children.length) process.exit(0);
-  });
-}
-const stop = () => {
-  for (const child of children) child.kill("SIGTERM");
-};
 process.on("SIGINT", stop);
 process.on("SIGTERM", stop);

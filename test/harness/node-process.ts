@@ -19,7 +19,7 @@ export interface NodeProcess {
   kill(): Promise<void>;
 }
 
-const live = new Set<NodeProcess>();
+const live = new Set<{ readonly pid: number }>();
 function killLive(): void {
   for (const n of live) {
     try {
@@ -118,5 +118,54 @@ async function spawnNodeOnce(env: Record<string, string>, options: SpawnOptions)
       await sleep(50);
     }
   }
+  return handle;
+}
+
+export interface ToolProcess {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  output(): string;
+  stdout(): string;
+  /** signal the tool's whole process group (the tool and every process it started) */
+  signal(signal: NodeJS.Signals): void;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGKILL the whole group if the tool still runs, and wait for it */
+  kill(): Promise<void>;
+}
+
+/**
+ * Start a command other than a node (a tool under dist/src/tools, a script) as its own
+ * process group, with PATH and `env` only. The group dies with the test, as nodes do.
+ */
+export function spawnTool(argv: readonly string[], env: Record<string, string>, cwd?: string): ToolProcess {
+  const child = spawn(argv[0]!, argv.slice(1), { env: { PATH: process.env.PATH ?? "", ...env }, cwd, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let stdout = "";
+  child.stdout!.on("data", (d: Buffer) => ((out += d.toString()), (stdout += d.toString())));
+  child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal })),
+  );
+  const signal = (name: NodeJS.Signals) => {
+    try {
+      process.kill(-child.pid!, name);
+    } catch {
+      /* already gone */
+    }
+  };
+  const handle: ToolProcess = {
+    child,
+    pid: child.pid!,
+    output: () => out,
+    stdout: () => stdout,
+    signal,
+    exited,
+    async kill() {
+      signal("SIGKILL"); // the group: children the tool started may outlive it
+      await exited;
+      live.delete(handle);
+    },
+  };
+  live.add(handle);
   return handle;
 }

@@ -1,0 +1,172 @@
+/**
+ * `npm run cluster` (src/tools/local-cluster.ts), run as a real process that starts real
+ * nodes: its flags and their defaults, PORT / PEER_PORT / HOST taken from the environment,
+ * bad command lines refused before anything starts, a node that cannot start ending the
+ * cluster, and Ctrl-C (SIGTERM to the tool alone) stopping every node.
+ */
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import t from "tap";
+import { closeAgents, limit, request } from "../harness/http-client.js";
+import { freePort, spawnTool, type ToolProcess } from "../harness/node-process.js";
+import { until } from "../harness/wait.js";
+
+t.teardown(closeAgents);
+
+const TOOL = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../src/tools/local-cluster.js");
+
+function runTool(args: string[], env: Record<string, string> = {}): ToolProcess {
+  return spawnTool([process.execPath, TOOL, ...args], { LOG_LEVEL: "warn", ...env });
+}
+
+/** Whether something accepts TCP connections on 127.0.0.1:port. */
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: "127.0.0.1", port });
+    socket.once("connect", () => (socket.destroy(), resolve(true)));
+    socket.once("error", () => resolve(false));
+  });
+}
+
+/** Whether this process can bind 127.0.0.1:port right now. */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
+}
+
+/** The first of `n` consecutive ports that were all free a moment ago. */
+async function freeRange(n: number): Promise<number> {
+  for (;;) {
+    const first = await freePort();
+    if (first + n > 65535) continue;
+    let free = true;
+    for (let p = first + 1; p < first + n && free; p++) free = await bindable(p);
+    if (free) return first;
+  }
+}
+
+const apiKey = (tool: ToolProcess) => /API key: (svc_sk_\S+)/.exec(tool.stdout())?.[1];
+
+async function ready(url: string): Promise<boolean> {
+  try {
+    return (await request(url + "/ready", { timeoutMs: 500 })).status === 200;
+  } catch {
+    return false;
+  }
+}
+
+t.test("--help prints every option with its default and starts nothing", async (t) => {
+  const port = await freePort();
+  const tool = runTool(["--help"], { PORT: String(port) });
+  t.teardown(() => tool.kill());
+  const { code } = await tool.exited;
+  t.equal(code, 0);
+  const help = tool.stdout();
+  t.match(help, /^Usage: npm run cluster -- /);
+  t.match(help, /--nodes N .*\(default 3\)/);
+  t.match(help, new RegExp(`--port P .*\\(default ${port}, from PORT\\)`), "PORT from the environment is the default");
+  t.match(help, /--peer-port Q .*\(default --port \+ 1000\)/);
+  t.match(help, /--host H .*\(default 127\.0\.0\.1\)/);
+  t.match(help, /-h, --help/);
+  t.notOk(await listening(port), "no node listens on the default port");
+
+  const withPeer = runTool(["-h"], { PEER_PORT: "19999" });
+  t.teardown(() => withPeer.kill());
+  t.equal((await withPeer.exited).code, 0);
+  t.match(withPeer.stdout(), /--peer-port Q .*\(default 19999, from PEER_PORT\)/);
+});
+
+t.test("a bad command line: one line on stderr, exit 2, nothing started", async (t) => {
+  const port = await freePort();
+  const cases: [string[], RegExp][] = [
+    [["--bogus"], /Unknown option '--bogus'/],
+    [["--nodes", "3", "--prot", "8080"], /Unknown option '--prot'/],
+    [["extra"], /Unexpected argument 'extra'/],
+    [["--port"], /--port/],
+    [["--nodes", "0"], /--nodes: expected an integer from 1 to 64, got "0"/],
+    [["--nodes", "2.5"], /--nodes: expected an integer/],
+    [["--port", "65535", "--nodes", "2"], /--port: expected an integer from 1 to 65534/],
+    [["--port", "65000"], /peer ports past 65535; set --peer-port/],
+    [["--port", "20000", "--peer-port", "20001"], /overlap/],
+    [["--host", ""], /--host: expected an address/],
+  ];
+  // All at once: each is a process start, and the machine may be busy.
+  const tools = cases.map(([args]) => runTool(args, { PORT: String(port) }));
+  for (const tool of tools) t.teardown(() => tool.kill());
+  const exits = await Promise.all(tools.map((tool) => tool.exited));
+  cases.forEach(([args, message], i) => {
+    t.equal(exits[i]!.code, 2, `${args.join(" ")}: exit 2`);
+    const lines = tools[i]!.output().trimEnd().split("\n");
+    t.equal(lines.length, 1, `${args.join(" ")}: one line`);
+    t.match(lines[0], message);
+    t.match(lines[0], /^npm run cluster: .*\(usage: npm run cluster -- /);
+  });
+  t.notOk(await listening(port), "nothing listens");
+  const badPeerPort = runTool(["--nodes", "1"], { PORT: String(port), PEER_PORT: "70000" });
+  t.teardown(() => badPeerPort.kill());
+  t.equal((await badPeerPort.exited).code, 2, "a bad PEER_PORT in the environment is refused too");
+  t.match(badPeerPort.output(), /PEER_PORT: expected an integer/);
+});
+
+t.test("--port, --peer-port and --host place every node; SIGTERM to the tool stops them all", async (t) => {
+  const port = await freeRange(2);
+  const peerPort = await freeRange(2);
+  const tool = runTool(["--nodes", "2", "--port", String(port), "--peer-port", String(peerPort), "--host", "127.0.0.1"]);
+  t.teardown(() => tool.kill());
+  const urls = [`http://127.0.0.1:${port}`, `http://127.0.0.1:${port + 1}`];
+  await until("both nodes ready", async () => (await ready(urls[0]!)) && (await ready(urls[1]!)), 20_000);
+  const key = apiKey(tool);
+  t.ok(key, "the tool prints the API key");
+  const auth = { authorization: `Bearer ${key}` };
+  await until("a ring of two", async () => (await request(urls[0] + "/cluster", { headers: auth })).json?.data?.members?.length === 2, 15_000);
+  const cluster = (await request(urls[1] + "/cluster", { headers: auth })).json.data;
+  t.same(
+    cluster.members.map((m: { id: string; url: string }) => [m.id, m.url]).sort(),
+    [
+      [`127.0.0.1:${peerPort}`, urls[0]],
+      [`127.0.0.1:${peerPort + 1}`, urls[1]],
+    ],
+    "members are named by their peer ports and listed at their HTTP URLs",
+  );
+  t.ok((await listening(peerPort)) && (await listening(peerPort + 1)), "both peer ports listen");
+  const answer = await limit(urls[0]!, { namespace: "local-cluster", identifier: "u1", limit: 5, duration: 60 }, auth);
+  t.equal(answer.status, 200);
+
+  process.kill(tool.pid, "SIGTERM"); // the tool alone, as Ctrl-C in npm reaches it
+  const { code } = await tool.exited;
+  t.equal(code, 0, "the tool exits 0 once every node has drained");
+  for (const p of [port, port + 1, peerPort, peerPort + 1]) t.notOk(await listening(p), `nothing listens on ${p} any more`);
+});
+
+t.test("PEER_PORT in the environment is the base of the peer ports", async (t) => {
+  const port = await freePort();
+  const peerPort = await freePort();
+  const tool = runTool(["--nodes", "1"], { PORT: String(port), PEER_PORT: String(peerPort) });
+  t.teardown(() => tool.kill());
+  const url = `http://127.0.0.1:${port}`;
+  await until("the node ready", () => ready(url), 20_000);
+  const cluster = (await request(url + "/cluster", { headers: { authorization: `Bearer ${apiKey(tool)}` } })).json.data;
+  t.same(cluster.members, [{ id: `127.0.0.1:${peerPort}`, url }], "PORT and PEER_PORT are used, not overwritten");
+  t.ok(await listening(peerPort));
+  process.kill(tool.pid, "SIGINT");
+  t.equal((await tool.exited).code, 0, "Ctrl-C stops it too");
+});
+
+t.test("a node that cannot start ends the cluster: the others stop, exit 1", async (t) => {
+  const port = await freeRange(2);
+  const taken = net.createServer();
+  await new Promise<void>((resolve) => taken.listen(port + 1, "127.0.0.1", resolve));
+  t.teardown(() => new Promise<void>((resolve) => taken.close(() => resolve())));
+  const peerPort = await freeRange(2);
+  const tool = runTool(["--nodes", "2", "--port", String(port), "--peer-port", String(peerPort)]);
+  t.teardown(() => tool.kill());
+  const { code } = await tool.exited;
+  t.equal(code, 1);
+  t.match(tool.output(), new RegExp(`node 1 \\(http://127\\.0\\.0\\.1:${port + 1}\\) exited with \\d+; stopping the others`));
+  t.notOk(await listening(port), "node 0 was stopped");
+  t.notOk(await listening(peerPort), "and its peer port closed");
+});
