@@ -34,6 +34,9 @@ ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8080 \
     PEER_PORT=9080
+# STATE_DIR's usual place, owned by the user the node runs as: a Docker named volume mounted
+# there starts as a copy of it, so snapshots are writable without root (docker-compose.yml).
+RUN mkdir -p /var/lib/ringlimit && chown node:node /var/lib/ringlimit
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist

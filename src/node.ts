@@ -74,6 +74,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
       storedKeys: () => table.size,
       storedBytes: (): number => table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0),
       maxStoredBytes: budget.totalBytes,
+      maxKeys: config.maxKeys,
       evictions: () => table.evictions,
       expirations: () => table.expirations,
       // frontEnd is made below; the gauge is read only when /metrics is scraped
@@ -85,7 +86,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
     ? new Cluster(config, local, metrics, logger, readPeerTls(config), { replicaTable, blockedCacheBytes: budget.blockedCacheBytes })
     : undefined;
   const decider: Decider = cluster?.decider ?? local;
-  const durability = new DurabilityMetrics(metrics.registry);
+  const durability = new DurabilityMetrics(metrics.registry, config.stateDir === undefined ? 0 : config.snapshotIntervalMs / 1000);
   const snapshotter =
     config.stateDir === undefined
       ? undefined

@@ -8,7 +8,8 @@ export class DurabilityMetrics {
   readonly snapshotFailures: Counter;
   readonly lastSnapshot: Gauge;
   readonly keysRestored: Counter;
-  constructor(registry: Registry) {
+  /** `snapshotIntervalSeconds`: SNAPSHOT_INTERVAL_MS in seconds, 0 when no snapshots are written (no STATE_DIR). */
+  constructor(registry: Registry, snapshotIntervalSeconds: number) {
     this.snapshotSeconds = new Histogram({
       name: "ringlimit_snapshot_duration_seconds",
       help: "Time to write one snapshot to STATE_DIR, from the column copy to the directory fsync",
@@ -27,6 +28,12 @@ export class DurabilityMetrics {
       help: "Unix time of the last snapshot written whole",
       registers: [registry],
     });
+    // Exported so that the stale-snapshot alert compares with the interval in force.
+    new Gauge({
+      name: "ringlimit_snapshot_interval_seconds",
+      help: "SNAPSHOT_INTERVAL_MS in seconds: how often a snapshot is written to STATE_DIR (0: no STATE_DIR, no snapshots)",
+      registers: [registry],
+    }).set(snapshotIntervalSeconds);
     this.keysRestored = new Counter({ name: "ringlimit_keys_restored_total", help: "States loaded from STATE_DIR at start", registers: [registry] });
   }
 }

@@ -12,6 +12,8 @@ export interface MetricSources {
   /** estimated bytes the state table holds, and its bound */
   storedBytes: () => number;
   maxStoredBytes: number;
+  /** MAX_KEYS: the bound of each state table in keys */
+  maxKeys: number;
   evictions: () => number;
   expirations: () => number;
   /** POST requests received and not answered yet */
@@ -103,6 +105,13 @@ export class Metrics {
       "ringlimit_stored_bytes_limit",
       "Bound on ringlimit_stored_bytes (MAX_MEMORY_MB, or 30 % of the heap limit), shared by the tables and the blocked cache: states are evicted to stay under it",
       () => sources.maxStoredBytes,
+    );
+    // Exported so that alerts compare with the setting in force rather than a copy of it.
+    pulledGauge(
+      registry,
+      "ringlimit_max_keys",
+      "MAX_KEYS: limit states a table holds before it evicts (each of the owned and replica tables)",
+      () => sources.maxKeys,
     );
     pulledCounter(registry, "ringlimit_evictions_total", "States evicted because the table reached MAX_KEYS or its byte bound", sources.evictions);
     pulledCounter(

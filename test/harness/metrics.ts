@@ -6,6 +6,7 @@ export function emptyMetrics(): Metrics {
     storedKeys: () => 0,
     storedBytes: () => 0,
     maxStoredBytes: 0,
+    maxKeys: 0,
     evictions: () => 0,
     expirations: () => 0,
     requestsInFlight: () => 0,
