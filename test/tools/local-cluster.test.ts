@@ -118,11 +118,11 @@ t.test("--port, --peer-port and --host place every node; SIGTERM to the tool sto
   const tool = runTool(["--nodes", "2", "--port", String(port), "--peer-port", String(peerPort), "--host", "127.0.0.1"]);
   t.teardown(() => tool.kill());
   const urls = [`http://127.0.0.1:${port}`, `http://127.0.0.1:${port + 1}`];
-  await until("both nodes ready", async () => (await ready(urls[0]!)) && (await ready(urls[1]!)), 20_000);
+  await until("both nodes ready", async () => (await ready(urls[0]!)) && (await ready(urls[1]!)), 60_000);
   const key = apiKey(tool);
   t.ok(key, "the tool prints the API key");
   const auth = { authorization: `Bearer ${key}` };
-  await until("a ring of two", async () => (await request(urls[0] + "/cluster", { headers: auth })).json?.data?.members?.length === 2, 15_000);
+  await until("a ring of two", async () => (await request(urls[0] + "/cluster", { headers: auth })).json?.data?.members?.length === 2, 30_000);
   const cluster = (await request(urls[1] + "/cluster", { headers: auth })).json.data;
   t.same(
     cluster.members.map((m: { id: string; url: string }) => [m.id, m.url]).sort(),
@@ -148,7 +148,7 @@ t.test("PEER_PORT in the environment is the base of the peer ports", async (t) =
   const tool = runTool(["--nodes", "1"], { PORT: String(port), PEER_PORT: String(peerPort) });
   t.teardown(() => tool.kill());
   const url = `http://127.0.0.1:${port}`;
-  await until("the node ready", () => ready(url), 20_000);
+  await until("the node ready", () => ready(url), 60_000);
   const cluster = (await request(url + "/cluster", { headers: { authorization: `Bearer ${apiKey(tool)}` } })).json.data;
   t.same(cluster.members, [{ id: `127.0.0.1:${peerPort}`, url }], "PORT and PEER_PORT are used, not overwritten");
   t.ok(await listening(peerPort));
