@@ -15,6 +15,8 @@ ARG NODE_IMAGE=node:22-bookworm-slim
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+# The client package is a workspace of this repository: npm ci wants its manifest.
+COPY packages/client/package.json ./packages/client/
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
@@ -24,6 +26,7 @@ RUN npx tspc -p . && cp -r src/rls/proto dist/src/rls/ && rm -rf dist/test
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY packages/client/package.json ./packages/client/
 RUN npm ci --omit=dev --no-audit --no-fund
 
 FROM ${NODE_IMAGE}

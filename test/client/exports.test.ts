@@ -1,7 +1,8 @@
 /**
- * ringlimit/client as a package user imports it: the "exports" entries of package.json
- * resolve (Node's package self-reference), load, and ship .d.ts types (that src/client loads
- * nothing of the server is the architecture test's rule).
+ * ringlimit/client as a user of the server package imports it: the "exports" entries of
+ * package.json resolve (Node's package self-reference) to the client package's build, load
+ * with import and with require(), and ship .d.ts types (that src/client loads nothing of the
+ * server is the architecture test's rule; package.test.ts installs the client package itself).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -24,4 +25,6 @@ t.test("every ./client export resolves, loads, and has its declarations", async 
   }
   const client = (await import("ringlimit/client" as string)) as { RingLimitClient: unknown };
   t.type(client.RingLimitClient, "function");
+  const required = createRequire(import.meta.url)("ringlimit/client") as { RingLimitClient: unknown };
+  t.type(required.RingLimitClient, "function", "require() loads it too (the CommonJS build)");
 });
