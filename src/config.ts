@@ -2,6 +2,7 @@ import { createPrivateKey, randomBytes, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import { parseArgs } from "node:util";
+import { problemOfPolicy } from "./policy/index.js";
 import { isAdvertiseUrl } from "./shard/cluster/membership/self-address.js";
 
 /** Every setting and its default, in one place (docs/operations.md; `ringlimit --help` prints them). Units are in the names. */
@@ -44,6 +45,7 @@ export const DEFAULTS = Object.freeze({
   shadowMode: false as boolean,
   rlsAllOrNothing: false as boolean,
   rlsRateLimitHeaders: false as boolean,
+  policyPath: undefined as string | undefined, // a YAML file or folder of them: RLS rules and /limit overrides (docs/policy.md)
 });
 
 export type Config = {
@@ -92,7 +94,7 @@ const keyList =
         entry
           .slice(at + 1)
           .split(",")
-          .some((prefix) => prefix === "")
+          .includes("")
       ) {
         throw new ConfigError(name, "a key scope needs non-empty namespace prefixes: key@checkout.,search.");
       }
@@ -171,11 +173,24 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   metricsCacheMs: ["METRICS_CACHE_MS", int(0, 60_000), "render /metrics at most once per this many ms; scrapes in between get the same text (0: every scrape)"],
   advertiseUrl: ["ADVERTISE_URL", str, "the URL clients reach this node at, listed by GET /cluster (unset: http(s)://HOST:PORT)"],
   logLevel: ["LOG_LEVEL", oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"]), "fatal, error, warn, info, debug, trace or silent"],
-  grpcPort: ["GRPC_PORT", int(0, 65535), "port of Envoy's rate limit service (gRPC, RLS v3) and grpc.health.v1, with TLS when TLS_CERT_FILE is set (unset: off; docs/envoy.md)"],
-  grpcAuth: ["GRPC_AUTH", oneOf(["api-key", "none"]), "api-key: every RLS call needs authorization: Bearer <API key>; none: no key asked (only behind an mTLS mesh)"],
+  grpcPort: [
+    "GRPC_PORT",
+    int(0, 65535),
+    "port of Envoy's rate limit service (gRPC, RLS v3) and grpc.health.v1, with TLS when TLS_CERT_FILE is set (unset: off; docs/envoy.md)",
+  ],
+  grpcAuth: [
+    "GRPC_AUTH",
+    oneOf(["api-key", "none"]),
+    "api-key: every RLS call needs authorization: Bearer <API key>; none: no key asked (only behind an mTLS mesh)",
+  ],
   shadowMode: ["SHADOW_MODE", bool, "every RLS answer is OK; descriptors are still counted and over-limit hits show in ringlimit_rls_shadow_mode_total"],
-  rlsAllOrNothing: ["RLS_ALL_OR_NOTHING", bool, "count an RLS request's descriptors only when every one passes (default: each counted on its own, as envoyproxy/ratelimit)"],
+  rlsAllOrNothing: [
+    "RLS_ALL_OR_NOTHING",
+    bool,
+    "count an RLS request's descriptors only when every one passes (default: each counted on its own, as envoyproxy/ratelimit)",
+  ],
   rlsRateLimitHeaders: ["RLS_RATELIMIT_HEADERS", bool, "add draft-10 RateLimit and RateLimit-Policy headers to RLS answers (response_headers_to_add)"],
+  policyPath: ["POLICY_PATH", str, "a YAML file or folder of them: RLS rules and POST /limit overrides, reloaded on change (docs/policy.md)"],
 };
 
 const HOST_PORT = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;
@@ -240,6 +255,8 @@ export function configFrom(env: NodeJS.ProcessEnv, flags: ReadonlyMap<string, st
   if (config.metricsToken !== undefined && config.metricsToken.length < 16) {
     throw new ConfigError("METRICS_TOKEN", "must be at least 16 characters");
   }
+  const policyProblem = config.policyPath === undefined ? undefined : problemOfPolicy(config.policyPath); // start-up stops on a bad policy
+  if (policyProblem !== undefined) throw new ConfigError("POLICY_PATH", policyProblem);
   if (config.failureTimeoutMs <= config.heartbeatIntervalMs) {
     throw new ConfigError("FAILURE_TIMEOUT_MS", "must be greater than HEARTBEAT_INTERVAL_MS");
   }

@@ -282,6 +282,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   SHADOW_MODE: [["maybe"], [""]],
   RLS_ALL_OR_NOTHING: [["2"], [""]],
   RLS_RATELIMIT_HEADERS: [["draft-10"], [""]],
+  POLICY_PATH: [[""], ["/nonexistent/policy.yaml"], [READABLE]],
 };
 
 t.test("every bad value names its variable, from env and from the flag", async (t) => {
@@ -323,4 +324,22 @@ t.test("errors about secrets do not print them", async (t) => {
       t.notOk((err as Error).message.includes(secret), `not echoed: ${(err as Error).message}`);
     }
   }
+});
+
+t.test("POLICY_PATH: a policy that does not load stops start-up, naming the file and the problem; SHADOW_MODE is a boolean", async (t) => {
+  const fixtures = fileURLToPath(new URL("../../test/policy/fixtures/", import.meta.url));
+  t.equal(loadConfig({ POLICY_PATH: fixtures + "good" }).policyPath, fixtures + "good");
+  t.equal(loadConfig({}).policyPath, undefined, "unset by default");
+  fails(t, () => loadConfig({ POLICY_PATH: fixtures + "no-such-folder" }), "POLICY_PATH", "missing");
+  try {
+    loadConfig({ POLICY_PATH: fixtures + "broken/bad-unit.yaml" });
+  } catch (err) {
+    t.equal(
+      (err as Error).message,
+      `POLICY_PATH: ${fixtures}broken/bad-unit.yaml: line 5: invalid rate limit unit 'foo' (second, minute, hour, day, week, month, year; or duration: <seconds>)`,
+    );
+  }
+  t.equal(loadConfig({}).shadowMode, false);
+  t.equal(loadConfig({ SHADOW_MODE: "true" }).shadowMode, true);
+  fails(t, () => loadConfig({ SHADOW_MODE: "maybe" }), "SHADOW_MODE", "not a boolean");
 });
