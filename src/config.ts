@@ -40,12 +40,12 @@ export const DEFAULTS = Object.freeze({
   metricsToken: undefined as string | undefined, // set: /metrics requires `Authorization: Bearer <token>`
   metricsCacheMs: 1000 as number, // /metrics text is rendered at most once per this many ms (0: every scrape)
   logLevel: "info" as string,
+  policyPath: undefined as string | undefined, // a YAML file or folder of them: RLS rules and /limit overrides (docs/policy.md)
   grpcPort: undefined as number | undefined, // set: Envoy's rate limit service (RLS v3) and grpc.health.v1 on this port (docs/envoy.md)
   grpcAuth: "api-key" as string, // "none": no API key asked on the gRPC port (a mesh with mTLS)
   shadowMode: false as boolean,
   rlsAllOrNothing: false as boolean,
   rlsRateLimitHeaders: false as boolean,
-  policyPath: undefined as string | undefined, // a YAML file or folder of them: RLS rules and /limit overrides (docs/policy.md)
 });
 
 export type Config = {
@@ -89,13 +89,8 @@ const keyList =
     }
     for (const entry of entries) {
       const at = entry.indexOf("@");
-      if (
-        at >= 0 &&
-        entry
-          .slice(at + 1)
-          .split(",")
-          .includes("")
-      ) {
+      const prefixes = at >= 0 ? entry.slice(at + 1).split(",") : [];
+      if (prefixes.includes("")) {
         throw new ConfigError(name, "a key scope needs non-empty namespace prefixes: key@checkout.,search.");
       }
     }
@@ -173,24 +168,12 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   metricsCacheMs: ["METRICS_CACHE_MS", int(0, 60_000), "render /metrics at most once per this many ms; scrapes in between get the same text (0: every scrape)"],
   advertiseUrl: ["ADVERTISE_URL", str, "the URL clients reach this node at, listed by GET /cluster (unset: http(s)://HOST:PORT)"],
   logLevel: ["LOG_LEVEL", oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"]), "fatal, error, warn, info, debug, trace or silent"],
-  grpcPort: [
-    "GRPC_PORT",
-    int(0, 65535),
-    "port of Envoy's rate limit service (gRPC, RLS v3) and grpc.health.v1, with TLS when TLS_CERT_FILE is set (unset: off; docs/envoy.md)",
-  ],
-  grpcAuth: [
-    "GRPC_AUTH",
-    oneOf(["api-key", "none"]),
-    "api-key: every RLS call needs authorization: Bearer <API key>; none: no key asked (only behind an mTLS mesh)",
-  ],
-  shadowMode: ["SHADOW_MODE", bool, "every RLS answer is OK; descriptors are still counted and over-limit hits show in ringlimit_rls_shadow_mode_total"],
-  rlsAllOrNothing: [
-    "RLS_ALL_OR_NOTHING",
-    bool,
-    "count an RLS request's descriptors only when every one passes (default: each counted on its own, as envoyproxy/ratelimit)",
-  ],
-  rlsRateLimitHeaders: ["RLS_RATELIMIT_HEADERS", bool, "add draft-10 RateLimit and RateLimit-Policy headers to RLS answers (response_headers_to_add)"],
   policyPath: ["POLICY_PATH", str, "a YAML file or folder of them: RLS rules and POST /limit overrides, reloaded on change (docs/policy.md)"],
+  grpcPort: ["GRPC_PORT", int(0, 65535), "port of Envoy's rate limit service (gRPC, RLS v3) and grpc.health.v1, with TLS when TLS_CERT_FILE is set (unset: off; docs/envoy.md)"],
+  grpcAuth: ["GRPC_AUTH", oneOf(["api-key", "none"]), "api-key: every RLS call needs authorization: Bearer <API key>; none: no key asked (only behind an mTLS mesh)"],
+  shadowMode: ["SHADOW_MODE", bool, "every RLS answer is OK; descriptors are still counted and over-limit hits show in ringlimit_rls_shadow_mode_total"],
+  rlsAllOrNothing: ["RLS_ALL_OR_NOTHING", bool, "count an RLS request's descriptors only when every one passes (default: each counted on its own, as envoyproxy/ratelimit)"],
+  rlsRateLimitHeaders: ["RLS_RATELIMIT_HEADERS", bool, "add draft-10 RateLimit and RateLimit-Policy headers to RLS answers (response_headers_to_add)"],
 };
 
 const HOST_PORT = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;

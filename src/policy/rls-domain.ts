@@ -141,7 +141,7 @@ function applyReplaces(matches: (RlsMatch | undefined)[]): void {
   let replaced: Set<string> | undefined;
   for (const match of matches) {
     if (match === undefined) continue;
-    for (const name of match.rule.replaces) (replaced ??= new Set()).add(name);
+    for (const name of match.rule.replaces ?? []) (replaced ??= new Set()).add(name);
   }
   if (replaced === undefined) return;
   for (let i = 0; i < matches.length; i++) {

@@ -115,7 +115,7 @@ function compileNode(reader: YamlReader, fields: Map<string, YamlNode>, head: He
   };
   const runtimeMetric = here.valueToMetric || (detailedMetric && here.dynamic);
   const rule = compileRule(reader, fields.get("rate_limit") ?? null, composite, { shadow, quotaMode, metricKey: here.metric });
-  if (rule !== undefined && rule.replaces.length > 0) state.hasReplaces = true;
+  if (rule !== undefined && rule.replaces!.length > 0) state.hasReplaces = true;
   const children = fields.get("descriptors") ? compileLevel(reader, fields.get("descriptors")!, composite, here, state) : undefined;
   const staticMatch: RlsMatch | undefined =
     rule !== undefined && here.counter !== undefined && !runtimeMetric

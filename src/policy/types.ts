@@ -40,10 +40,10 @@ export interface RlsRule {
   readonly unlimited: boolean;
   /** `shadow_mode`: decided and counted, but answered OK */
   readonly shadow: boolean;
-  /** the names of the rules this one drops when both match one request (`replaces`) */
-  readonly replaces: readonly string[];
-  /** `quota_mode`: OVER_LIMIT only when every quota-mode descriptor of the request is over */
-  readonly quotaMode: boolean;
+  /** the names of the rules this one drops when both match one request (`replaces`); a loaded rule always has it */
+  readonly replaces?: readonly string[];
+  /** `quota_mode`: OVER_LIMIT only when every quota-mode descriptor of the request is over; a loaded rule always has it */
+  readonly quotaMode?: boolean;
   /** the rule's path for metrics: `domain.key_value.key` (values only where detailed_metric/value_to_metric ask) */
   readonly metricKey: string;
 }
