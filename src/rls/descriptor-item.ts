@@ -2,8 +2,17 @@ import { algorithmByName, DEFAULT_ALGORITHM, type Algorithm } from "../algorithm
 import type { Decision, DegradedReason, LimitQuery } from "../decision.js";
 import type { RlsDescriptorEntries, RlsMatch, RlsRule } from "../policy/types.js";
 import { counterIdentifier, entriesKey } from "./counter-id.js";
-import { OVERRIDE_UNITS, overrideUnitNumber, responseUnit } from "./units.js";
-import { CODE_OK, CODE_OVER_LIMIT, UNLIMITED_REMAINING, type RlsCurrentLimit, type RlsDescriptor, type RlsStatus } from "./wire.js";
+import {
+  CODE_OK,
+  CODE_OVER_LIMIT,
+  OVERRIDE_UNITS,
+  overrideUnitNumber,
+  responseUnit,
+  UNLIMITED_REMAINING,
+  type RlsCurrentLimit,
+  type RlsDescriptor,
+  type RlsStatus,
+} from "./wire.js";
 
 /** What a descriptor asks for, once matched. */
 export const NO_RULE = 0;
@@ -38,7 +47,17 @@ export function planItem(
   hits: number,
   now: number,
 ): Item {
-  const item: Item = { kind: NO_RULE, rule: undefined, metricKey: match?.metricKey, hits, query: undefined, allowed: true, remaining: 0, resetMs: 0, degraded: null };
+  const item: Item = {
+    kind: NO_RULE,
+    rule: undefined,
+    metricKey: match?.metricKey,
+    hits,
+    query: undefined,
+    allowed: true,
+    remaining: 0,
+    resetMs: 0,
+    degraded: null,
+  };
   let rule: RlsRule | undefined;
   let identifier: string;
   if (override !== undefined && override !== null) {

@@ -11,7 +11,8 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
  * (dist/src/rls/proto), else in the sources of the package root (src/rls/proto). They
  * ship in the package; clients may load them from here too (docs/envoy.md).
  */
-export const PROTO_DIR: string = [path.join(HERE, "proto"), path.resolve(HERE, "../../../src/rls/proto")].find((dir) => existsSync(dir)) ?? path.join(HERE, "proto");
+export const PROTO_DIR: string =
+  [path.join(HERE, "proto"), path.resolve(HERE, "../../../src/rls/proto")].find((dir) => existsSync(dir)) ?? path.join(HERE, "proto");
 
 export const RLS_PROTO = "envoy/service/ratelimit/v3/rls.proto";
 export const HEALTH_PROTO = "grpc/health/v1/health.proto";
