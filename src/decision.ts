@@ -1,4 +1,4 @@
-import type { Algorithm, AlgorithmName } from "./algorithms/index.js";
+import type { Algorithm } from "./algorithms/index.js";
 
 /** A validated request, ready for a decision. */
 export interface LimitQuery {

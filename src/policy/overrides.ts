@@ -1,4 +1,4 @@
-import { ALGORITHM_NAMES, type AlgorithmName } from "../algorithms/types.js";
+import { ALGORITHM_NAMES, type AlgorithmName } from "../algorithms/index.js";
 import { REQUEST_BOUNDS } from "../decision.js";
 import { PolicyError } from "./errors.js";
 import { compileGlob, globMatches, globsIntersect, type Glob } from "./glob.js";

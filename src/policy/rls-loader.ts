@@ -1,4 +1,4 @@
-import { ALGORITHM_NAMES, type AlgorithmName } from "../algorithms/types.js";
+import { ALGORITHM_NAMES, type AlgorithmName } from "../algorithms/index.js";
 import { REQUEST_BOUNDS } from "../decision.js";
 import { GlobIndex } from "./glob-index.js";
 import { compileGlob } from "./glob.js";

@@ -2,7 +2,7 @@
  * ringlimit/client as a user of the server package imports it: the "exports" entries of
  * package.json resolve (Node's package self-reference) to the client package's build, load
  * with import and with require(), and ship .d.ts types (that src/client loads nothing of the
- * server is the architecture test's rule; package.test.ts installs the client package itself).
+ * server is the architecture test's rule; package.process.test.ts installs the client package itself).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";

@@ -19,7 +19,7 @@ import { HashRing } from "../../../src/shard/ring/ring.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { CLUSTER_SECRET } from "../../harness/cluster.js";
 import { TEST_KEY } from "../../harness/http-client.js";
-import { freePort } from "../../harness/node-process.js";
+import { freePort } from "../../harness/ports.js";
 import { eventually, until } from "../../harness/wait.js";
 
 /** A fixed window that keeps its count in `c` and 0 in `b`. */

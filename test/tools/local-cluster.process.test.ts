@@ -9,7 +9,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import t from "tap";
 import { closeAgents, limit, request } from "../harness/http-client.js";
-import { freePort, spawnTool, type ToolProcess } from "../harness/node-process.js";
+import { spawnTool, type ToolProcess } from "../harness/node-process.js";
+import { freePort } from "../harness/ports.js";
 import { until } from "../harness/wait.js";
 
 t.teardown(closeAgents);

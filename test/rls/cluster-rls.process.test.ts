@@ -6,7 +6,7 @@
 import t, { type Test } from "tap";
 import { counterIdentifier, entriesKey } from "../../src/rls/counter-id.js";
 import { metric, startCluster, type TestCluster } from "../harness/cluster.js";
-import { freePort } from "../harness/node-process.js";
+import { freePort } from "../harness/ports.js";
 import { TEST_KEY } from "../harness/http-client.js";
 import { grpcCode, rlsClient, type RlsClient } from "./rls-client.js";
 
