@@ -17,6 +17,8 @@ import { DurabilityMetrics } from "./metrics/durability-metrics.js";
 import { clusterIdentity } from "./shard/records/snapshot-file.js";
 import { Snapshotter } from "./shard/records/snapshotter.js";
 import type { Policy } from "./policy/types.js";
+import { loadPolicy, PolicyWatcher } from "./policy/index.js";
+import { PolicyMetrics } from "./metrics/policy-metrics.js";
 import { RlsMetrics } from "./rls/rls-metrics.js";
 import { RlsService } from "./rls/rls-service.js";
 
@@ -110,10 +112,26 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   // A single node is a ring of one; a cluster's directory follows its ring.
   const directory = cluster?.directory ?? new Directory(config.nodeId ?? "", "");
 
+  // POLICY_PATH (docs/policy.md): loaded once here (config checked it already), then kept in
+  // step with its files; a reload swaps the policy in one assignment.
+  let policyWatcher: PolicyWatcher | undefined;
+  let policy = options.policy;
+  if (policy === undefined && config.policyPath !== undefined) {
+    const watcher = new PolicyWatcher({
+      path: config.policyPath,
+      initial: loadPolicy(config.policyPath),
+      onChange: (next) => logger.info({ version: next.version }, "policy reloaded"),
+      logger,
+      metrics: new PolicyMetrics(metrics.registry),
+    });
+    watcher.start();
+    policyWatcher = watcher;
+    policy = () => watcher.policy;
+  }
   // Envoy's rate limit service: one more front door on the same decider (docs/envoy.md).
   const rls = new RlsService(
     { failOpen: config.failOpen, shadowMode: config.shadowMode, allOrNothing: config.rlsAllOrNothing, rateLimitHeaders: config.rlsRateLimitHeaders },
-    { decider, policy: options.policy ?? (() => undefined), metrics: new RlsMetrics(metrics.registry), countDegraded: (r) => metrics.countDegraded(r) },
+    { decider, policy: policy ?? (() => undefined), metrics: new RlsMetrics(metrics.registry), countDegraded: (r) => metrics.countDegraded(r) },
   );
   // Loaded only when asked for: @grpc/grpc-js costs ~0.2 s of CPU at start-up (ringlimit --version: 0.42 s → 0.62 s).
   const grpc =
@@ -200,6 +218,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
         while (inFlight() > 0 && Date.now() < deadline) await sleep(5);
         if (inFlight() > 0) logger.warn({ inFlight: inFlight() }, "drain timeout: closing with requests in flight");
         clearInterval(sweep);
+        policyWatcher?.stop();
         frontEnd.close();
         await grpc?.close(Math.max(0, deadline - Date.now()));
         await cluster?.stop();

@@ -1,4 +1,4 @@
-import { GlobIndex } from "./glob-index.js";
+import { GlobIndex } from "./glob.js";
 import type { OverrideEntry } from "./overrides.js";
 import type { Override } from "./types.js";
 

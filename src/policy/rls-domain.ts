@@ -1,5 +1,4 @@
-import type { GlobIndex } from "./glob-index.js";
-import type { Glob } from "./glob.js";
+import type { Glob, GlobIndex } from "./glob.js";
 import type { RlsDescriptorEntries, RlsMatch, RlsRule } from "./types.js";
 
 /** How a descriptor node's `value` matches a request entry's value. */

@@ -1,7 +1,6 @@
 import { ALGORITHM_NAMES, type AlgorithmName } from "../algorithms/index.js";
 import { REQUEST_BOUNDS } from "../decision.js";
-import { GlobIndex } from "./glob-index.js";
-import { compileGlob } from "./glob.js";
+import { compileGlob, GlobIndex } from "./glob.js";
 import { counterPart, metricSegment, NodeKind, type KeyGroup, type RlsDomain, type RlsLevel, type RlsNode } from "./rls-domain.js";
 import type { RlsMatch, RlsRule, RlsUnit } from "./types.js";
 import type { YamlNode, YamlReader } from "./yaml-reader.js";
