@@ -1,7 +1,9 @@
 /**
  * scripts/build-if-stale.mjs, which `npm run cluster` runs first: `npm run build` only when
  * dist/ is missing or older than src/ (or a file that steers the build), run for real in a
- * scratch package whose build script records each run.
+ * scratch folder. The npm it runs is the one npm_execpath names, as under `npm run`; here that
+ * is a small script that records `run build` and writes dist/.tsbuildinfo as tspc does, since
+ * npm's own start-up (many seconds on a loaded machine) is not what is tested.
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
@@ -12,25 +14,39 @@ import t from "tap";
 
 const SCRIPT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../scripts/build-if-stale.mjs");
 
-t.test("builds when dist/ is missing or older than its sources, and only then", async (t) => {
+/** A scratch package whose "npm" records each `run build` in builds.log and exits with `status`. */
+function scratch(t: { teardown(fn: () => void): void }, status = 0): { dir: string; run: () => { status: number | null; stderr: string } } {
   const dir = mkdtempSync(path.join(tmpdir(), "build-if-stale-"));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  // The build appends a line to builds.log and writes dist/.tsbuildinfo, as tspc does.
-  const build =
-    "node -e \"const fs=require('fs');fs.appendFileSync('builds.log','x\\n');fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/.tsbuildinfo','{}')\"";
-  writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name: "scratch", private: true, scripts: { build } }));
+  const npm = path.join(dir, "npm-cli.cjs");
+  writeFileSync(
+    npm,
+    `const fs = require("fs");
+if (process.argv.slice(2).join(" ") !== "run build") process.exit(9);
+fs.appendFileSync("builds.log", "x\\n");
+if (${status} !== 0) process.exit(${status});
+fs.mkdirSync("dist", { recursive: true });
+fs.writeFileSync("dist/.tsbuildinfo", "{}");
+`,
+  );
   mkdirSync(path.join(dir, "src/a"), { recursive: true });
   writeFileSync(path.join(dir, "src/a/x.ts"), "export const x = 1;\n");
+  writeFileSync(path.join(dir, "package.json"), "{}");
+  const run = () => {
+    const r = spawnSync(process.execPath, [SCRIPT], { cwd: dir, encoding: "utf8", env: { PATH: process.env.PATH ?? "", npm_execpath: npm } });
+    return { status: r.status, stderr: r.stderr };
+  };
+  return { dir, run };
+}
+
+t.test("builds when dist/ is missing or older than its sources, and only then", async (t) => {
+  const { dir, run } = scratch(t);
   const builds = () => {
     try {
       return readFileSync(path.join(dir, "builds.log"), "utf8").split("\n").length - 1;
     } catch {
       return 0;
     }
-  };
-  const run = () => {
-    const r = spawnSync(process.execPath, [SCRIPT], { cwd: dir, encoding: "utf8", env: { PATH: process.env.PATH ?? "" } });
-    return { status: r.status, stderr: r.stderr };
   };
   // Times set explicitly, one minute apart: no test depends on how fine the clock or the
   // file system's timestamps are.
@@ -72,10 +88,6 @@ t.test("builds when dist/ is missing or older than its sources, and only then", 
 });
 
 t.test("a failing build fails the script with its status", async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), "build-if-stale-"));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name: "scratch", private: true, scripts: { build: "exit 3" } }));
-  mkdirSync(path.join(dir, "src"));
-  const r = spawnSync(process.execPath, [SCRIPT], { cwd: dir, encoding: "utf8", env: { PATH: process.env.PATH ?? "" } });
-  t.equal(r.status, 3);
+  const { run } = scratch(t, 3);
+  t.equal(run().status, 3);
 });
