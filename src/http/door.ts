@@ -18,6 +18,9 @@ const AUTHORIZATION = Buffer.from("authorization");
 const CONTENT_TYPE_LC = Buffer.from("content-type");
 const CONTENT_LENGTH = Buffer.from("content-length");
 const CONTENT_TYPE = Buffer.from("Content-Type");
+const TRANSFER_ENCODING = Buffer.from("transfer-encoding");
+/** Past uWS's cork buffer (16 KiB): see HttpDoor.refuse. */
+const CLOSING_BODY_BYTES = 16 * 1024 + 1;
 
 /**
  * JSON text is UTF-8 (RFC 8259). Decoding bad bytes to U+FFFD would make distinct
@@ -59,12 +62,14 @@ export class HttpDoor implements Door<HttpResponse> {
       pipeline.finish(x);
     });
 
-    const scope = this.deps.verifier.scopeOf(req.getHeader(AUTHORIZATION));
-    if (scope === undefined) return pipeline.refuse(x, Errors.unauthorized);
-    x.scope = scope;
-    if (!isJsonContentType(req.getHeader(CONTENT_TYPE_LC))) return pipeline.refuse(x, Errors.unsupportedMediaType);
     const maxBytes = endpoint.maxBodyBytes;
     const declaredLength = req.getHeader(CONTENT_LENGTH);
+    const scope = this.deps.verifier.scopeOf(req.getHeader(AUTHORIZATION));
+    if (scope === undefined) return pipeline.refuse(x, Errors.unauthorized, undefined, unreadBodyTooLong(req, declaredLength, maxBytes));
+    x.scope = scope;
+    if (!isJsonContentType(req.getHeader(CONTENT_TYPE_LC))) {
+      return pipeline.refuse(x, Errors.unsupportedMediaType, undefined, unreadBodyTooLong(req, declaredLength, maxBytes));
+    }
     if (declaredLength !== "" && !(Number(declaredLength) <= maxBytes)) return pipeline.refuse(x, Errors.payloadTooLarge, undefined, true);
 
     res.onData((chunk, isLast) => {
@@ -119,21 +124,23 @@ export class HttpDoor implements Door<HttpResponse> {
   }
 
   refuse(x: Exchange<HttpResponse>, error: ErrorDef, details: readonly FieldProblem[] | undefined, close: boolean): void {
+    const res = x.res;
     const body = errorBody(this.deps.ids.error(), x.receivedAt, error, details);
-    if (close) {
-      // Inside uWS's parser the socket is corked, and end(body, true) only marks the
-      // connection for closing after the parse; a request pipelined behind the oversized
-      // body then resets that mark and is served. Answered from the next turn instead,
-      // uncorked, end(body, true) writes, shuts down and closes at once; a request
-      // parsed meanwhile finds this response pending and uWS closes the connection. pause()
-      // stops reading the rest of the body from the kernel until then.
-      x.res.pause();
-      setImmediate(() => {
-        if (!x.aborted) x.res.cork(() => this.writeError(x.res, error, body, true));
-      });
+    if (!close) {
+      res.cork(() => this.writeError(res, error, body, false));
       return;
     }
-    x.res.cork(() => this.writeError(x.res, error, body, false));
+    // Inside uWS's parser (a route handler or onData) the socket is corked: answers wait in
+    // a 16 KiB cork buffer sent when the parse ends, and end(body, true) only marks the
+    // connection for closing then, a mark that a request pipelined behind resets (it is then
+    // served). Answering from the next turn instead lost more: a request parsed while an
+    // answer is pending makes uWS close the connection and drop its cork buffer, with the
+    // answers already given to the requests before it (counted, never received). A write
+    // longer than the cork buffer makes uWS send the buffer and the write at once and leaves
+    // the socket uncorked, and end(body, true) on an uncorked socket shuts it down and closes
+    // it there, so uWS parses nothing more from it: the answers before, this one, the close.
+    // Hence a closing answer's body is padded with spaces (JSON whitespace) past 16 KiB.
+    res.cork(() => this.writeError(res, error, body.padEnd(CLOSING_BODY_BYTES), true));
   }
 
   private writeError(res: HttpResponse, error: ErrorDef, body: string, closeConnection: boolean): void {
@@ -144,6 +151,16 @@ export class HttpDoor implements Door<HttpResponse> {
     else res.writeHeader(RING_VERSION_HEADER, this.deps.directory.version);
     res.writeHeader("Content-Type", JSON_TYPE).end(body, closeConnection);
   }
+}
+
+/**
+ * Whether a request refused before its body is read (401, 415) must lose its connection:
+ * uWS reads and throws away the body of a request answered early, to its declared end
+ * (10^12 bytes if it says so) or, chunked, for as long as the sender goes on.
+ */
+function unreadBodyTooLong(req: HttpRequest, declaredLength: string, maxBytes: number): boolean {
+  if (declaredLength !== "") return !(Number(declaredLength) <= maxBytes);
+  return req.getHeader(TRANSFER_ENCODING) !== "";
 }
 
 function writeAnswer(res: HttpResponse, statusLine: string | undefined, headers: string, body: string): void {
