@@ -10,7 +10,8 @@ import t from "tap";
 import { TEST_KEY } from "../harness/http-client.js";
 import { spawnNode } from "../harness/node-process.js";
 import { freePort } from "../harness/ports.js";
-import { eventually, sleep } from "../harness/wait.js";
+import { eventually } from "../harness/wait.js";
+import { metric } from "../harness/cluster.js";
 import { oneDescriptor, rlsClient } from "./rls-client.js";
 
 const rule = (perMinute: number) => `domain: edge
@@ -51,7 +52,9 @@ t.test("a rule of POLICY_PATH decides, and an edit of the file lands without a r
   t.equal(again.statuses[0].limit_remaining, 2, "what was counted is kept: 5 - 2 - 1");
 
   writeFileSync(file, "domain: edge\ndescriptors: [ { key: user, rate_limit: { unit: fortnight, requests_per_unit: 1 } } ]\n");
-  await sleep(2500); // two of the watcher's 1 s checks
+  // The watcher has read the broken file once it has counted a failed load.
+  const refused = await eventually(async () => (await metric(node, "ringlimit_policy_loads_total", '{result="error"}')) === 1, 15_000);
+  t.ok(refused, "the broken edit was read and refused");
   const kept = await ask("dave");
   t.equal(kept.statuses[0].current_limit.requests_per_unit, 5, "a broken edit keeps the last good policy");
 });
