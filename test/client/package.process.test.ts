@@ -10,25 +10,34 @@
  * below) would add a minute on a loaded machine. The install needs undici from the registry:
  * the test is skipped, saying so, when the registry cannot be reached.
  */
-import { execFile } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import t from "tap";
 import { TEST_KEY } from "../harness/http-client.js";
+import { spawnProtected } from "../harness/child-processes.js";
 import { spawnNode } from "../harness/node-process.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const CLIENT = path.join(ROOT, "packages/client");
 const NPM_ENV = { ...process.env, npm_config_update_notifier: "false", npm_config_audit: "false", npm_config_fund: "false" };
 
-function run(file: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = NPM_ENV, timeoutMs = 90_000): Promise<string> {
-  return new Promise((resolve, reject) =>
-    execFile(file, args, { cwd, env, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) =>
-      err ? reject(new Error(`${file} ${args.join(" ")}: ${err.message}\n${stderr}`)) : resolve(stdout),
-    ),
-  );
+// npm and tsc run to completion under the harness's starter: killed with the test however it ends.
+async function run(file: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = NPM_ENV, timeoutMs = 90_000): Promise<string> {
+  const child = spawnProtected(file, args, { cwd, env });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => child.signalGroup("SIGKILL"), timeoutMs);
+  try {
+    const code = await child.closed;
+    if (code !== 0) throw new Error(`${file} ${args.join(" ")}: exit ${code ?? child.signalCode}\n${stderr}`);
+    return stdout;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 interface PackResult {

@@ -1,5 +1,5 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { constants as osConstants } from "node:os";
+import type { ChildProcess } from "node:child_process";
+import { spawnProtected } from "./child-processes.js";
 import { TEST_KEY, request } from "./http-client.js";
 import { MAIN } from "./paths.js";
 import { freePort } from "./ports.js";
@@ -17,27 +17,6 @@ export interface NodeProcess {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** SIGKILL if still running, and wait for it */
   kill(): Promise<void>;
-}
-
-const live = new Set<{ readonly pid: number }>();
-function killLive(): void {
-  for (const n of live) {
-    try {
-      process.kill(-n.pid, "SIGKILL");
-    } catch {
-      /* already gone */
-    }
-  }
-}
-// Whatever happens to the test, no node outlives it: 'exit' does not run when a signal ends
-// the process, and tap ends a test file that runs past its timeout with SIGALRM or SIGTERM (nodes of
-// such runs were found alive hours later), so the signals a runner sends kill them too.
-process.on("exit", killLive);
-for (const signal of ["SIGTERM", "SIGINT", "SIGHUP", "SIGALRM"] as const) {
-  process.on(signal, () => {
-    killLive();
-    process.exit(128 + osConstants.signals[signal]);
-  });
 }
 
 type SpawnOptions = { waitReady?: boolean; timeoutMs?: number; /** argv that runs the node, e.g. `ip netns exec <ns>` */ wrap?: readonly string[] };
@@ -71,7 +50,8 @@ async function spawnNodeOnce(env: Record<string, string>, options: SpawnOptions)
     PORT: String(port),
   };
   const argv = [...(options.wrap ?? []), process.execPath, MAIN];
-  const child = spawn(argv[0]!, argv.slice(1), { env: { PATH: process.env.PATH ?? "", ...fullEnv }, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  // Its own process group, killed with the test process however that ends (child-processes.ts).
+  const child = spawnProtected(argv[0]!, argv.slice(1), { env: { PATH: process.env.PATH ?? "", ...fullEnv } });
   let out = "";
   child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
@@ -86,21 +66,14 @@ async function spawnNodeOnce(env: Record<string, string>, options: SpawnOptions)
     env: fullEnv,
     output: () => out,
     signal(signal) {
-      try {
-        process.kill(-child.pid!, signal);
-      } catch {
-        /* already gone */
-      }
+      child.signalGroup(signal);
     },
     exited,
     async kill() {
       if (child.exitCode === null && child.signalCode === null) handle.signal("SIGKILL");
       await exited;
-      live.delete(handle);
     },
   };
-  live.add(handle);
-  exited.then(() => live.delete(handle));
   if (options.waitReady !== false) {
     const deadline = Date.now() + (options.timeoutMs ?? 15_000);
     for (;;) {
@@ -138,7 +111,7 @@ export interface ToolProcess {
  * process group, with PATH and `env` only. The group dies with the test, as nodes do.
  */
 export function spawnTool(argv: readonly string[], env: Record<string, string>, cwd?: string): ToolProcess {
-  const child = spawn(argv[0]!, argv.slice(1), { env: { PATH: process.env.PATH ?? "", ...env }, cwd, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawnProtected(argv[0]!, argv.slice(1), { env: { PATH: process.env.PATH ?? "", ...env }, ...(cwd === undefined ? {} : { cwd }) });
   let out = "";
   let stdout = "";
   child.stdout!.on("data", (d: Buffer) => ((out += d.toString()), (stdout += d.toString())));
@@ -146,13 +119,7 @@ export function spawnTool(argv: readonly string[], env: Record<string, string>, 
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on("exit", (code, signal) => resolve({ code, signal })),
   );
-  const signal = (name: NodeJS.Signals) => {
-    try {
-      process.kill(-child.pid!, name);
-    } catch {
-      /* already gone */
-    }
-  };
+  const signal = (name: NodeJS.Signals) => child.signalGroup(name);
   const handle: ToolProcess = {
     child,
     pid: child.pid!,
@@ -163,9 +130,7 @@ export function spawnTool(argv: readonly string[], env: Record<string, string>, 
     async kill() {
       signal("SIGKILL"); // the group: children the tool started may outlive it
       await exited;
-      live.delete(handle);
     },
   };
-  live.add(handle);
   return handle;
 }

@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawnProtected } from "./child-processes.js";
 import { MAIN } from "./paths.js";
 
 export interface MainRun {
@@ -16,22 +16,14 @@ export interface MainRun {
  */
 export function runMain(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<MainRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], {
-      env: { PATH: process.env.PATH ?? "", ...env },
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    // A run expected to fail may start a node instead: it is killed with the test process
+    // however that ends, not only by the timer below (child-processes.ts).
+    const child = spawnProtected(process.execPath, [MAIN, ...args], { env: { PATH: process.env.PATH ?? "", ...env } });
     let stdout = "";
     let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => {
-      try {
-        process.kill(-child.pid!, "SIGKILL");
-      } catch {
-        /* gone */
-      }
-    }, timeoutMs);
+    child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.signalGroup("SIGKILL"), timeoutMs);
     child.on("error", reject);
     child.on("close", (code, signal) => {
       clearTimeout(timer);

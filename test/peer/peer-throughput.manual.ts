@@ -23,10 +23,10 @@
 // 95 ns, decode 150 ns (most of it the identifier's UTF-8 decode), reply
 // write 28 ns, read 27 ns. The rest is syscalls (writeBuffer ~15-20% of CPU).
 
-import { fork } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { PeerClient, PeerServer, type DecideResult } from "../../src/peer/index.js";
+import { spawnProtected } from "../harness/child-processes.js";
 import { sleep } from "../harness/wait.js";
 
 // The server child inherits the parent's secret through its environment.
@@ -71,7 +71,11 @@ interface ServerReport {
 }
 
 async function run(seconds: number): Promise<void> {
-  const child = fork(fileURLToPath(import.meta.url), ["--server"], { env: { ...process.env, PEER_BENCH_SECRET: SECRET } });
+  // fork(), in a process group killed with this one (harness/child-processes.ts).
+  const child = spawnProtected(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), "--server"], {
+    env: { ...process.env, PEER_BENCH_SECRET: SECRET },
+    stdio: ["inherit", "inherit", "inherit", "ipc"],
+  });
   const next = <T>(): Promise<T> => new Promise((r) => child.once("message", (m) => r(m as T)));
   const { port } = await next<{ port: number }>();
   const client = new PeerClient({ host: "127.0.0.1", port, secret: SECRET, nodeId: "bench-client", serverNodeId: "bench-server", timeoutMs: 1_000 });

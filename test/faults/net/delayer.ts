@@ -1,8 +1,9 @@
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { spawnProtected } from "../../harness/child-processes.js";
 import type { FaultNet } from "./netns.js";
 
 // The compiled test runs from dist/test/faults/net; the C source stays beside this file's source.
@@ -39,21 +40,14 @@ export interface SlowLink {
  */
 export async function slowLink(net: FaultNet, binary: string, from: number, to: number, delayMs: number, lossPermille: number): Promise<SlowLink> {
   const queue = String(10 + to);
-  const child: ChildProcess = spawn(net.wrap(from)[0]!, [...net.wrap(from).slice(1), binary, queue, String(delayMs), String(lossPermille), "14"], {
-    detached: true,
-    stdio: ["ignore", "pipe", "pipe"],
+  // Killed with the test process however that ends (harness/child-processes.ts).
+  const child = spawnProtected(net.wrap(from)[0]!, [...net.wrap(from).slice(1), binary, queue, String(delayMs), String(lossPermille), "14"], {
+    env: process.env,
   });
   let err = "";
   child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
   const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
-  const kill = (signal: NodeJS.Signals) => {
-    try {
-      process.kill(-child.pid!, signal);
-    } catch {
-      /* gone */
-    }
-  };
-  process.once("exit", () => kill("SIGKILL"));
+  const kill = (signal: NodeJS.Signals) => child.signalGroup(signal);
   await new Promise<void>((resolve, reject) => {
     child.stdout!.on("data", (d: Buffer) => d.toString().includes("ready") && resolve());
     child.on("exit", (code) => reject(new Error(`delayer exited with ${code}: ${err}`)));
