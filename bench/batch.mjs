@@ -16,26 +16,31 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import { installCleanup } from './lib/children.mjs'
+import { RunConditions } from './lib/conditions.mjs'
+import { benchOptions } from './lib/options.mjs'
 import { GroupWatch, clockTicks } from './lib/procfs.mjs'
 import { median } from './lib/report.mjs'
 import { buildMain, makeApiKey, ringlimitMain, startFloor, startRinglimit } from './lib/servers.mjs'
 
-const { values: args } = parseArgs({
+const { values: args } = benchOptions(import.meta.url, {
+  about: `POST /limit/batch (10 limits) against 10 single POST /limit, and the single path against the
+floor: the servers' CPU per answer (/proc), under wrk, medians over rounds that alternate the rows.
+Needs wrk and the build (npm run build).`,
   options: {
-    rounds: { type: 'string', default: '3' },
-    seconds: { type: 'string', default: '8' },
-    connections: { type: 'string', default: '32' },
-    baseline: { type: 'string' },
-    build: { type: 'string' },
+    rounds: { type: 'number', min: 1, default: 3, help: 'rounds; each runs every row once' },
+    seconds: { type: 'number', min: 1, default: 8, help: 'measured seconds per row and round' },
+    connections: { type: 'number', min: 1, default: 32, help: 'wrk connections' },
+    baseline: { type: 'string', arg: 'DIR', defaultText: 'none', help: "also the single row on another checkout's build (DIR/dist/src/main.js)" },
+    build: { type: 'string', arg: 'DIR', defaultText: 'this checkout', help: 'the build under test' },
   },
 })
 const MAIN = args.build ? buildMain(args.build, '--build') : ringlimitMain
-const ROUNDS = Number(args.rounds)
-const SECONDS = Number(args.seconds)
-const CONNECTIONS = Number(args.connections)
+const ROUNDS = args.rounds
+const SECONDS = args.seconds
+const CONNECTIONS = args.connections
 installCleanup()
+const conditions = new RunConditions()
 
 const apiKey = makeApiKey()
 const tmp = mkdtempSync(join(tmpdir(), 'ringlimit-batch-bench-'))
@@ -73,13 +78,16 @@ function wrk(url, lua, seconds) {
   return { requests, non2xx }
 }
 
-async function measure(server, lua) {
+async function measure(name, server, lua) {
   const url = server.urls[0]
   wrk(url, lua, 2) // warm-up: JIT, keys
   const watch = new GroupWatch(server.pgids)
   const t0 = watch.cpuTicks()
+  const wall0 = performance.now()
   const r = wrk(url, lua, SECONDS)
-  const cpuUs = ((watch.cpuTicks() - t0) / clockTicks()) * 1e6
+  const cpuSec = (watch.cpuTicks() - t0) / clockTicks()
+  conditions.add(name, cpuSec, (performance.now() - wall0) / 1000, 1)
+  const cpuUs = cpuSec * 1e6
   if (r.non2xx > 0) throw new Error(`${r.non2xx} answers were not 200`)
   return { usPerAnswer: cpuUs / r.requests, rps: r.requests / SECONDS }
 }
@@ -100,7 +108,7 @@ try {
     for (const row of round % 2 === 0 ? rows : [...rows].reverse()) {
       const server = await row.start()
       try {
-        const m = await measure(server, row.lua)
+        const m = await measure(row.name, server, row.lua)
         results[row.name].push(m)
         console.error(`round ${round + 1} ${row.name}: ${m.usPerAnswer.toFixed(1)} µs CPU per answer, ${Math.round(m.rps)} answers/s`)
       } finally {
@@ -123,3 +131,5 @@ for (const row of rows) console.log(`| ${row.name} | ${med(row.name).toFixed(1)}
 console.log(`\nbatch of 10 / 10 single requests: ${(batch / (10 * single)).toFixed(3)}× (target ≤ 0.3×)`)
 console.log(`CPU per limit in a batch of 10: ${(batch / 10).toFixed(2)} µs against ${single.toFixed(1)} µs for a single request`)
 if (args.baseline) console.log(`single-limit path: ${(single / floor).toFixed(2)}× floor now, ${(med('baseline') / floor).toFixed(2)}× on the baseline build`)
+console.log('')
+conditions.print()

@@ -4,7 +4,17 @@
 //
 //   npm run build && node bench/client-failopen.mjs
 import net from 'node:net'
-import { RingLimitClient } from '../dist/src/client/index.js'
+import { RunConditions } from './lib/conditions.mjs'
+import { benchOptions } from './lib/options.mjs'
+
+benchOptions(import.meta.url, {
+  about: `How long RingLimitClient takes to fail open (timeoutMs 50) when its only node accepts and
+never answers, and when the connection is refused; 30 fresh clients each. In-process, on the
+build (npm run build): no server is started besides a silent TCP listener.`,
+  options: {},
+})
+const conditions = new RunConditions()
+const { RingLimitClient } = await import('../dist/src/client/index.js')
 const sockets = []
 const silent = net.createServer((s) => sockets.push(s))
 await new Promise((r) => silent.listen(0, '127.0.0.1', r))
@@ -36,3 +46,4 @@ console.log(`silent node, timeoutMs 50: min ${q(ms, 0)} p50 ${q(ms, 0.5)} p90 ${
 console.log(`refused connection: min ${q(refused, 0)} p50 ${q(refused, 0.5)} p90 ${q(refused, 0.9)} max ${q(refused, 1)} ms`)
 for (const s of sockets) s.destroy()
 silent.close()
+conditions.print()

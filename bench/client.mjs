@@ -5,26 +5,34 @@
 // request. Same run, same machine, same concurrency; ratios, medians over rounds.
 //
 //   npm run build && node bench/client.mjs [--seconds 6] [--rounds 3] [--concurrency 48]
-import { spawn } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { createInterface } from 'node:readline'
-import { installCleanup, killAllSync } from './lib/children.mjs'
+import { installCleanup, killAllSync, spawnTracked } from './lib/children.mjs'
+import { RunConditions } from './lib/conditions.mjs'
 import { freePort, get, waitFor, waitReady } from './lib/net.mjs'
+import { benchOptions } from './lib/options.mjs'
 import { spawnNode } from './lib/servers.mjs'
 
-const arg = (name, d) => {
-  const i = process.argv.indexOf(name)
-  return i > 0 ? Number(process.argv[i + 1]) : d
-}
-const SECONDS = arg('--seconds', 6)
-const ROUNDS = arg('--rounds', 3)
-const CONCURRENCY = arg('--concurrency', 48)
+const { values: args } = benchOptions(import.meta.url, {
+  about: `The ring-aware client: server CPU per decision of a 3-node cluster driven through
+RingLimitClient (to each key's owner, and round-robin) against one node deciding locally, and
+the client's own CPU per call beside a bare undici request. Needs the build (npm run build).`,
+  options: {
+    seconds: { type: 'number', min: 1, default: 6, help: 'measured seconds per row and round' },
+    rounds: { type: 'number', min: 1, default: 3, help: 'rounds; each runs every row once' },
+    concurrency: { type: 'number', min: 1, default: 48, help: 'concurrent checks of the driver' },
+  },
+})
+const SECONDS = args.seconds
+const ROUNDS = args.rounds
+const CONCURRENCY = args.concurrency
 const KEY = 'svc_sk_' + 'c'.repeat(40)
 const SECRET = 'bench-client-' + 'k7Qx9PzR2mWv4LtB8nYc3HsJ6dFg1AeU5oKi0'
 const IDLE_SECONDS = 2
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 installCleanup()
+const conditions = new RunConditions()
 
 // REPLICAS=1: this bench prices what the client saves (forwards); with the default (2 with
 // peers) every decision in the 3-node rows is also replicated, which bench/replication.mjs
@@ -78,33 +86,28 @@ await waitReady(`http://127.0.0.1:${single}/ready`, singleNode)
 for (const p of ports) await directoryComplete(p, 3)
 
 /** Run one driver; server CPU is read when it says "start" and when it prints its result. */
-async function drive(spec, serverPids) {
+async function drive(label, spec, serverPids) {
   const idle = await idleNsPerSecond(serverPids)
-  return new Promise((resolve, reject) => {
-    const d = spawn(process.execPath, ['bench/lib/client-driver.mjs', JSON.stringify({ seconds: SECONDS, concurrency: CONCURRENCY, ...spec, key: KEY })], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let before
-    let stats = ''
-    d.stderr.on('data', (x) => (stats += x))
-    createInterface({ input: d.stdout }).on('line', (line) => {
-      if (line === 'start') before = totalNs(serverPids)
-      else if (line.startsWith('{')) {
-        const ns = totalNs(serverPids) - before
-        const r = JSON.parse(line)
-        d.on('exit', () =>
-          resolve({
-            rate: r.calls / r.seconds,
-            serverUs: (ns - idle * r.seconds) / 1e3 / r.calls,
-            rawServerUs: ns / 1e3 / r.calls,
-            clientUs: r.cpuUs / r.calls,
-            stats: stats.trim() === '' ? undefined : JSON.parse(stats.trim().split('\n').pop()),
-          }),
-        )
-      }
-    })
-    d.on('error', reject)
+  const driver = new URL('./lib/client-driver.mjs', import.meta.url).pathname
+  const d = spawnTracked('client-driver', process.execPath, [driver, JSON.stringify({ seconds: SECONDS, concurrency: CONCURRENCY, ...spec, key: KEY })])
+  if (d.pid === undefined) throw new Error(`client-driver did not start: ${d.err}`)
+  let before
+  let result
+  createInterface({ input: d.child.stdout }).on('line', (line) => {
+    if (line === 'start') before = totalNs(serverPids)
+    else if (line.startsWith('{')) result = { ns: totalNs(serverPids) - before, r: JSON.parse(line) }
   })
+  const code = await d.exited
+  if (result === undefined) throw new Error(`client-driver gave no result (exit ${code}): ${d.err.trim().slice(-300)}`)
+  const { ns, r } = result
+  conditions.add(label, ns / 1e9, r.seconds, serverPids.length)
+  return {
+    rate: r.calls / r.seconds,
+    serverUs: (ns - idle * r.seconds) / 1e3 / r.calls,
+    rawServerUs: ns / 1e3 / r.calls,
+    clientUs: r.cpuUs / r.calls,
+    stats: d.err.trim() === '' ? undefined : JSON.parse(d.err.trim().split('\n').pop()),
+  }
 }
 
 const url = (p) => `http://127.0.0.1:${p}`
@@ -120,7 +123,7 @@ const ROWS = [
 const results = ROWS.map(() => [])
 for (let round = 0; round < ROUNDS; round++) {
   for (const [i, [label, spec, pids]] of ROWS.entries()) {
-    const r = await drive(spec, pids)
+    const r = await drive(label, spec, pids)
     results[i].push(r)
     console.log(
       `round ${round + 1} ${label.padEnd(30)} ${Math.round(r.rate).toString().padStart(6)} checks/s  server ${r.serverUs.toFixed(1).padStart(5)} µs/decision (${r.rawServerUs.toFixed(1)} before idle)  client ${r.clientUs.toFixed(1).padStart(5)} µs/call` +
@@ -148,5 +151,7 @@ ROWS.forEach(([label], i) =>
     `| ${label} | ${Math.round(med[i].rate)} | ${med[i].serverUs.toFixed(1)} (${med[i].rawServerUs.toFixed(1)}) | ${ratio(i, 1).toFixed(2)}× | ${ratio(i, 2).toFixed(2)}× | ${med[i].clientUs.toFixed(1)} | ${clientRatio(i).toFixed(2)}× |`,
   ),
 )
+console.log('')
+conditions.print()
 killAllSync()
 process.exit(0)

@@ -7,15 +7,26 @@
 // decision is always decided locally, so this puts N distinct keys on A in seconds);
 // then A gets SIGTERM and its log says how many keys it handed over and how long it took.
 import { randomBytes } from 'node:crypto'
-import { PeerClient } from '../dist/src/peer/index.js'
-import { HashRing } from '../dist/src/shard/ring/ring.js'
-import { ringKeyOf } from '../dist/src/shard/ring/state-key.js'
 import { installCleanup, killAllSync } from './lib/children.mjs'
+import { RunConditions } from './lib/conditions.mjs'
 import { freePort } from './lib/net.mjs'
+import { benchOptions } from './lib/options.mjs'
+import { clockTicks, cpuTicks } from './lib/procfs.mjs'
 import { spawnNode } from './lib/servers.mjs'
 
-const args = process.argv.slice(2)
-const KEYS = Number(args[args.indexOf('--keys') + 1] || 1_000_000) || 1_000_000
+const { values: args } = benchOptions(import.meta.url, {
+  about: `Hand-off on SIGTERM: two real nodes; node A is filled with N keys through its peer channel,
+then stopped; its log says how many keys it handed to node B and how long it took.
+Needs the build (npm run build).`,
+  options: {
+    keys: { type: 'number', min: 1, default: 1_000_000, help: 'keys node A holds when it is stopped' },
+  },
+})
+const KEYS = args.keys
+const { PeerClient } = await import('../dist/src/peer/index.js')
+const { HashRing } = await import('../dist/src/shard/ring/ring.js')
+const { ringKeyOf } = await import('../dist/src/shard/ring/state-key.js')
+const conditions = new RunConditions()
 const SECRET = randomBytes(32).toString('base64url')
 const API_KEY = 'svc_sk_' + 'b'.repeat(40)
 
@@ -76,6 +87,7 @@ client.connect()
 await new Promise((r) => client.once('up', r))
 const errors = new Map()
 const fillStart = Date.now()
+const fillTicks = cpuTicks(nodes[0].pid)
 for (let sent = 0; sent < KEYS;) {
   const batch = Math.min(20_000, KEYS - sent)
   await new Promise((resolve) => {
@@ -88,6 +100,8 @@ for (let sent = 0; sent < KEYS;) {
   })
   sent += batch
 }
+// The fill is the measured load: node A decides every key (node B is idle meanwhile).
+conditions.add('fill of node A', (cpuTicks(nodes[0].pid) - fillTicks) / clockTicks(), (Date.now() - fillStart) / 1000, 1)
 client.close()
 if (errors.size > 0) console.log('fill errors:', Object.fromEntries(errors))
 const held = await metric(ports[0], 'ringlimit_stored_keys')
@@ -108,5 +122,6 @@ console.log(
 )
 console.log(`keys handed over per second: ${Math.round(report.handedOver / (report.ms / 1000)).toLocaleString()}`)
 console.log(`node B stored keys: ${before.toLocaleString()} → ${after.toLocaleString()} (+${(after - before).toLocaleString()})`)
+conditions.print()
 killAllSync()
 process.exit(0)

@@ -10,29 +10,36 @@
 //
 // Needs wrk (apt-get install wrk). Servers: one standalone node, and a 2-node cluster
 // driven on both nodes at once, so each node forwards the keys the other owns (~50%).
-import { execFileSync, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { writeFileSync, mkdtempSync } from 'node:fs'
 import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
-import { HashRing } from '../dist/src/shard/ring/ring.js'
-import { ringKeyOf } from '../dist/src/shard/ring/state-key.js'
-import { installCleanup, killAllSync } from './lib/children.mjs'
+import { installCleanup, killAllSync, spawnTracked } from './lib/children.mjs'
+import { RunConditions } from './lib/conditions.mjs'
 import { freePort, get, waitFor } from './lib/net.mjs'
-import { cpuTicks } from './lib/procfs.mjs'
+import { benchOptions } from './lib/options.mjs'
+import { clockTicks, cpuTicks } from './lib/procfs.mjs'
 import { buildMain, spawnNode } from './lib/servers.mjs'
 
-const arg = (name, d) => {
-  const i = process.argv.indexOf(name)
-  return i > 0 ? Number(process.argv[i + 1]) : d
-}
-const SECONDS = arg('--seconds', 8)
-const ROUNDS = arg('--rounds', 3)
-const BASELINE = process.argv.includes('--baseline') ? process.argv[process.argv.indexOf('--baseline') + 1] : undefined
+const { values: args } = benchOptions(import.meta.url, {
+  about: `Cost of forwarding: the latency a forwarded decision adds, and all nodes' CPU per decision
+when about half are forwarded (2-node cluster) against one node deciding everything locally.
+Needs wrk and the build (npm run build).`,
+  options: {
+    seconds: { type: 'number', min: 1, default: 8, help: 'measured seconds per row and round' },
+    rounds: { type: 'number', min: 1, default: 3, help: 'rounds; each runs every row once' },
+    baseline: { type: 'string', arg: 'DIR', defaultText: 'none', help: "also a 2-node cluster of another checkout's build (DIR/dist/src/main.js)" },
+  },
+})
+const SECONDS = args.seconds
+const ROUNDS = args.rounds
+const BASELINE = args.baseline
+const { HashRing } = await import('../dist/src/shard/ring/ring.js')
+const { ringKeyOf } = await import('../dist/src/shard/ring/state-key.js')
 const KEY = 'svc_sk_' + 'f'.repeat(40)
 const SECRET = randomBytes(32).toString('base64url')
-const TICK = Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100
+const TICK = clockTicks()
 const dir = mkdtempSync(path.join(os.tmpdir(), 'ringlimit-fwd-'))
 const lua = path.join(dir, 'post.lua')
 writeFileSync(
@@ -49,6 +56,7 @@ end
 )
 
 installCleanup()
+const conditions = new RunConditions()
 
 // REPLICAS=1: this bench prices forwarding; with the default (2 with peers) every decision
 // is also replicated to the other node, which bench/replication.mjs prices, and a
@@ -133,29 +141,30 @@ console.log(
 )
 
 // 2. CPU per decision: standalone node vs the 2-node cluster driven on both nodes.
-function wrk(port, conns) {
-  return new Promise((resolve) => {
-    const w = spawn('wrk', ['-t1', `-c${conns}`, `-d${SECONDS}s`, '-s', lua, `http://127.0.0.1:${port}`])
-    let out = ''
-    w.stdout.on('data', (d) => (out += d))
-    w.on('exit', () => resolve(Number(/(\d+) requests in/.exec(out)?.[1] ?? 0)))
-  })
+async function wrk(port, conns) {
+  const w = spawnTracked('wrk', 'wrk', ['-t1', `-c${conns}`, `-d${SECONDS}s`, '-s', lua, `http://127.0.0.1:${port}`], { stdout: 'all' })
+  const code = await w.exited
+  const requests = /(\d+) requests in/.exec(w.out)?.[1]
+  if (requests === undefined) throw new Error(`wrk gave no result (exit ${code}): ${(w.err || w.out).trim().slice(-300)}`)
+  return Number(requests)
 }
-async function measure(pids, ports) {
+async function measure(label, pids, ports) {
   await Promise.all(ports.map((p) => wrk(p, Math.round(50 / ports.length)))) // warm-up is the first round's discard
   const before = pids.map(cpuTicks)
+  const wall0 = performance.now()
   const reqs = (await Promise.all(ports.map((p) => wrk(p, Math.round(50 / ports.length))))).reduce((x, y) => x + y, 0)
   const ticks = pids.map(cpuTicks).reduce((s, t, i) => s + t - before[i], 0)
+  conditions.add(label, ticks / TICK, (performance.now() - wall0) / 1000, pids.length)
   return { reqs, usPerReq: ((ticks / TICK) * 1e6) / reqs }
 }
 const rows = []
 for (let r = 0; r < ROUNDS; r++) {
-  const local = await measure([single.pid], [sp])
+  const local = await measure('all local, 1 node', [single.pid], [sp])
   // The two builds take turns going first, so a drift in the machine's load favours neither.
   const baselineFirst = base !== undefined && r % 2 === 1
-  const early = baselineFirst ? await measure(base.pids, base.ports) : undefined
-  const cluster = await measure([a.pid, b.pid], [ap, bp])
-  const baseline = base === undefined ? undefined : (early ?? (await measure(base.pids, base.ports)))
+  const early = baselineFirst ? await measure('baseline build, half forwarded, 2 nodes', base.pids, base.ports) : undefined
+  const cluster = await measure('half forwarded, 2 nodes', [a.pid, b.pid], [ap, bp])
+  const baseline = base === undefined ? undefined : (early ?? (await measure('baseline build, half forwarded, 2 nodes', base.pids, base.ports)))
   rows.push({ local, cluster, baseline, ratio: cluster.usPerReq / local.usPerReq })
   console.log(
     `round ${r + 1}: all local ${local.usPerReq.toFixed(1)} µs/decision (${Math.round(local.reqs / SECONDS)} req/s) | half forwarded, both nodes ${cluster.usPerReq.toFixed(1)} µs/decision (${Math.round(cluster.reqs / SECONDS)} req/s) | ratio ${(cluster.usPerReq / local.usPerReq).toFixed(2)}` +
@@ -186,5 +195,6 @@ if (base !== undefined) {
     `median extra µs per forwarded decision over a local one: this build ${m((x) => perForward({ cluster: x.cluster.usPerReq, local: x.local.usPerReq })).toFixed(1)}, baseline ${m((x) => perForward({ cluster: x.baseline.usPerReq, local: x.local.usPerReq })).toFixed(1)}`,
   )
 }
+conditions.print()
 killAllSync()
 process.exit(0)

@@ -13,7 +13,7 @@
 import { existsSync, mkdirSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { tmpdir } from 'node:os'
-import { parseArgs } from 'node:util'
+import { benchOptions } from './lib/options.mjs'
 import { execFileSync } from 'node:child_process'
 
 const benchDir = new URL('.', import.meta.url).pathname
@@ -27,7 +27,8 @@ async function loadLibs() {
   const load = await import('./lib/load.mjs')
   const net = await import('./lib/net.mjs')
   const servers = await import('./lib/servers.mjs')
-  return { ...children, ...procfs, ...load, ...net, ...servers }
+  const conditions = await import('./lib/conditions.mjs')
+  return { ...children, ...procfs, ...load, ...net, ...servers, ...conditions }
 }
 
 /** GET /metrics → { metric name: value summed over labels }. */
@@ -54,7 +55,7 @@ const mb = (kb) => kb / 1024
 
 /**
  * Runs both memory scenarios; returns { bytesPerKey, flood, lines } (lines: printable report).
- * opts: { quick, apiKey, tmpDir, log, loader, keys, floodSec }
+ * opts: { quick, apiKey, tmpDir, log, loader, keys, floodSec, nodeArgs, conditions (a RunConditions) }
  */
 export async function runMemory(opts) {
   const L = await loadLibs()
@@ -66,6 +67,8 @@ export async function runMemory(opts) {
   const headers = { authorization: `Bearer ${apiKey}` }
   const lines = []
   const out = { loader, bytesPerKey: null, flood: null, lines }
+  // run.mjs passes its own, so that one report covers every row; standalone, our own.
+  const conditions = opts.conditions ?? new L.RunConditions()
 
   // 1. Bytes per stored key.
   {
@@ -89,6 +92,7 @@ export async function runMemory(opts) {
       const m0 = await scrape(L, url)
       const keys0 = m0.ringlimit_stored_keys ?? null
       const t0 = performance.now()
+      const ticks0 = watch.cpuTicks()
       const r = await L.runLoad({
         loader,
         urls: server.urls,
@@ -101,6 +105,7 @@ export async function runMemory(opts) {
         tmpDir: opts.tmpDir,
       })
       const fillSec = (performance.now() - t0) / 1000
+      conditions.add('memory: bytes per key fill', (watch.cpuTicks() - ticks0) / L.clockTicks(), fillSec, 1)
       const rssFilled = watch.rssKb()
       await sleep(5000)
       const rss1 = watch.rssKb()
@@ -156,6 +161,7 @@ export async function runMemory(opts) {
       const samples = []
       let stop = false
       const t0 = performance.now()
+      const ticks0 = watch.cpuTicks()
       const sampler = (async () => {
         while (!stop) {
           const t = (performance.now() - t0) / 1000
@@ -178,6 +184,7 @@ export async function runMemory(opts) {
         bodySpec: { namespace: 'flood', limit: 10, duration: 3600, idSpace: 1e15, idPrefix: 'f-' },
         tmpDir: opts.tmpDir,
       })
+      conditions.add('memory: flood', (watch.cpuTicks() - ticks0) / L.clockTicks(), (performance.now() - t0) / 1000, 1)
       stop = true
       await sampler
       const evictions = await gauge(L, url, 'ringlimit_evictions_total')
@@ -227,18 +234,28 @@ export async function runMemory(opts) {
       await server.stop()
     }
   }
+  if (!opts.conditions) lines.push(...conditions.lines())
+  out.conditions = conditions.json()
   return out
 }
 
 // Standalone.
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values: args } = parseArgs({
+  const { values: args } = benchOptions(import.meta.url, {
+    about: `Memory of one node: bytes per stored key (RSS growth over N distinct identifiers, MAX_KEYS
+2,000,000), and a flood of never-repeating identifiers against MAX_KEYS 100,000 (does RSS stay
+flat once the table is full?). Writes bench/results/memory.json. Needs the build (npm run build).`,
     options: {
-      quick: { type: 'boolean', default: false },
-      keys: { type: 'string' },
-      flood: { type: 'string' },
-      loader: { type: 'string' },
-      'node-args': { type: 'string' },
+      quick: { type: 'boolean', help: '200,000 keys and a 20 s flood' },
+      keys: { type: 'number', min: 1, defaultText: '1000000; 200000 with --quick', help: 'distinct identifiers for bytes per key' },
+      flood: { type: 'number', min: 1, arg: 'S', defaultText: '60; 20 with --quick', help: 'seconds of flood' },
+      loader: { type: 'string', arg: 'L', choices: ['autocannon', 'wrk'], defaultText: 'wrk when installed, else autocannon', help: 'autocannon or wrk' },
+      'node-args': {
+        type: 'string',
+        arg: 'ARGS',
+        defaultText: 'none',
+        help: "node's own options for the flood's node, e.g. --node-args=--max-old-space-size=64 (a leak dies at the cap)",
+      },
     },
   })
   if (!existsSync(join(benchDir, 'node_modules/autocannon/package.json'))) {
@@ -254,8 +271,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   installCleanup(() => rmSync(tmp, { recursive: true, force: true }))
   const res = await runMemory({
     quick: args.quick,
-    keys: args.keys ? Number(args.keys) : undefined,
-    floodSec: args.flood ? Number(args.flood) : undefined,
+    keys: args.keys,
+    floodSec: args.flood,
     loader: args.loader,
     nodeArgs: args['node-args'] ? args['node-args'].split(' ').filter(Boolean) : undefined,
     tmpDir: tmp,

@@ -10,22 +10,35 @@
 // Memory: after the timed runs, each cluster is filled with --keys distinct keys; RSS of the
 // three nodes' growth over the distinct keys, and over the states they hold (owned + replica).
 import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir, loadavg, cpus } from 'node:os'
+import { tmpdir, cpus } from 'node:os'
 import path from 'node:path'
 import { installCleanup } from './lib/children.mjs'
+import { RunConditions } from './lib/conditions.mjs'
 import { get } from './lib/net.mjs'
+import { benchOptions } from './lib/options.mjs'
 import { GroupWatch, clockTicks } from './lib/procfs.mjs'
 import { runLoad, wrkVersion } from './lib/load.mjs'
 import { makeApiKey, startRinglimit } from './lib/servers.mjs'
 
+const { values: args } = benchOptions(import.meta.url, {
+  about: `Replication cost: a 3-node cluster with REPLICAS=1 and with REPLICAS=2 under the same load,
+interleaved run by run; server CPU per decision (all nodes, /proc), the replication lag from
+the nodes' histogram, and memory per stored key with replicas. Needs the build (npm run build).`,
+  options: {
+    runs: { type: 'number', min: 1, default: 3, help: 'runs per cluster (medians)' },
+    duration: { type: 'number', min: 1, arg: 'S', default: 8, help: 'measured seconds per run' },
+    connections: { type: 'number', min: 1, default: 48, help: 'connections, spread over the three nodes' },
+    keys: { type: 'number', min: 1, default: 300000, help: 'distinct keys filled for the memory figures' },
+    loader: { type: 'string', arg: 'L', choices: ['wrk', 'autocannon'], defaultText: 'wrk when installed, else autocannon', help: 'wrk or autocannon' },
+  },
+})
 installCleanup()
-const args = process.argv.slice(2)
-const opt = (name, dflt) => (args.includes(name) ? Number(args[args.indexOf(name) + 1]) : dflt)
-const RUNS = opt('--runs', 3)
-const DURATION = opt('--duration', 8)
-const CONNECTIONS = opt('--connections', 48)
-const KEYS = opt('--keys', 300000)
-const LOADER = args.includes('--loader') ? args[args.indexOf('--loader') + 1] : wrkVersion() ? 'wrk' : 'autocannon'
+const conditions = new RunConditions()
+const RUNS = args.runs
+const DURATION = args.duration
+const CONNECTIONS = args.connections
+const KEYS = args.keys
+const LOADER = args.loader ?? (wrkVersion() ? 'wrk' : 'autocannon')
 const tmp = mkdtempSync(path.join(tmpdir(), 'ringlimit-bench-repl-'))
 const apiKey = makeApiKey()
 const headers = { authorization: `Bearer ${apiKey}` }
@@ -75,6 +88,7 @@ async function measure(server, run) {
     () => (cpu0 = watch.cpuTicks()),
   )
   const cpuSec = (watch.cpuTicks() - cpu0) / clockTicks()
+  if (run > 0) conditions.add(`REPLICAS=${server.replicas}`, cpuSec, res.wallSec, server.urls.length)
   const after = await scrape(server.urls)
   const d = (k) => (after.sums[k] ?? 0) - (before.sums[k] ?? 0)
   if ((res.status['200'] ?? 0) < res.completed * 0.99) throw new Error(`not all 200: ${JSON.stringify(res.status)}`)
@@ -92,7 +106,7 @@ async function measure(server, run) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 const results = { 1: [], 2: [] }
 const servers = {}
-for (const replicas of [1, 2]) servers[replicas] = await startRinglimit({ apiKey, nodes: 3, extraEnv: { REPLICAS: String(replicas) } })
+for (const replicas of [1, 2]) servers[replicas] = { ...(await startRinglimit({ apiKey, nodes: 3, extraEnv: { REPLICAS: String(replicas) } })), replicas }
 // Warm-up, then interleaved runs: the machine's load drifts, each pair shares it.
 for (const r of [1, 2]) await measure(servers[r], 0)
 for (let run = 1; run <= RUNS; run++) {
@@ -141,7 +155,7 @@ rmSync(tmp, { recursive: true, force: true })
 
 const cpu1 = median(results[1].map((m) => m.cpuUsPerReq))
 const cpu2 = median(results[2].map((m) => m.cpuUsPerReq))
-console.log(`\nreplication bench — ${new Date().toISOString()} — ${cpus().length} cpus, node ${process.version}, load average ${loadavg()[0].toFixed(1)}`)
+console.log(`\nreplication bench — ${new Date().toISOString()} — ${cpus().length} cpus, node ${process.version}`)
 console.log(`${RUNS} interleaved runs of ${DURATION} s, ${LOADER}, ${CONNECTIONS} connections over 3 nodes (medians)\n`)
 console.table({
   'REPLICAS=1': {
@@ -174,4 +188,5 @@ console.table(
     ]),
   ),
 )
+conditions.print()
 process.exit(0)

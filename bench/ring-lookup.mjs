@@ -1,7 +1,16 @@
 // Ring lookup cost: ringlimit's ring (FNV-1a + fmix32, binary search) against hashring@3 (MD5, ketama).
 // Run after `npm run build`: node bench/ring-lookup.mjs
-import { HashRing } from '../dist/src/shard/ring/ring.js'
-import HashRingPkg from 'hashring'
+import { RunConditions } from './lib/conditions.mjs'
+import { benchOptions } from './lib/options.mjs'
+
+benchOptions(import.meta.url, {
+  about: `Ring lookup cost, in-process: ringlimit's ring (FNV-1a + fmix32, binary search) against
+hashring@3 (MD5, ketama), 200,000 keys over 3 members. Needs the build and bench/node_modules.`,
+  options: {},
+})
+const conditions = new RunConditions()
+const { HashRing } = await import('../dist/src/shard/ring/ring.js')
+const { default: HashRingPkg } = await import('hashring')
 const members = ['127.0.0.1:9001', '127.0.0.1:9002', '127.0.0.1:9003']
 const r = new HashRing(members)
 const h = new HashRingPkg(members, 'md5', { 'max cache size': 1 })
@@ -23,3 +32,4 @@ for (const k of keys) {
   counts[o] = (counts[o] || 0) + 1
 }
 console.log(counts)
+conditions.print()

@@ -10,8 +10,39 @@
 import { existsSync, mkdirSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
-import { tmpdir, cpus, loadavg, totalmem, release, platform, arch } from 'node:os'
-import { parseArgs } from 'node:util'
+import { tmpdir, cpus, totalmem, release, platform, arch } from 'node:os'
+import { benchOptions } from './lib/options.mjs'
+
+// First, before anything is installed or started: --help and a bad option answer at once.
+const { values: args } = benchOptions(import.meta.url, {
+  about: `The benchmark runner: starts every server itself, drives it with autocannon (and wrk when
+installed), reads the servers' CPU time from /proc, prints a table of ratios within the run and
+writes bench/results/latest.json. See bench/README.md for the rows and how to read them.`,
+  options: {
+    quick: { type: 'boolean', help: 'short subset, 1 run, autocannon only (under 2 minutes)' },
+    runs: { type: 'number', min: 1, defaultText: '3; 1 with --quick', help: 'runs per scenario, the median is reported' },
+    only: { type: 'string', arg: 'a,b', defaultText: 'every row', help: 'scenarios by name (a trailing * matches a prefix: ringlimit-*)' },
+    loader: {
+      type: 'string',
+      arg: 'L',
+      choices: ['autocannon', 'wrk', 'both'],
+      defaultText: 'both when wrk is installed; autocannon with --quick',
+      help: 'autocannon | wrk | both',
+    },
+    duration: { type: 'number', min: 1, arg: 'S', defaultText: '8; 4 with --quick', help: 'measured seconds per run and loader' },
+    warmup: { type: 'number', min: 0, arg: 'S', defaultText: '3; 2 with --quick', help: 'warm-up seconds per server start' },
+    connections: { type: 'number', min: 1, default: 50, help: "connections in total, spread over a row's nodes" },
+    memory: { type: 'boolean', help: 'also run the memory scenarios (bench/memory.mjs)' },
+    markdown: { type: 'boolean', help: 'also print the tables as Markdown' },
+    baseline: {
+      type: 'string',
+      arg: 'DIR',
+      defaultText: 'none',
+      help: 'also run every selected ringlimit row on the build of another checkout (DIR/dist/src/main.js, rows named <row>@base)',
+    },
+    list: { type: 'boolean', help: 'list the scenarios and exit' },
+  },
+})
 
 const benchDir = new URL('.', import.meta.url).pathname
 const repoRoot = join(benchDir, '..')
@@ -23,48 +54,13 @@ if (!existsSync(join(benchDir, 'node_modules/autocannon/package.json'))) {
 }
 
 const { installCleanup, liveCount } = await import('./lib/children.mjs')
+const { RunConditions } = await import('./lib/conditions.mjs')
 const { GroupWatch, clockTicks } = await import('./lib/procfs.mjs')
 const { runLoad, wrkVersion } = await import('./lib/load.mjs')
 const { get, postJson } = await import('./lib/net.mjs')
 const srv = await import('./lib/servers.mjs')
 const { SCENARIOS, BASELINE, LOCAL } = await import('./lib/scenarios.mjs')
 const { summarise, table, markdown } = await import('./lib/report.mjs')
-
-const { values: args } = parseArgs({
-  options: {
-    quick: { type: 'boolean', default: false },
-    runs: { type: 'string' },
-    only: { type: 'string' },
-    loader: { type: 'string' },
-    duration: { type: 'string' },
-    warmup: { type: 'string' },
-    connections: { type: 'string' },
-    memory: { type: 'boolean', default: false },
-    list: { type: 'boolean', default: false },
-    markdown: { type: 'boolean', default: false },
-    baseline: { type: 'string' },
-    help: { type: 'boolean', short: 'h', default: false },
-  },
-})
-
-if (args.help) {
-  process.stdout.write(`usage: node bench/run.mjs [options]
-  --quick            short subset, 1 run, autocannon only (under 2 minutes)
-  --runs N           runs per scenario, the median is reported (default 3; 1 with --quick)
-  --only a,b         scenarios by name (a trailing * matches a prefix: ringlimit-*)
-  --loader L         autocannon | wrk | both (default: both when wrk is installed; autocannon with --quick)
-  --duration S       measured seconds per run and loader (default 8; 4 with --quick)
-  --warmup S         warm-up seconds per server start (default 3; 2 with --quick)
-  --connections N    connections in total, spread over a row's nodes (default 50)
-  --memory           also run the memory scenarios (bench/memory.mjs)
-  --markdown         also print the tables as Markdown
-  --baseline DIR     also run every selected ringlimit row on the build of another checkout
-                     (DIR/dist/src/main.js, built there with npm run build; rows named
-                     <row>@base): before/after figures from one run
-  --list             list the scenarios and exit
-`)
-  process.exit(0)
-}
 
 if (args.list) {
   for (const s of SCENARIOS) process.stdout.write(`${s.name.padEnd(26)}${s.quick ? 'quick ' : '      '}${s.desc}\n`)
@@ -74,35 +70,18 @@ if (args.list) {
 const quick = args.quick
 const haveWrk = wrkVersion()
 const redisVersion = srv.redisAvailable()
-const runs = Number(args.runs ?? (quick ? 1 : 3))
-const durationSec = Number(args.duration ?? (quick ? 4 : 8))
-const warmupSec = Number(args.warmup ?? (quick ? 2 : 3))
-const connections = Number(args.connections ?? 50)
+const runs = args.runs ?? (quick ? 1 : 3)
+const durationSec = args.duration ?? (quick ? 4 : 8)
+const warmupSec = args.warmup ?? (quick ? 2 : 3)
+const connections = args.connections
 const notes = []
 
-let loaders
 const wanted = args.loader ?? (quick || !haveWrk ? 'autocannon' : 'both')
-if (wanted === 'both') loaders = ['autocannon', 'wrk']
-else if (wanted === 'autocannon' || wanted === 'wrk') loaders = [wanted]
-else {
-  process.stderr.write(`bench: --loader must be autocannon, wrk or both, not ${wanted}\n`)
-  process.exit(2)
-}
+let loaders = wanted === 'both' ? ['autocannon', 'wrk'] : [wanted]
 if (loaders.includes('wrk') && !haveWrk) {
   notes.push('wrk is not installed (apt-get install wrk): wrk rows skipped')
   loaders = loaders.filter((l) => l !== 'wrk')
   if (loaders.length === 0) loaders = ['autocannon']
-}
-for (const [name, v] of [
-  ['runs', runs],
-  ['duration', durationSec],
-  ['warmup', warmupSec],
-  ['connections', connections],
-]) {
-  if (!Number.isFinite(v) || v < (name === 'warmup' ? 0 : 1)) {
-    process.stderr.write(`bench: bad --${name}\n`)
-    process.exit(2)
-  }
 }
 
 let selected = SCENARIOS.filter((s) => !quick || s.quick)
@@ -231,6 +210,7 @@ async function measure(s, server, loader, run) {
   const wall = (performance.now() - t0) / 1000
   const after = s.server.kind === 'ringlimit' ? await scrapeMetrics(server) : null
   const cpuSec = (cpu1 - cpu0) / clockTicks()
+  conditions.add(`${s.name} (${loader})`, cpuSec, res.wallSec, server.urls.length)
   const n200 = res.status['200'] ?? 0
   const n429 = res.status['429'] ?? 0
   return {
@@ -253,7 +233,7 @@ const results = new Map(selected.map((s) => [s.name, { scenario: s, runs: Object
 const active = selected.filter((s) => !skipped.has(s.name))
 const totalSteps = active.length * runs
 const started = Date.now()
-const load0 = loadavg()
+const conditions = new RunConditions()
 log(
   `bench: ${active.length} scenario(s) × ${runs} run(s), loaders ${loaders.join('+')}, ${connections} connections, ` +
     `${warmupSec}s warm-up + ${durationSec}s per loader; ${cpus().length} cpus, node ${process.version}`,
@@ -324,7 +304,6 @@ for (let run = 1; run <= runs; run++) {
   }
 }
 
-const load1 = loadavg()
 // Summaries, one table per loader, ratios within the same loader and run set.
 const tables = {}
 const summary = {}
@@ -350,14 +329,14 @@ if (args.memory) {
   if (!ringlimitBuilt) notes.push('memory scenarios skipped: dist/src/main.js missing')
   else {
     const { runMemory } = await import('./memory.mjs')
-    memory = await runMemory({ quick, apiKey, tmpDir: tmp, log })
+    memory = await runMemory({ quick, apiKey, tmpDir: tmp, log, conditions })
   }
 }
 
 const out = process.stdout
 out.write(`\nringlimit bench — ${new Date().toISOString()} — ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}\n`)
 out.write(
-  `${connections} connections, ${durationSec}s measured per run, median of ${runs} run(s); load average ${load0.map((x) => x.toFixed(1)).join(' ')} → ${load1.map((x) => x.toFixed(1)).join(' ')}\n`,
+  `${connections} connections, ${durationSec}s measured per run, median of ${runs} run(s)\n${conditions.lines().join('\n')}\n`,
 )
 out.write(
   "CPU µs/req = server processes' utime+stime (/proc) ÷ responses; ×floor and ×rl-local divide it by the floor's and by ringlimit-allowed's, same loader.\n",
@@ -386,14 +365,15 @@ const json = {
     node: process.version,
     platform: `${platform()} ${release()} ${arch()}`,
     clkTck: clockTicks(),
-    loadavgStart: load0,
-    loadavgEnd: load1,
+    loadavgStart: conditions.before,
+    loadavgEnd: conditions.json().loadavgAfter,
     wrk: haveWrk,
     redis: redisVersion,
   },
   git: gitInfo(),
   options: { quick, runs, durationSec, warmupSec, connections, loaders, only: args.only ?? null },
   notes,
+  conditions: conditions.json(),
   summary,
   scenarios: [...results.values()].map((e) => ({
     name: e.scenario.name,

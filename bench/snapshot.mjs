@@ -11,16 +11,25 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import { ALGORITHMS, newStep } from '../dist/src/algorithms/index.js'
-import { mergeState } from '../dist/src/shard/records/merge-states.js'
-import { clusterIdentity, readSnapshot, writeSnapshot } from '../dist/src/shard/records/snapshot-file.js'
-import { ringKeyOf, stateKeyOf } from '../dist/src/shard/ring/state-key.js'
-import { StateTable } from '../dist/src/shard/table/state-table.js'
+import { RunConditions } from './lib/conditions.mjs'
+import { benchOptions } from './lib/options.mjs'
 
-const args = process.argv.slice(2)
-const opt = (name, dflt) => (args.includes(name) ? args[args.indexOf(name) + 1] : dflt)
-const KEYS = Number(opt('--keys', 1_000_000))
-const dir = mkdtempSync(path.join(opt('--dir', tmpdir()), 'ringlimit-bench-snapshot-'))
+const { values: args } = benchOptions(import.meta.url, {
+  about: `Snapshots, in-process on the build (npm run build): time to write the state table of N keys,
+the longest event-loop pause it causes, the file's size, and the time to load it back.`,
+  options: {
+    keys: { type: 'number', min: 1, default: 1_000_000, help: 'keys in the table' },
+    dir: { type: 'string', arg: 'DIR', defaultText: 'the system temporary folder', help: 'where the snapshot file is written' },
+  },
+})
+const conditions = new RunConditions()
+const { ALGORITHMS, newStep } = await import('../dist/src/algorithms/index.js')
+const { mergeState } = await import('../dist/src/shard/records/merge-states.js')
+const { clusterIdentity, readSnapshot, writeSnapshot } = await import('../dist/src/shard/records/snapshot-file.js')
+const { ringKeyOf, stateKeyOf } = await import('../dist/src/shard/ring/state-key.js')
+const { StateTable } = await import('../dist/src/shard/table/state-table.js')
+const KEYS = args.keys
+const dir = mkdtempSync(path.join(args.dir ?? tmpdir(), 'ringlimit-bench-snapshot-'))
 const file = path.join(dir, 'ringlimit.snapshot')
 const identity = { cluster: clusterIdentity('bench-snapshot-secret-0123'), nodeId: '10.0.0.1:9080' }
 
@@ -80,9 +89,9 @@ const summary = (label) => {
   }
 }
 console.log(`snapshot of ${KEYS.toLocaleString('en')} keys, median of 3 runs, node ${process.version}`)
-const loadavg = (await import('node:os')).loadavg()[0].toFixed(1)
 console.log(
   `column copy (the one synchronous step of a write), median of 5: ${median(copies.map((c) => c.ms)).toFixed(1)} ms wall, ${median(copies.map((c) => c.cpuMs)).toFixed(1)} ms CPU`,
 )
-console.log(`load average when done: ${loadavg} (wall times and pauses grow with it; CPU times do not)`)
 console.table({ write: summary('write'), restore: summary('restore') })
+console.log('wall times and pauses grow with the load average; CPU times do not')
+conditions.print()

@@ -3,9 +3,22 @@
 // against what the process measures: heapUsed + arrayBuffers after gc, for short and for
 // maximal keys.   node --expose-gc bench/table-bytes.mjs [dist dir, default ./dist]
 import { join, resolve } from 'node:path'
+import { RunConditions } from './lib/conditions.mjs'
+import { benchOptions } from './lib/options.mjs'
 
-if (typeof gc !== 'function') throw new Error('run with node --expose-gc')
-const dist = resolve(process.argv[2] ?? 'dist')
+const { positionals } = benchOptions(import.meta.url, {
+  about: `The state table's own byte estimate (StateTable.bytes, what MAX_MEMORY_MB bounds) against
+what the process measures after gc, for short and for maximal keys. In-process; run it with
+node --expose-gc.`,
+  options: {},
+  positionals: [{ name: 'dist', help: "a build's dist/ folder", default: './dist' }],
+})
+if (typeof gc !== 'function') {
+  process.stderr.write('bench/table-bytes.mjs: run with node --expose-gc bench/table-bytes.mjs\n')
+  process.exit(2)
+}
+const conditions = new RunConditions()
+const dist = resolve(positionals[0])
 const { StateTable } = await import(join(dist, 'src/shard/table/state-table.js'))
 const { newStep } = await import(join(dist, 'src/algorithms/index.js'))
 const { fixedWindow } = await import(join(dist, 'src/algorithms/fixed-window.js'))
@@ -29,3 +42,4 @@ for (const [name, n, key] of shapes) {
   )
   keep.push(table)
 }
+conditions.print()

@@ -8,7 +8,8 @@ const TAIL = 4096
 
 /**
  * Start a command in a new process group. Keeps the last few KiB of its output
- * (to explain a failed start) and resolves `exited` when it ends.
+ * (to explain a failed start) and resolves `exited` when it has ended and all of its
+ * output has been read. `exitCode` is set as soon as it exits.
  */
 export function spawnTracked(name, cmd, args, { env, cwd, stdout = 'tail' } = {}) {
   const child = spawn(cmd, args, {
@@ -35,8 +36,14 @@ export function spawnTracked(name, cmd, args, { env, cwd, stdout = 'tail' } = {}
   child.stderr.on('data', (d) => {
     rec.err = (rec.err + d).slice(-TAIL)
   })
+  // 'close', not 'exit': 'exit' can come before the last of the child's output has been
+  // read from its pipes, and a caller that reads `out` then (wrk's result line) loses it.
+  // 'close' comes once the process has exited and both pipes are drained.
   rec.exited = new Promise((resolve) => {
     child.once('exit', (code, signal) => {
+      rec.exitCode = code ?? signal
+    })
+    child.once('close', (code, signal) => {
       rec.exitCode = code ?? signal
       live.delete(child.pid)
       resolve(rec.exitCode)
@@ -61,7 +68,12 @@ function signalGroup(pid, signal) {
 
 /** SIGTERM the group, then SIGKILL it if it has not exited within graceMs. */
 export async function stopTracked(rec, graceMs = 1500) {
-  if (rec.pid === undefined || rec.exitCode !== undefined) return
+  if (rec.pid === undefined) return
+  if (rec.exitCode !== undefined) {
+    // Exited: its group may live on and hold the pipes open; make sure, then wait for them.
+    signalGroup(rec.pid, 'SIGKILL')
+    return void (await rec.exited)
+  }
   signalGroup(rec.pid, 'SIGTERM')
   let timer
   const killed = new Promise((resolve) => {
