@@ -7,6 +7,10 @@
 // decision is always decided locally, so this puts N distinct keys on A in seconds);
 // then A gets SIGTERM and its log says how many keys it handed over and how long it took.
 import { randomBytes } from 'node:crypto'
+import { DEFAULTS } from '../dist/src/config.js'
+import { PeerClient } from '../dist/src/peer/index.js'
+import { HashRing } from '../dist/src/shard/ring/ring.js'
+import { ringKeyOf } from '../dist/src/shard/ring/state-key.js'
 import { installCleanup, killAllSync } from './lib/children.mjs'
 import { RunConditions } from './lib/conditions.mjs'
 import { freePort } from './lib/net.mjs'
@@ -82,6 +86,8 @@ const client = new PeerClient({
   nodeId: 'bench-loader',
   serverNodeId: `127.0.0.1:${ports[2]}`,
   timeoutMs: 30_000,
+  heartbeatIntervalMs: DEFAULTS.heartbeatIntervalMs,
+  failureTimeoutMs: DEFAULTS.failureTimeoutMs,
 })
 client.connect()
 await new Promise((r) => client.once('up', r))
@@ -93,7 +99,7 @@ for (let sent = 0; sent < KEYS;) {
   await new Promise((resolve) => {
     let left = batch
     for (let i = 0; i < batch; i++)
-      client.decide('bench', owned[sent + i], (sent + i) % 4, 100, 3600, (err, r) => {
+      client.decide({ namespace: 'bench', identifier: owned[sent + i], algorithm: { code: (sent + i) % 4 }, limit: 100, duration: 3600, cost: 1 }, (err, r) => {
         if (err || r.code !== 0) errors.set(err?.code ?? 'code' + r.code, (errors.get(err?.code ?? 'code' + r.code) ?? 0) + 1)
         if (--left === 0) resolve()
       })

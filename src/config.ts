@@ -3,7 +3,6 @@ import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import { parseArgs } from "node:util";
 import { problemOfPolicy } from "./policy/index.js";
-import { isAdvertiseUrl } from "./shard/cluster/membership/self-address.js";
 
 /** Every setting and its default, in one place (docs/operations.md; `ringlimit --help` prints them). Units are in the names. */
 export const DEFAULTS = Object.freeze({
@@ -48,8 +47,11 @@ export const DEFAULTS = Object.freeze({
   rlsRateLimitHeaders: false as boolean,
 });
 
+/** Settings whose default configFrom derives from the others (see DEFAULTS): a Config always holds a number there. */
+type Derived = "peerPort" | "replicas";
+
 export type Config = {
-  -readonly [K in keyof typeof DEFAULTS]: (typeof DEFAULTS)[K];
+  -readonly [K in keyof typeof DEFAULTS]: K extends Derived ? number : (typeof DEFAULTS)[K];
 };
 
 type Parser = (raw: string, name: string) => unknown;
@@ -178,6 +180,13 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
 
 const HOST_PORT = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;
 const API_KEY = /^svc_sk_[A-Za-z0-9_-]{32,}$/;
+
+/** An absolute http(s) URL of at most 2 KiB without credentials, query or fragment: ADVERTISE_URL, or one a peer advertises (membership/directory.ts). */
+export function isAdvertiseUrl(url: string): boolean {
+  if (url.length === 0 || Buffer.byteLength(url) > 2048 || !URL.canParse(url)) return false;
+  const u = new URL(url);
+  return (u.protocol === "http:" || u.protocol === "https:") && u.username === "" && u.password === "" && u.search === "" && u.hash === "";
+}
 
 /** `API_KEYS` → `--api-keys` */
 export function flagOf(env: string): string {

@@ -6,7 +6,8 @@ import { IdGenerator } from "./http/ids.js";
 import { describeListenError, ListenError } from "./http/listen.js";
 import { createLogger, type Logger } from "./logger.js";
 import { Metrics } from "./metrics/metrics.js";
-import { Cluster } from "./shard/cluster/cluster.js";
+import { assembleCluster } from "./shard/cluster/assemble.js";
+import type { Cluster } from "./shard/cluster/cluster.js";
 import { readPeerTls } from "./shard/cluster/peer-tls.js";
 import { Directory } from "./shard/cluster/membership/directory.js";
 import { defaultAdvertiseUrl } from "./shard/cluster/membership/self-address.js";
@@ -47,9 +48,9 @@ export interface NodeOptions {
 /** Wire one node together from its configuration and start serving. */
 export async function startNode(config: Config, logger: Logger = createLogger(config.logLevel, config.nodeId), options: NodeOptions = {}): Promise<RunningNode> {
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
-  const replicated = clustered && (config.replicas ?? 1) > 1;
+  const replicated = clustered && config.replicas > 1;
   // One byte budget for every store of limit states, shared as memory-budget.ts says.
-  const budget = memoryBudget(config.maxMemoryMb, { clustered, replicas: config.replicas ?? 1 });
+  const budget = memoryBudget(config.maxMemoryMb, { clustered, replicas: config.replicas });
   const table = new StateTable(config.maxKeys, Date.now(), budget.ownedBytes);
   // Copies of other owners' states (docs/durability.md): bounded in keys like the owned table, in bytes by its share.
   const replicaTable = replicated ? new StateTable(config.maxKeys, Date.now(), budget.replicaBytes) : undefined;
@@ -85,7 +86,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
     config.metricsCacheMs,
   );
   const cluster = clustered
-    ? new Cluster(config, local, metrics, logger, readPeerTls(config), { replicaTable, blockedCacheBytes: budget.blockedCacheBytes })
+    ? assembleCluster(config, { local, metrics, logger, tls: readPeerTls(config), replicaTable, blockedCacheBytes: budget.blockedCacheBytes })
     : undefined;
   const decider: Decider = cluster?.decider ?? local;
   const durability = new DurabilityMetrics(metrics.registry, config.stateDir === undefined ? 0 : config.snapshotIntervalMs / 1000);

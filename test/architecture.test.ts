@@ -73,6 +73,10 @@ t.test("only tests register an algorithm beside the offered ones", async (t) => 
   t.same(files.filter((f) => f !== registry && readFileSync(f, "utf8").includes("registerForTest")).map(rel), []);
 });
 
+t.test("config.ts reads settings and imports nothing from shard/: every arrow runs down to it", async (t) => {
+  t.same(violations((f) => f === path.join(SRC, "config.ts"), inside("shard")), []);
+});
+
 t.test("shard/: the ring, the table, the owner's decisions and records never import the cluster", async (t) => {
   for (const folder of ["shard/ring", "shard/table", "shard/local", "shard/records"]) {
     t.same(violations(inside(folder), inside("shard/cluster")), [], folder);

@@ -34,7 +34,7 @@ function inbound() {
   const out = { code: 0, remaining: 0, resetTime: 0, retryAfterMs: 0 };
   return (q: { namespace: string; identifier: string; limit: number; duration: number }) => {
     try {
-      handler.decide(q.namespace, q.identifier, 0, q.limit, q.duration, out);
+      handler.decide({ ...q, algorithm: { code: 0 }, cost: 1 }, out, Date.now());
       return true;
     } catch (err) {
       if (!(err instanceof RangeError)) throw err;

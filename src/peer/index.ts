@@ -6,7 +6,7 @@ export { PeerClient } from "./outbound/peer-client.js";
 export type { PeerClientOptions, PeerClientState } from "./outbound/peer-client.js";
 export type { DecideCallback } from "./outbound/pending-requests.js";
 export { MAX_CALL_PAYLOAD_BYTES } from "./wire/messages.js";
-export type { DecideResult } from "./wire/messages.js";
+export type { DecideQuery, DecideResult } from "./wire/messages.js";
 export { PeerError } from "./errors.js";
 export type { PeerErrorCode } from "./errors.js";
 export type { PeerLogger } from "./logger.js";

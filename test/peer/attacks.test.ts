@@ -7,10 +7,10 @@ import t from "tap";
 import { randomBytes } from "node:crypto";
 import { DecideCode, FrameType } from "../../src/peer/wire/constants.js";
 import { FrameDecoder } from "../../src/peer/wire/frame.js";
-import { type DecideResult, type PeerError, type PeerServerHandler } from "../../src/peer/index.js";
+import { type DecideQuery, type DecideResult, type PeerError, type PeerServerHandler } from "../../src/peer/index.js";
 import { DecideBatchWriter, decodeHello, encodeHello } from "../../src/peer/wire/messages.js";
 import { startRelay, type Direction } from "../harness/relay.js";
-import { frameType, makeClient, rawAuthenticatedClient, rawConnect, relayedPair, startServer } from "./helpers.js";
+import { decideQuery, frameType, makeClient, rawAuthenticatedClient, rawConnect, relayedPair, startServer } from "./helpers.js";
 import { waitEvent, within } from "../harness/wait.js";
 
 /** A real counter per identifier: allowed while the count is within the limit. */
@@ -18,7 +18,7 @@ function countingHandler(): PeerServerHandler & { counts: Map<string, number> } 
   const counts = new Map<string, number>();
   return {
     counts,
-    decide(_ns: string, id: string, _alg: number, limit: number, _dur: number, out: DecideResult): void {
+    decide({ identifier: id, limit }: DecideQuery, out: DecideResult): void {
       const n = (counts.get(id) ?? 0) + 1;
       counts.set(id, n);
       out.code = n <= limit ? DecideCode.ALLOWED : DecideCode.BLOCKED;
@@ -32,7 +32,9 @@ function countingHandler(): PeerServerHandler & { counts: Map<string, number> } 
 type Answer = { err: string | null; code: number | null };
 function ask(client: ReturnType<typeof makeClient>, id: string, limit = 1000): Promise<Answer> {
   return new Promise((resolve) =>
-    client.decide("ns", id, 0, limit, 60, (err: PeerError | null, r: DecideResult | null) => resolve({ err: err?.code ?? null, code: r?.code ?? null })),
+    client.decide(decideQuery("ns", id, 0, limit, 60), (err: PeerError | null, r: DecideResult | null) =>
+      resolve({ err: err?.code ?? null, code: r?.code ?? null }),
+    ),
   );
 }
 

@@ -1,13 +1,15 @@
 import t from "tap";
-import type { DecideResult, PeerError } from "../../src/peer/index.js";
-import { connectedPair, echoHandler, makeClient } from "./helpers.js";
+import type { DecideQuery, DecideResult, PeerError } from "../../src/peer/index.js";
+import { decideQuery, connectedPair, echoHandler, makeClient } from "./helpers.js";
 
 type Answer = { err: string | null; r: DecideResult | null };
 
 /** decide() as a promise, copying the reused result object. */
 function ask(client: ReturnType<typeof makeClient>, ns: string, id: string, alg: number, limit: number, dur: number): Promise<Answer> {
   return new Promise((resolve) =>
-    client.decide(ns, id, alg, limit, dur, (err: PeerError | null, r: DecideResult | null) => resolve({ err: err?.code ?? null, r: r && { ...r } })),
+    client.decide(decideQuery(ns, id, alg, limit, dur), (err: PeerError | null, r: DecideResult | null) =>
+      resolve({ err: err?.code ?? null, r: r && { ...r } }),
+    ),
   );
 }
 
@@ -60,7 +62,7 @@ t.test("a batch over 1 MiB is split into frames and fully answered", async (t) =
 
 t.test("errors are per item: a throwing handler fails only its own items", async (t) => {
   const handler = {
-    decide(_ns: string, id: string, _alg: number, limit: number, _dur: number, out: DecideResult): void {
+    decide({ identifier: id, limit }: DecideQuery, out: DecideResult): void {
       if (id.startsWith("bad")) throw new Error(`no ${id}`);
       if (id === "blocked") {
         out.code = 1;
@@ -79,7 +81,7 @@ t.test("errors are per item: a throwing handler fails only its own items", async
       out.retryAfterMs = 0;
     },
   };
-  const { server, client } = await pair(t, handler as ReturnType<typeof echoHandler>);
+  const { server, client } = await pair(t, handler as unknown as ReturnType<typeof echoHandler>);
   const ids = ["ok-1", "bad-1", "ok-2", "blocked", "bad-2", "weird-code", "ok-3"];
   const got = await Promise.all(ids.map((id) => ask(client, "ns", id, 2, 10, 60)));
   t.same(
@@ -104,9 +106,9 @@ t.test("errors are per item: a throwing handler fails only its own items", async
 t.test("requests the wire cannot carry are refused synchronously, neighbours go out", async (t) => {
   const { server, client } = await pair(t);
   const sync: string[] = [];
-  client.decide("ns", "x".repeat(70_000), 0, 10, 60, (err) => sync.push(err!.code));
-  client.decide("ns", "id", 256, 10, 60, (err) => sync.push(err!.code)); // an algorithm code that is not a u8
-  client.decide("ns", "id", 0, -1, 60, (err) => sync.push(err!.code));
+  client.decide(decideQuery("ns", "x".repeat(70_000), 0, 10, 60), (err) => sync.push(err!.code));
+  client.decide(decideQuery("ns", "id", 256, 10, 60), (err) => sync.push(err!.code)); // an algorithm code that is not a u8
+  client.decide(decideQuery("ns", "id", 0, -1, 60), (err) => sync.push(err!.code));
   t.same(sync, ["invalid", "invalid", "invalid"], "answered inside decide()");
   const good = await ask(client, "ns", "fine", 0, 10, 60);
   t.equal(good.r?.remaining, 9);
@@ -124,7 +126,7 @@ t.test("a callback that throws does not hurt the batch or the connection", async
     process.off("uncaughtException", onUncaught);
   });
   const others: Array<Promise<Answer>> = [];
-  client.decide("ns", "first", 0, 10, 60, () => {
+  client.decide(decideQuery("ns", "first", 0, 10, 60), () => {
     throw new Error("caller bug");
   });
   for (let i = 0; i < 5; i++) others.push(ask(client, "ns", `n${i}`, 0, 10, 60));

@@ -1,7 +1,7 @@
 import t from "tap";
 import { randomBytes } from "node:crypto";
 import { PeerError } from "../../src/peer/index.js";
-import { connectedPair, echoHandler, makeClient, startStuckServer } from "./helpers.js";
+import { decideQuery, connectedPair, echoHandler, makeClient, startStuckServer } from "./helpers.js";
 import { waitEvent } from "../harness/wait.js";
 
 t.test("call(): a 200 KiB payload round trip, with the caller identified", async (t) => {
@@ -23,7 +23,7 @@ t.test("call(): a 200 KiB payload round trip, with the caller identified", async
     [8, "client-1"],
   ]);
   // Decisions keep flowing alongside calls.
-  const r = await new Promise<number>((resolve) => client.decide("ns", "id", 0, 10, 60, (_e, res) => resolve(res!.remaining)));
+  const r = await new Promise<number>((resolve) => client.decide(decideQuery("ns", "id", 0, 10, 60), (_e, res) => resolve(res!.remaining)));
   t.equal(r, 9);
 });
 

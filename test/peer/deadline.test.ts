@@ -3,7 +3,7 @@
 // its sender has given up on (and answered `degraded`) must not be decided by the owner.
 import t from "tap";
 import type { PeerError } from "../../src/peer/index.js";
-import { echoHandler, makeClient, relayedPair } from "./helpers.js";
+import { decideQuery, echoHandler, makeClient, relayedPair } from "./helpers.js";
 import { sleep, waitEvent } from "../harness/wait.js";
 
 /** A server, a relay in front of it, and a client through the relay that pings every 50 ms, all closed when the test ends. */
@@ -16,7 +16,7 @@ function askBatch(client: ReturnType<typeof makeClient>, n: number, prefix: stri
   return new Promise((resolve) => {
     const codes: (string | null)[] = [];
     for (let i = 0; i < n; i++) {
-      client.decide("ns", `${prefix}-${i}`, 0, 10, 60, (err: PeerError | null) => {
+      client.decide(decideQuery("ns", `${prefix}-${i}`, 0, 10, 60), (err: PeerError | null) => {
         codes.push(err?.code ?? null);
         if (codes.length === n) resolve(codes);
       });

@@ -2,7 +2,7 @@
 // client's state follows the peer.
 import t from "tap";
 import type { PeerError } from "../../src/peer/index.js";
-import { echoHandler, makeClient, PATIENT_TIMEOUT_MS, startServer, startStuckServer } from "./helpers.js";
+import { decideQuery, echoHandler, makeClient, PATIENT_TIMEOUT_MS, startServer, startStuckServer } from "./helpers.js";
 import { eventually, sleep, waitEvent } from "../harness/wait.js";
 import { freePort } from "../harness/ports.js";
 
@@ -27,7 +27,7 @@ t.test("a peer that never answers: every waiter gets timeout by its deadline, th
     setTimeout(() => plainLate.push(performance.now() - deadline), 100);
     for (let i = 0; i < n; i++) {
       // Assertions come later: tap's own cost inside the callbacks would be measured as lateness.
-      client.decide("ns", `id-${i}`, 0, 10, 60, (err: PeerError | null, r) => {
+      client.decide(decideQuery("ns", `id-${i}`, 0, 10, 60), (err: PeerError | null, r) => {
         answered.push({ code: err?.code, late: performance.now() - deadline, r });
       });
     }
@@ -62,7 +62,7 @@ t.test("a peer that never answers: every waiter gets timeout by its deadline, th
   t.ok(down >= 390 && down < 900, `down after ${down.toFixed(0)} ms`);
   t.equal(client.state, "down");
   const sync: string[] = [];
-  client.decide("ns", "x", 0, 10, 60, (err) => sync.push(err!.code));
+  client.decide(decideQuery("ns", "x", 0, 10, 60), (err) => sync.push(err!.code));
   t.same(sync, ["unavailable"], "answered synchronously while down");
 
   // The client dropped the silent connection rather than wait on it (behind a partition,
@@ -88,7 +88,7 @@ t.test("connection lost with requests in flight: all answered unavailable at onc
   client.connect();
   await waitEvent(client, "up");
   const codes: string[] = [];
-  for (let i = 0; i < 50; i++) client.decide("ns", `id-${i}`, 0, 10, 60, (err) => codes.push(err!.code));
+  for (let i = 0; i < 50; i++) client.decide(decideQuery("ns", `id-${i}`, 0, 10, 60), (err) => codes.push(err!.code));
   await sleep(20);
   t.equal(codes.length, 0, "still waiting");
   const down = waitEvent<string>(client, "down");
@@ -113,10 +113,10 @@ t.test("refused: unavailable immediately, then up once a server listens on the p
   client.connect();
   t.equal(client.state, "connecting");
   const sync: string[] = [];
-  client.decide("ns", "id", 0, 10, 60, (err) => sync.push(err!.code));
+  client.decide(decideQuery("ns", "id", 0, 10, 60), (err) => sync.push(err!.code));
   t.same(sync, ["unavailable"], "while connecting");
   t.match(await waitEvent<string>(client, "down"), /connection closed/);
-  client.decide("ns", "id", 0, 10, 60, (err) => sync.push(err!.code));
+  client.decide(decideQuery("ns", "id", 0, 10, 60), (err) => sync.push(err!.code));
   t.same(sync, ["unavailable", "unavailable"], "while down");
   await sleep(300); // several refused attempts: 'down' is not repeated
   t.same(events, ["down"]);
@@ -126,7 +126,7 @@ t.test("refused: unavailable immediately, then up once a server listens on the p
   t.teardown(() => server.close());
   await waitEvent(client, "up", 2_000);
   t.same(events, ["down", "up"]);
-  const r = await new Promise<number>((resolve) => client.decide("ns", "id", 0, 10, 60, (_e, res) => resolve(res!.remaining)));
+  const r = await new Promise<number>((resolve) => client.decide(decideQuery("ns", "id", 0, 10, 60), (_e, res) => resolve(res!.remaining)));
   t.equal(r, 9);
 
   // The server goes away and comes back: down, then up again on its own.
@@ -148,10 +148,10 @@ t.test("close(): waiters get closed, no events, no reconnect", async (t) => {
   const events: string[] = [];
   client.on("down", () => events.push("down"));
   client.on("up", () => events.push("up"));
-  client.decide("ns", "id", 0, 10, 60, (err) => codes.push(err!.code));
+  client.decide(decideQuery("ns", "id", 0, 10, 60), (err) => codes.push(err!.code));
   client.close();
   t.same(codes, ["closed"]);
-  client.decide("ns", "id", 0, 10, 60, (err) => codes.push(err!.code));
+  client.decide(decideQuery("ns", "id", 0, 10, 60), (err) => codes.push(err!.code));
   t.same(codes, ["closed", "closed"]);
   await t.rejects(client.call(1, Buffer.alloc(0)), { code: "closed" });
   await sleep(100);

@@ -9,18 +9,38 @@ import { FrameDecoder, encodeFrame } from "../../src/peer/wire/frame.js";
 import { ClientHandshake, ServerHandshake, readyFrame, secretKey } from "../../src/peer/link/handshake.js";
 import type { FrameSealer } from "../../src/peer/link/session.js";
 import { decodePing, encodePing } from "../../src/peer/wire/messages.js";
-import { PeerClient, PeerServer, type DecideResult, type PeerClientOptions, type PeerServerHandler, type PeerServerOptions } from "../../src/peer/index.js";
+import {
+  PeerClient,
+  PeerServer,
+  type DecideQuery,
+  type DecideResult,
+  type PeerClientOptions,
+  type PeerServerHandler,
+  type PeerServerOptions,
+} from "../../src/peer/index.js";
 import { startRelay, type FrameHook, type Relay } from "../harness/relay.js";
+import { DEFAULTS } from "../../src/config.js";
 import { waitEvent } from "../harness/wait.js";
 
 export const HOST = "127.0.0.1";
 export const SECRET = randomBytes(32).toString("base64url");
+/** The service's defaults of the peer settings (src/config.ts), for clients and servers built directly. */
+export const PEER_TIMINGS = Object.freeze({
+  timeoutMs: DEFAULTS.peerTimeoutMs,
+  heartbeatIntervalMs: DEFAULTS.heartbeatIntervalMs,
+  failureTimeoutMs: DEFAULTS.failureTimeoutMs,
+});
+
+/** A DecideQuery from its fields (`code`: the algorithm's code on the wire). */
+export function decideQuery(namespace: string, identifier: string, code: number, limit: number, duration: number, cost = 1): DecideQuery {
+  return { namespace, identifier, algorithm: { code }, limit, duration, cost };
+}
 
 /** A handler that echoes: allowed, remaining = limit - 1, and counts its calls. */
 export function echoHandler(): PeerServerHandler & { decided: number } {
   const h = {
     decided: 0,
-    decide(_ns: string, _id: string, _alg: number, limit: number, duration: number, out: DecideResult): void {
+    decide({ limit, duration }: DecideQuery, out: DecideResult): void {
       h.decided++;
       out.code = 0;
       out.remaining = limit - 1;
@@ -32,7 +52,7 @@ export function echoHandler(): PeerServerHandler & { decided: number } {
 }
 
 export async function startServer(handler: PeerServerHandler, opts: Partial<PeerServerOptions> = {}): Promise<{ server: PeerServer; port: number }> {
-  const server = new PeerServer({ host: HOST, port: 0, secret: SECRET, nodeId: "server-1", handler, ...opts });
+  const server = new PeerServer({ host: HOST, port: 0, secret: SECRET, nodeId: "server-1", handler, ...PEER_TIMINGS, ...opts });
   const port = await server.listen();
   return { server, port };
 }
@@ -45,7 +65,7 @@ export async function startServer(handler: PeerServerHandler, opts: Partial<Peer
 export const PATIENT_TIMEOUT_MS = 5_000;
 
 export function makeClient(port: number, opts: Partial<PeerClientOptions> = {}): PeerClient {
-  return new PeerClient({ host: HOST, port, secret: SECRET, nodeId: "client-1", serverNodeId: "server-1", ...opts });
+  return new PeerClient({ host: HOST, port, secret: SECRET, nodeId: "client-1", serverNodeId: "server-1", ...PEER_TIMINGS, ...opts });
 }
 
 /**

@@ -25,9 +25,10 @@
 
 import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import { PeerClient, PeerServer, type DecideResult } from "../../src/peer/index.js";
+import { PeerClient, PeerServer, type DecideQuery, type DecideResult } from "../../src/peer/index.js";
 import { spawnProtected } from "../harness/child-processes.js";
 import { sleep } from "../harness/wait.js";
+import { PEER_TIMINGS, decideQuery } from "./helpers.js";
 
 // The server child inherits the parent's secret through its environment.
 const SECRET = process.env.PEER_BENCH_SECRET ?? randomBytes(32).toString("base64url");
@@ -38,8 +39,9 @@ async function serve(): Promise<void> {
     port: 0,
     secret: SECRET,
     nodeId: "bench-server",
+    ...PEER_TIMINGS,
     handler: {
-      decide(_ns: string, _id: string, _alg: number, limit: number, _dur: number, out: DecideResult): void {
+      decide({ limit }: DecideQuery, out: DecideResult): void {
         out.code = 0;
         out.remaining = limit - 1;
         out.resetTime = 1_700_000_000;
@@ -78,7 +80,15 @@ async function run(seconds: number): Promise<void> {
   });
   const next = <T>(): Promise<T> => new Promise((r) => child.once("message", (m) => r(m as T)));
   const { port } = await next<{ port: number }>();
-  const client = new PeerClient({ host: "127.0.0.1", port, secret: SECRET, nodeId: "bench-client", serverNodeId: "bench-server", timeoutMs: 1_000 });
+  const client = new PeerClient({
+    host: "127.0.0.1",
+    port,
+    secret: SECRET,
+    nodeId: "bench-client",
+    serverNodeId: "bench-server",
+    ...PEER_TIMINGS,
+    timeoutMs: 1_000,
+  });
   client.connect();
   await new Promise<void>((r) => client.once("up", () => r()));
 
@@ -112,7 +122,7 @@ async function run(seconds: number): Promise<void> {
         if (--left === 0) setImmediate(issue); // next batch in a new turn
       };
       for (let i = 0; i < batch; i++) {
-        client.decide("bench", ids[k++ % ids.length]!, 2, 100, 60, cb);
+        client.decide(decideQuery("bench", ids[k++ % ids.length]!, 2, 100, 60), cb);
       }
     };
     // Warm up, then measure.

@@ -1,7 +1,7 @@
 // The channel over TLS, with a throwaway self-signed certificate.
 import t from "tap";
 import { selfSignedCert } from "../harness/certs.js";
-import { echoHandler, makeClient, PATIENT_TIMEOUT_MS, rawConnect, startServer } from "./helpers.js";
+import { decideQuery, echoHandler, makeClient, PATIENT_TIMEOUT_MS, rawConnect, startServer } from "./helpers.js";
 import { eventually, sleep, waitEvent, within } from "../harness/wait.js";
 
 const { cert, key } = await selfSignedCert(t, { commonName: "localhost" });
@@ -19,7 +19,10 @@ t.test("decide and call work over TLS", async (t) => {
   client.connect();
   await waitEvent(client, "up");
   const results = await Promise.all(
-    Array.from({ length: 100 }, (_, i) => new Promise<number>((resolve) => client.decide("ns", `id-${i}`, 1, i + 1, 60, (_e, r) => resolve(r!.remaining)))),
+    Array.from(
+      { length: 100 },
+      (_, i) => new Promise<number>((resolve) => client.decide(decideQuery("ns", `id-${i}`, 1, i + 1, 60), (_e, r) => resolve(r!.remaining))),
+    ),
   );
   t.same(
     results,

@@ -11,7 +11,7 @@ import { decodeCall, decodePing, encodeCallReply, encodePong } from "../wire/mes
 import type { KeyObject } from "node:crypto";
 import type { PendingConnections } from "../link/admission.js";
 import type { PeerLogger } from "../logger.js";
-import type { DecideBatchReader, DecideReplyWriter, DecideResult } from "../wire/messages.js";
+import type { DecideBatchReader, DecideQuery, DecideReplyWriter, DecideResult, DecodedQuery } from "../wire/messages.js";
 import type { FrameSealer } from "../link/session.js";
 import type { PeerSocket } from "../link/transport.js";
 
@@ -19,11 +19,12 @@ export interface PeerServerHandler {
   /**
    * Decide one forwarded request locally (a forwarded request is never
    * forwarded again). Synchronous; write the answer into `out`, an object
-   * reused for every item. A throw answers this item with code 2 (error)
-   * and leaves its neighbours alone. `now`: the wall clock (unix ms), read once per
-   * DECIDE frame for all its items.
+   * reused for every item, as is `query` (read it inside the call, do not keep it; its
+   * `algorithm` is the code the item carried, any u8, for the handler to resolve). A throw
+   * answers this item with code 2 (error) and leaves its neighbours alone. `now`: the wall
+   * clock (unix ms), read once per DECIDE frame for all its items.
    */
-  decide(ns: string, identifier: string, algorithm: number, limit: number, duration: number, out: DecideResult, cost?: number, now?: number): void;
+  decide(query: DecideQuery, out: DecideResult, now: number): void;
   /**
    * Cold path (state hand-off, leave notices): an opaque request answered
    * with an opaque reply. A rejection reaches the caller as a 'remote'
@@ -70,6 +71,7 @@ export interface ConnectionHost {
   readonly reader: DecideBatchReader;
   readonly replies: DecideReplyWriter;
   readonly out: DecideResult;
+  readonly query: DecodedQuery;
   noteRejected(reason: string, source: string): void;
 }
 
@@ -181,7 +183,7 @@ export class InboundConnection implements PendingConnection {
 
   private onDecide(body: Buffer): void {
     const server = this.server;
-    const { reader, replies, out, stats } = server;
+    const { reader, replies, out, query, stats } = server;
     const handler = server.opts.handler;
     // Validates the whole frame first: a bad item anywhere throws before any item is decided.
     reader.decode(body);
@@ -205,9 +207,15 @@ export class InboundConnection implements PendingConnection {
       out.remaining = 0;
       out.resetTime = 0;
       out.retryAfterMs = 0;
+      query.namespace = namespaces[i]!;
+      query.identifier = identifiers[i]!;
+      query.algorithm.code = algorithms[i]!;
+      query.limit = limits[i]!;
+      query.duration = durations[i]!;
+      query.cost = costs[i]!;
       let code: number;
       try {
-        handler.decide(namespaces[i]!, identifiers[i]!, algorithms[i]!, limits[i]!, durations[i]!, out, costs[i]!, now);
+        handler.decide(query, out, now);
         code = out.code === DecideCode.ALLOWED || out.code === DecideCode.BLOCKED ? out.code : DecideCode.ERROR;
       } catch (err) {
         stats.decideErrors++;

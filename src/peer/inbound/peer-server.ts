@@ -5,11 +5,11 @@
 
 import type net from "node:net";
 import { PendingConnections, TlsHandshaking } from "../link/admission.js";
-import { PEER_DEFAULTS } from "../wire/constants.js";
+import { PEER_DEFAULTS, idleTimeoutFor } from "../wire/constants.js";
 import { secretKey } from "../link/handshake.js";
 import { InboundConnection, type ConnectionHost, type PeerServerHandler, type PeerServerStats } from "./inbound-connection.js";
 import { NOOP_LOGGER, type PeerLogger } from "../logger.js";
-import { DecideBatchReader, DecideReplyWriter, type DecideResult } from "../wire/messages.js";
+import { DecideBatchReader, DecideReplyWriter, newDecodedQuery, type DecideResult, type DecodedQuery } from "../wire/messages.js";
 import { RefusalLog } from "../link/refusal-log.js";
 import { createListener, type PeerSocket, type PeerTlsOptions } from "../link/transport.js";
 import type { KeyObject } from "node:crypto";
@@ -28,7 +28,9 @@ export interface PeerServerOptions {
   tls?: PeerTlsOptions;
   /** ms a new connection has to complete the handshake; default 2 000. */
   handshakeTimeoutMs?: number;
-  /** ms of silence after which an authenticated connection is closed; default 5 000. */
+  /** ms between its clients' PINGs (HEARTBEAT_INTERVAL_MS): sets the idle timeout (idleTimeoutFor). */
+  heartbeatIntervalMs: number;
+  /** ms of silence after which an authenticated connection is closed; default idleTimeoutFor(heartbeatIntervalMs). */
   idleTimeoutMs?: number;
   /** Unauthenticated connections held at once; beyond it the oldest is closed. Default 256. */
   maxPendingHandshakes?: number;
@@ -60,7 +62,7 @@ export class PeerServer implements ConnectionHost {
   /** @internal shared by connections */
   readonly key: KeyObject;
   /** @internal */
-  readonly opts: Required<Omit<PeerServerOptions, "tls" | "logger" | "secret" | "nodeId">>;
+  readonly opts: Required<Omit<PeerServerOptions, "tls" | "logger" | "secret" | "nodeId" | "heartbeatIntervalMs">>;
   /** @internal */
   readonly log: PeerLogger;
   /** @internal */
@@ -77,6 +79,8 @@ export class PeerServer implements ConnectionHost {
   readonly replies = new DecideReplyWriter();
   /** @internal */
   readonly out: DecideResult = { code: 0, remaining: 0, resetTime: 0, retryAfterMs: 0 };
+  /** @internal */
+  readonly query: DecodedQuery = newDecodedQuery();
   private readonly server: net.Server;
   private listening = false;
 
@@ -90,7 +94,7 @@ export class PeerServer implements ConnectionHost {
       port: opts.port,
       handler: opts.handler,
       handshakeTimeoutMs: opts.handshakeTimeoutMs ?? PEER_DEFAULTS.handshakeTimeoutMs,
-      idleTimeoutMs: opts.idleTimeoutMs ?? PEER_DEFAULTS.idleTimeoutMs,
+      idleTimeoutMs: opts.idleTimeoutMs ?? idleTimeoutFor(opts.heartbeatIntervalMs),
       maxPendingHandshakes: opts.maxPendingHandshakes ?? PEER_DEFAULTS.maxPendingHandshakes,
       maxPendingPerSource: opts.maxPendingPerSource ?? PEER_DEFAULTS.maxPendingPerSource,
     };

@@ -6,7 +6,7 @@ import { performance } from "node:perf_hooks";
 import { DecideCode } from "../wire/constants.js";
 import { TIMEOUT_ERROR, type PeerError } from "../errors.js";
 import { ForwardBudget } from "./forward-budget.js";
-import { DecideBatchWriter, type DecideResult } from "../wire/messages.js";
+import { DecideBatchWriter, type DecideQuery, type DecideResult } from "../wire/messages.js";
 import { PendingRequests, invokeSafely, type DecideCallback } from "./pending-requests.js";
 
 export class DecideQueue {
@@ -59,8 +59,8 @@ export class DecideQueue {
   }
 
   /** Queue one decision for this turn's batch; false (nothing queued) when it cannot be encoded. */
-  add(ns: string, identifier: string, algorithm: number, limit: number, duration: number, cb: DecideCallback, cost: number): boolean {
-    if (!this.batch.add(this.pending.nextId, algorithm, limit, duration, ns, identifier, cost)) return false;
+  add(q: DecideQuery, cb: DecideCallback): boolean {
+    if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, q.cost)) return false;
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       // One clock read per turn: the whole batch shares a deadline, counted

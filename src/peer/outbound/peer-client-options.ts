@@ -17,12 +17,12 @@ export interface PeerClientOptions {
    * it: a server with any other id, or anyone relaying to one, is refused.
    */
   serverNodeId: string;
-  /** ms, deadline of one decide(); default 100. */
-  timeoutMs?: number;
-  /** ms between PINGs; default 200. */
-  heartbeatIntervalMs?: number;
-  /** ms without any frame received before 'down'; default 1 000. */
-  failureTimeoutMs?: number;
+  /** ms, deadline of one decide() (PEER_TIMEOUT_MS). */
+  timeoutMs: number;
+  /** ms between PINGs (HEARTBEAT_INTERVAL_MS). */
+  heartbeatIntervalMs: number;
+  /** ms without any frame received before 'down' (FAILURE_TIMEOUT_MS). */
+  failureTimeoutMs: number;
   /** ms, first reconnect delay; default 50. */
   reconnectMinMs?: number;
   /** ms, cap of the exponential reconnect backoff; default 2 000. */

@@ -16,6 +16,7 @@ import { NOOP_LOGGER, type PeerLogger } from "../logger.js";
 import { MAX_CALL_PAYLOAD_BYTES, decodeCallReply, encodeCall, encodePing, readDecideReply } from "../wire/messages.js";
 import { PendingCalls } from "./pending-calls.js";
 import type { DecideCallback } from "./pending-requests.js";
+import type { DecideQuery } from "../wire/messages.js";
 import type { PeerClientOptions, PeerClientState } from "./peer-client-options.js";
 import { RoundTrip } from "./round-trip.js";
 import { ReconnectBackoff } from "./reconnect-backoff.js";
@@ -87,9 +88,9 @@ export class PeerClient extends EventEmitter {
     this.nodeId = opts.nodeId;
     this.serverNodeId = opts.serverNodeId;
     this.tls = opts.tls;
-    this.timeoutMs = opts.timeoutMs ?? PEER_DEFAULTS.timeoutMs;
-    this.heartbeatIntervalMs = opts.heartbeatIntervalMs ?? PEER_DEFAULTS.heartbeatIntervalMs;
-    this.failureTimeoutMs = opts.failureTimeoutMs ?? PEER_DEFAULTS.failureTimeoutMs;
+    this.timeoutMs = opts.timeoutMs;
+    this.heartbeatIntervalMs = opts.heartbeatIntervalMs;
+    this.failureTimeoutMs = opts.failureTimeoutMs;
     this.backoff = new ReconnectBackoff(opts.reconnectMinMs ?? PEER_DEFAULTS.reconnectMinMs, opts.reconnectMaxMs ?? PEER_DEFAULTS.reconnectMaxMs);
     this.handshakeTimeoutMs = opts.handshakeTimeoutMs ?? PEER_DEFAULTS.handshakeTimeoutMs;
     this.callTimeoutMs = opts.callTimeoutMs ?? PEER_DEFAULTS.callTimeoutMs;
@@ -139,12 +140,12 @@ export class PeerClient extends EventEmitter {
    * synchronously, inside decide(): callers must tolerate that (it saves a
    * tick per request exactly when a peer is failing and load is highest).
    */
-  decide(ns: string, identifier: string, algorithm: number, limit: number, duration: number, cb: DecideCallback, cost = 1): void {
+  decide(query: DecideQuery, cb: DecideCallback): void {
     if (this.state !== "up") {
       cb(this.closed ? CLOSED_ERROR : UNAVAILABLE_ERROR, null);
       return;
     }
-    if (!this.queue.add(ns, identifier, algorithm, limit, duration, cb, cost)) cb(INVALID_ERROR, null);
+    if (!this.queue.add(query, cb)) cb(INVALID_ERROR, null);
   }
 
   /**

@@ -112,15 +112,25 @@ export const MAX_CALL_ERROR_BYTES = 1024;
  */
 export const HANDSHAKE_TIMEOUT_MS = 2_000;
 
-/** Defaults for PeerServer and PeerClient options. */
+/**
+ * How long an authenticated connection may stay silent before the server closes it, for
+ * clients that PING every `heartbeatIntervalMs` (HEARTBEAT_INTERVAL_MS, 10 ms to 60 s): five
+ * missed heartbeats, and never under 5 s. A live client is never closed however slow its
+ * heartbeat is set, and a dead one frees its slot after a few beats.
+ */
+export function idleTimeoutFor(heartbeatIntervalMs: number): number {
+  return Math.max(5_000, 5 * heartbeatIntervalMs);
+}
+
+/**
+ * Defaults of the PeerServer and PeerClient options that are not settings of the service.
+ * The settings (PEER_TIMEOUT_MS, HEARTBEAT_INTERVAL_MS, FAILURE_TIMEOUT_MS) have their
+ * defaults in src/config.ts only: those options are required.
+ */
 export const PEER_DEFAULTS = Object.freeze({
   handshakeTimeoutMs: HANDSHAKE_TIMEOUT_MS, // ms, server and client
-  idleTimeoutMs: 5_000, // ms, server: an authenticated connection silent this long is closed (clients ping every 200 ms)
   maxPendingHandshakes: 256, // count, server: unauthenticated connections held at once; beyond it the oldest is closed
   maxPendingPerSource: 16, // count, server: the same from one source address
-  timeoutMs: 100, // ms, client: deadline of one decide() (the service's PEER_TIMEOUT_MS)
-  heartbeatIntervalMs: 200, // ms, client: PING period
-  failureTimeoutMs: 1_000, // ms, client: no frame received this long ⇒ 'down'
   reconnectMinMs: 50, // ms, client: first reconnect delay
   reconnectMaxMs: 2_000, // ms, client: cap of the exponential backoff
   callTimeoutMs: 5_000, // ms, client: default deadline of call() (cold path)

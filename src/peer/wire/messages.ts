@@ -197,3 +197,35 @@ export function decodeCallReply(body: Buffer): CallReply {
     payload: Buffer.from(body.subarray(CALL_REPLY_HEADER_BYTES)),
   };
 }
+
+/**
+ * One decision asked of an owner: what a DECIDE item carries, crossing the peer boundary as
+ * one object both ways. A sender passes the query it already has (the cluster passes the
+ * front end's LimitQuery: its `algorithm` is the Algorithm, whose code the wire carries);
+ * the server hands its handler one object reused for every item, whose `algorithm` holds
+ * only the code read, for the handler to resolve. Neither side allocates per item.
+ */
+export interface DecideQuery {
+  readonly namespace: string;
+  readonly identifier: string;
+  readonly algorithm: { readonly code: number };
+  readonly limit: number;
+  /** seconds */
+  readonly duration: number;
+  /** what the request weighs; 0 is a peek */
+  readonly cost: number;
+}
+
+/** The server's reused DecideQuery, filled from a DECIDE item. */
+export interface DecodedQuery extends DecideQuery {
+  namespace: string;
+  identifier: string;
+  readonly algorithm: { code: number };
+  limit: number;
+  duration: number;
+  cost: number;
+}
+
+export function newDecodedQuery(): DecodedQuery {
+  return { namespace: "", identifier: "", algorithm: { code: 0 }, limit: 0, duration: 0, cost: 0 };
+}

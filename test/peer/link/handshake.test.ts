@@ -4,7 +4,7 @@ import { FrameType, MAX_FRAME_BYTES } from "../../../src/peer/wire/constants.js"
 import { FrameDecoder, encodeFrame, encodeHandshakeFrame } from "../../../src/peer/wire/frame.js";
 import { ClientHandshake, HandshakeError, ServerHandshake, deriveSecrets, readyFrame, secretKey } from "../../../src/peer/link/handshake.js";
 import { DecideBatchWriter, decodeChallenge, encodeHello, encodeProof } from "../../../src/peer/wire/messages.js";
-import { HOST, SECRET, echoHandler, makeClient, rawAuthenticatedClient, rawConnect, startServer } from "../helpers.js";
+import { HOST, SECRET, decideQuery, echoHandler, makeClient, rawAuthenticatedClient, rawConnect, startServer } from "../helpers.js";
 import { eventually, sleep, waitEvent, within } from "../../harness/wait.js";
 
 function decideFrame(): Buffer {
@@ -107,7 +107,7 @@ t.test("wrong secret on the client: never up, handler never called", async (t) =
   client.connect();
   const reason = await waitEvent<string>(client, "down");
   t.match(reason, /protocol error: server proof does not match/);
-  client.decide("ns", "id", 0, 10, 60, (err) => t.equal(err?.code, "unavailable"));
+  client.decide(decideQuery("ns", "id", 0, 10, 60), (err) => t.equal(err?.code, "unavailable"));
   await sleep(200); // several reconnect attempts
   t.same(ups, []);
   t.equal(handler.decided, 0);

@@ -3,17 +3,17 @@
 // the cluster secret, an oversized frame. Each used to break the counts.
 
 import t from "tap";
-import { PeerClient, PeerServer, type DecideResult } from "../../../src/peer/index.js";
+import { PeerClient, PeerServer, type DecideQuery, type DecideResult } from "../../../src/peer/index.js";
 import { CallMethod, encodeStates } from "../../../src/shard/cluster/wire/call-methods.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { closeAgents } from "../../harness/http-client.js";
 import { CLUSTER_SECRET, PATIENT_PEERS, hit, metric, startCluster, waitForRing } from "../../harness/cluster.js";
 import net from "node:net";
 import { spawnNode } from "../../harness/node-process.js";
-import { eventually, sleep, within } from "../../harness/wait.js";
-import { rawAuthenticatedClient } from "../../peer/helpers.js";
-import { startRelay } from "../../harness/relay.js";
 import { freePort } from "../../harness/ports.js";
+import { eventually, sleep, within } from "../../harness/wait.js";
+import { PEER_TIMINGS, rawAuthenticatedClient } from "../../peer/helpers.js";
+import { startRelay } from "../../harness/relay.js";
 
 t.teardown(closeAgents);
 
@@ -61,6 +61,7 @@ t.test("forged state values from a holder of the secret are refused or clamped p
     secret: CLUSTER_SECRET,
     nodeId: "forger",
     serverNodeId: cluster.members[0]!,
+    ...PEER_TIMINGS,
   });
   t.teardown(() => forger.close());
   forger.connect();
@@ -103,8 +104,9 @@ t.test("a member's answers out of bounds fail open per item, never NaN or a nega
     port: fakePort,
     secret: CLUSTER_SECRET,
     nodeId: members[1]!,
+    ...PEER_TIMINGS,
     handler: {
-      decide(_ns: string, _id: string, _alg: number, _limit: number, _duration: number, out: DecideResult) {
+      decide(_query: DecideQuery, out: DecideResult) {
         out.code = 0;
         out.remaining = 4294967295; // count = limit - remaining: −4294967290 for a limit of 5
         out.resetTime = 0xffffffff;

@@ -3,6 +3,7 @@ import { createHmac, randomBytes } from "node:crypto";
 import t from "tap";
 import { PROTOCOL_VERSION } from "../../../src/peer/wire/constants.js";
 import { PeerClient } from "../../../src/peer/index.js";
+import { PEER_TIMINGS, decideQuery } from "../../peer/helpers.js";
 import { closeAgents } from "../../harness/http-client.js";
 import { hit, startCluster } from "../../harness/cluster.js";
 import { sleep } from "../../harness/wait.js";
@@ -115,12 +116,13 @@ t.test("the peer port acts only on authenticated connections", async (t) => {
       serverNodeId: `127.0.0.1:${peerPort}`,
       reconnectMinMs: 1000,
       reconnectMaxMs: 1000,
+      ...PEER_TIMINGS,
     });
     t.teardown(() => client.close());
     client.connect();
     await sleep(500);
     t.not(client.state, "up");
-    const answer = await new Promise<string>((resolve) => client.decide("test", id, 0, 100, 3600, (err) => resolve(err?.code ?? "answered")));
+    const answer = await new Promise<string>((resolve) => client.decide(decideQuery("test", id, 0, 100, 3600), (err) => resolve(err?.code ?? "answered")));
     t.equal(answer, "unavailable");
   });
 

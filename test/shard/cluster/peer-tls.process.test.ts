@@ -1,5 +1,6 @@
 import t from "tap";
 import { PeerClient } from "../../../src/peer/index.js";
+import { PEER_TIMINGS } from "../../peer/helpers.js";
 import { closeAgents } from "../../harness/http-client.js";
 import { selfSignedCert } from "../../harness/certs.js";
 import { CLUSTER_SECRET, hit, metric, startCluster } from "../../harness/cluster.js";
@@ -28,6 +29,7 @@ t.test("PEER_TLS_*: the peer channel runs over TLS between real nodes", async (t
     handshakeTimeoutMs: 500,
     reconnectMinMs: 1000,
     reconnectMaxMs: 1000,
+    ...PEER_TIMINGS,
   });
   t.teardown(() => plain.close());
   plain.connect();

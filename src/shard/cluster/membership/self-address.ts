@@ -50,18 +50,3 @@ function firstExternalIPv4(): string {
   for (const list of Object.values(networkInterfaces())) for (const i of list ?? []) if (i.family === "IPv4" && !i.internal) return i.address;
   return "127.0.0.1";
 }
-
-/** Longest advertise URL accepted (ADVERTISE_URL, or a peer's). */
-export const MAX_ADVERTISE_URL_BYTES = 2048;
-
-/** An absolute http(s) URL without credentials, query or fragment, of bounded length. */
-export function isAdvertiseUrl(url: string): boolean {
-  if (url.length === 0 || Buffer.byteLength(url) > MAX_ADVERTISE_URL_BYTES) return false;
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    return false;
-  }
-  return (u.protocol === "http:" || u.protocol === "https:") && u.username === "" && u.password === "" && u.search === "" && u.hash === "";
-}

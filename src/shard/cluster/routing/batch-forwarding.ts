@@ -1,5 +1,13 @@
-import { failOpenBatch, type BatchOutcome, type Decision, type DegradedReason, type LimitQuery, type ResetOutcome, type ResetQuery } from "../../../decision.js";
-import { PeerError, type PeerClient } from "../../../peer/index.js";
+import {
+  failOpenBatch,
+  type BatchOutcome,
+  type Decision,
+  type DegradedReason,
+  type LimitQuery,
+  type ResetOutcome,
+  type ResetQuery,
+} from "../../../decision.js";
+import type { PeerClient } from "../../../peer/index.js";
 import { decideBatchOn } from "../../local/batch.js";
 import type { LocalDecider } from "../../local/local-decider.js";
 import { ringKeyOf } from "../../ring/state-key.js";
@@ -14,6 +22,7 @@ import {
   type BatchReply,
 } from "../wire/batch-wire.js";
 import { CallMethod } from "../wire/call-methods.js";
+import { degradedReasonOf } from "./degraded-reason.js";
 import { ownership, type OwnershipView } from "./ownership.js";
 import { resetTimeHere } from "../wire/peer-data.js";
 
@@ -124,7 +133,7 @@ export class BatchForwarder {
           done({ ok: false, reason: "peer_error" });
         }
       },
-      (err: unknown) => done({ ok: false, reason: reasonOf(err) }),
+      (err: unknown) => done({ ok: false, reason: degradedReasonOf(err) }),
     );
   }
 
@@ -149,7 +158,7 @@ export class BatchForwarder {
           return { ok: false, reason: "peer_error" };
         }
       },
-      (err: unknown): PartResult => ({ ok: false, reason: reasonOf(err) }),
+      (err: unknown): PartResult => ({ ok: false, reason: degradedReasonOf(err) }),
     );
   }
 
@@ -175,10 +184,4 @@ export class BatchForwarder {
   private reservationId(coordinator: string, reservation: number): string {
     return `${coordinator}/${reservation}`;
   }
-}
-
-function reasonOf(err: unknown): DegradedReason {
-  if (err instanceof PeerError)
-    return err.code === "timeout" ? "peer_timeout" : err.code === "unavailable" || err.code === "closed" ? "peer_unavailable" : "peer_error";
-  return "peer_error";
 }

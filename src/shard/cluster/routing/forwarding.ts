@@ -1,4 +1,4 @@
-import { newDecision, failOpenDecision, type BatchOutcome, type Decider, type Decision, type DegradedReason } from "../../../decision.js";
+import { newDecision, failOpenDecision, type BatchOutcome, type Decider, type Decision } from "../../../decision.js";
 import type { ResetOutcome, ResetQuery } from "../../../decision.js";
 import type { LimitQuery } from "../../../decision.js";
 import type { PeerClient, PeerError } from "../../../peer/index.js";
@@ -6,6 +6,7 @@ import type { BlockedCache } from "./blocked-cache.js";
 import type { ClusterMetrics } from "../../../metrics/cluster-metrics.js";
 import type { LocalDecider } from "../../local/local-decider.js";
 import type { BatchForwarder } from "./batch-forwarding.js";
+import { degradedReasonOf } from "./degraded-reason.js";
 import { ownership, type Ownership, type OwnershipView } from "./ownership.js";
 import { replyWithinContract, resetTimeHere } from "../wire/peer-data.js";
 import { ringKeyOf, stateKeyOf } from "../../ring/state-key.js";
@@ -16,8 +17,6 @@ export interface ClusterView extends OwnershipView {
   /** a forward to `member` was answered, or missed its deadline (feeds the slow-peer detector) */
   noteForward(member: string, timedOut: boolean, now: number): void;
 }
-
-const REASON: Record<string, DegradedReason> = { timeout: "peer_timeout", unavailable: "peer_unavailable" };
 
 /**
  * Front end → ownership rule → (local table | owning peer | fail open). Keys this node
@@ -101,40 +100,33 @@ export class ClusterDecider implements Decider {
     }
     const sentAt = performance.now();
     const owner = verdict.owner;
-    client.decide(
-      query.namespace,
-      query.identifier,
-      query.algorithm.code,
-      query.limit,
-      query.duration,
-      (err: PeerError | null, r) => {
-        const d = this.forwarded;
-        if (err !== null || r === null || r.code === 2) {
-          const reason = err !== null ? (REASON[err.code] ?? "peer_error") : "peer_error";
-          if (reason === "peer_timeout") this.view.noteForward(owner, true, now);
-          this.metrics.forwardOutcome(reason === "peer_timeout" ? "timeout" : reason === "peer_unavailable" ? "unavailable" : "error");
-          return done(failOpenDecision(query, now, reason, d));
-        }
-        r.resetTime = resetTimeHere(r.resetTime, client.clockOffsetMs);
-        // An answer that does not fit the question (a count beyond the limit, NaN, a reset
-        // years ahead) is the owner's error for this item alone.
-        if (!replyWithinContract(r, query, now)) {
-          this.metrics.forwardOutcome("invalid");
-          return done(failOpenDecision(query, now, "peer_error", d));
-        }
-        this.metrics.observeForward(performance.now() - sentAt);
-        this.view.noteForward(owner, false, now);
-        d.allowed = r.code === 0;
-        d.remaining = r.remaining;
-        d.resetTime = r.resetTime;
-        d.retryAfterMs = r.retryAfterMs;
-        d.degraded = null;
-        if (!d.allowed && cacheable) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
-        this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
-        done(d);
-      },
-      query.cost,
-    );
+    // The query itself crosses the peer boundary (a DecideQuery): nothing is unpacked or built for it.
+    client.decide(query, (err: PeerError | null, r) => {
+      const d = this.forwarded;
+      if (err !== null || r === null || r.code === 2) {
+        const reason = err !== null ? degradedReasonOf(err) : "peer_error";
+        if (reason === "peer_timeout") this.view.noteForward(owner, true, now);
+        this.metrics.forwardOutcome(reason === "peer_timeout" ? "timeout" : reason === "peer_unavailable" ? "unavailable" : "error");
+        return done(failOpenDecision(query, now, reason, d));
+      }
+      r.resetTime = resetTimeHere(r.resetTime, client.clockOffsetMs);
+      // An answer that does not fit the question (a count beyond the limit, NaN, a reset
+      // years ahead) is the owner's error for this item alone.
+      if (!replyWithinContract(r, query, now)) {
+        this.metrics.forwardOutcome("invalid");
+        return done(failOpenDecision(query, now, "peer_error", d));
+      }
+      this.metrics.observeForward(performance.now() - sentAt);
+      this.view.noteForward(owner, false, now);
+      d.allowed = r.code === 0;
+      d.remaining = r.remaining;
+      d.resetTime = r.resetTime;
+      d.retryAfterMs = r.retryAfterMs;
+      d.degraded = null;
+      if (!d.allowed && cacheable) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
+      this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
+      done(d);
+    });
   }
 
   /** See BatchForwarder: one owner decides in one step, several reserve then commit or release. */

@@ -1,5 +1,5 @@
 import { algorithmByCode } from "../../../algorithms/index.js";
-import { DecideCode, type DecideResult, type PeerServerHandler } from "../../../peer/index.js";
+import { DecideCode, type DecideQuery, type DecideResult, type PeerServerHandler } from "../../../peer/index.js";
 import type { LocalDecider } from "../../local/local-decider.js";
 import { ringKeyOf } from "../../ring/state-key.js";
 import { CallMethod, decodeStates, mergeStates, type StateRecord } from "../wire/call-methods.js";
@@ -38,13 +38,18 @@ export class InboundHandler implements PeerServerHandler {
     private readonly events: InboundEvents,
   ) {}
 
-  /** A throw answers this item with an error: the forwarding node fails open. */
-  /** `now`: unix ms, read once per DECIDE frame by the peer server. */
-  decide(ns: string, identifier: string, algorithmCode: number, limit: number, duration: number, out: DecideResult, cost = 1, now = Date.now()): void {
-    const algorithm = algorithmByCode(algorithmCode);
-    if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, ns, identifier)) throw new RangeError("forwarded decision out of contract");
-    const ringKey = ringKeyOf(ns, identifier);
-    const verdict = ownership(this.view, ringKey, algorithmCode, duration, now, "forwarded");
+  /**
+   * A throw answers this item with an error: the forwarding node fails open. The item's
+   * algorithm code is resolved here, in the registry. `now`: unix ms, read once per DECIDE
+   * frame by the peer server.
+   */
+  decide(query: DecideQuery, out: DecideResult, now: number): void {
+    const { namespace, identifier, limit, duration, cost } = query;
+    const algorithm = algorithmByCode(query.algorithm.code);
+    if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, namespace, identifier))
+      throw new RangeError("forwarded decision out of contract");
+    const ringKey = ringKeyOf(namespace, identifier);
+    const verdict = ownership(this.view, ringKey, algorithm.code, duration, now, "forwarded");
     if (verdict.kind !== "decide") throw new Error(verdict.kind === "fail_open" ? verdict.why : "not decided here");
     if (verdict.stray) this.events.strayState();
     const d = this.local.decideKey(ringKey, algorithm, limit, duration, now, cost);

@@ -4,7 +4,8 @@
  */
 import t from "tap";
 import { Directory, ringVersionOf } from "../../../../src/shard/cluster/membership/directory.js";
-import { defaultAdvertiseUrl, isAdvertiseUrl } from "../../../../src/shard/cluster/membership/self-address.js";
+import { isAdvertiseUrl } from "../../../../src/config.js";
+import { defaultAdvertiseUrl } from "../../../../src/shard/cluster/membership/self-address.js";
 
 t.test("ring version: stable across order, changes with members and URLs", async (t) => {
   const a = { id: "10.0.0.1:9080", url: "http://10.0.0.1:8080" };

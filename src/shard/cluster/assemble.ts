@@ -1,0 +1,133 @@
+import type { Config } from "../../config.js";
+import type { Logger } from "../../logger.js";
+import { ClusterMetrics } from "../../metrics/cluster-metrics.js";
+import type { Metrics } from "../../metrics/metrics.js";
+import { ReplicationMetrics } from "../../metrics/replication-metrics.js";
+import { PeerServer } from "../../peer/index.js";
+import type { LocalDecider } from "../local/local-decider.js";
+import type { StateTable } from "../table/state-table.js";
+import { Cluster } from "./cluster.js";
+import { Directory } from "./membership/directory.js";
+import { MemberPool } from "./membership/member-pool.js";
+import { DnsMembership, StaticMembership } from "./membership/member-sources.js";
+import { splitHostPort } from "./membership/self-address.js";
+import { Coordinator } from "./movement/coordinator.js";
+import { Replicator } from "./movement/replicator.js";
+import type { PeerTls } from "./peer-tls.js";
+import { BatchForwarder, batchHoldMs } from "./routing/batch-forwarding.js";
+import { BlockedCache } from "./routing/blocked-cache.js";
+import { ClusterDecider } from "./routing/forwarding.js";
+import { InboundHandler } from "./routing/inbound.js";
+import { LiveView } from "./view.js";
+
+/** What the node gives the cluster: its table's decider, its registry and log, and its share of memory. */
+export interface ClusterParts {
+  local: LocalDecider;
+  metrics: Metrics;
+  logger: Logger;
+  tls: PeerTls;
+  /** where states of other owners are kept; given when REPLICAS > 1 */
+  replicaTable: StateTable | undefined;
+  /** the blocked cache's share of the memory budget (memory-budget.ts) */
+  blockedCacheBytes: number;
+}
+
+/**
+ * The cluster's part of the composition root (node.ts calls it): builds the member pool (peer
+ * clients and the ring), the coordinator (join, leave, reconcile), the replicator, the
+ * inbound handler behind the peer listener and the decider the front end asks, and wires
+ * their events to each other. Nothing is started here (Cluster.start).
+ */
+export function assembleCluster(config: Config, { local, metrics, logger, tls, replicaTable, blockedCacheBytes }: ClusterParts): Cluster {
+  const table = local.table;
+  // The pool calls back into parts made after it; none of its callbacks runs before start().
+  let coordinator: Coordinator | undefined;
+  let replicator: Replicator | undefined;
+  const pool: MemberPool = new MemberPool({
+    self: config.nodeId ?? `${config.peerHost}:${config.peerPort}`,
+    peerHost: config.peerHost,
+    peerPort: config.peerPort,
+    nodeId: config.nodeId,
+    secret: config.clusterSecret!,
+    peerTimeoutMs: config.peerTimeoutMs,
+    heartbeatIntervalMs: config.heartbeatIntervalMs,
+    failureTimeoutMs: config.failureTimeoutMs,
+    maxClockSkewMs: config.maxClockSkewMs,
+    clientTls: tls.client,
+    logger,
+    onRingChanged: (joined) => {
+      coordinator!.onRingChanged(joined);
+      directory.setRing(pool.ring.members, pool.self);
+      for (const member of joined) if (member !== pool.self) directory.exchangeWith(member, pool.client(member), logger);
+      replicator?.onRingChanged();
+    },
+    onSettled: () => coordinator!.onSettled(),
+  });
+  const directory = new Directory(pool.self, "");
+  coordinator = new Coordinator(pool, table, logger);
+  const view = new LiveView(pool, coordinator, table);
+  if (config.replicas > 1 && replicaTable !== undefined) {
+    replicator = new Replicator({
+      replicas: config.replicas,
+      pool,
+      owned: table,
+      replicaTable,
+      logger,
+      metrics: new ReplicationMetrics(
+        metrics.registry,
+        () => replicaTable.size,
+        () => replicator?.backlog() ?? 0,
+      ),
+    });
+  }
+  let server: PeerServer | undefined;
+  const clusterMetrics = new ClusterMetrics(metrics.registry, {
+    members: () => pool.ring.size,
+    configured: () => pool.configuredCount,
+    quorum: () => pool.quorum,
+    clockOffsets: () => pool.clockOffsets(),
+    peerStates: () => pool.peerStates(),
+    lateAllowed: () => pool.lateAllowed(),
+    expiredForwards: () => server?.stats.decideExpired ?? 0,
+  });
+  const blockedCache = new BlockedCache(blockedCacheBytes);
+  const decider = new ClusterDecider(
+    view,
+    local,
+    blockedCache,
+    clusterMetrics,
+    new BatchForwarder(view, local, config.peerTimeoutMs, batchHoldMs(config.peerTimeoutMs)),
+  );
+  const moving = coordinator;
+  const inbound = new InboundHandler(view, local, {
+    strayState: () => moving.noteStrayState(),
+    memberLeaving: (member, from) => {
+      logger.info({ member, from }, "member is leaving: drops out of the ring");
+      pool.markDeparted(member);
+    },
+    handoffDone: (from) => moving.onHandoffDone(from),
+    advertise: (payload, from) => directory.answerAdvertise(payload, from),
+    statesRefused: (from, count) => logger.warn({ from, count }, "handed-over states out of bounds: not merged"),
+    // A member (re)started and reached us: reach it now rather than after our backoff,
+    // so it joins every ring and receives its states within milliseconds.
+    peerAuthenticated: (member) => pool.reconnectNow(member),
+    replicate: (payload, from) => {
+      if (replicator === undefined) throw new Error("REPLICAS=1 here: not keeping replicas");
+      return replicator.receive(payload, from, Date.now());
+    },
+  });
+  server = new PeerServer({
+    host: config.peerHost,
+    port: config.peerPort,
+    secret: config.clusterSecret!,
+    nodeId: pool.self,
+    heartbeatIntervalMs: config.heartbeatIntervalMs,
+    logger,
+    ...(tls.server !== undefined ? { tls: tls.server } : {}),
+    handler: inbound,
+  });
+  const dns = config.peersDns !== undefined ? splitHostPort(config.peersDns) : undefined;
+  const membership =
+    dns !== undefined ? new DnsMembership(dns.host, dns.port, config.dnsIntervalMs, logger, config.dnsServer) : new StaticMembership(config.peers);
+  return new Cluster({ pool, coordinator, directory, replicator, blockedCache, decider, server, membership });
+}
