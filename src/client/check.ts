@@ -24,18 +24,23 @@ export class Check implements Expiring {
   settled = false;
   attempt: Attempt | undefined = undefined;
   readonly tried: NodeConnection[] = [];
+  /** performance.now() ms; set when the check is sent (after discovery, for a check issued before it) */
+  deadline = 0;
+  /** the owner on the view it was routed by, when known */
+  owner: NodeConnection | undefined = undefined;
 
   constructor(
     private readonly client: CheckHandler,
     readonly kind: CheckKind,
     readonly request: LimitRequest | ResetRequest,
     readonly body: string,
+    /** effective namespace (of the first item, for a batch) */
+    readonly namespace: string,
+    /** ring key, or one per item of a batch */
+    readonly ringKey: string | readonly string[],
     readonly stateKey: string | undefined,
     /** unix ms, for the blocked cache */
     readonly sentAt: number,
-    /** performance.now() ms */
-    readonly deadline: number,
-    readonly owner: NodeConnection | undefined,
     readonly resolve: (result: Result) => void,
   ) {}
 

@@ -1,12 +1,12 @@
 import { BlockedCache } from "../shard/cluster/routing/blocked-cache.js";
-import { HashRing } from "../shard/ring/ring.js";
 import { ringKeyOf, stateKeyOf } from "../shard/ring/state-key.js";
 import { SlugCache } from "../decision.js";
 import { cachedBlockAnswer, clientAnswer, NodeAnswer, parseData, resetAnswer } from "./answer.js";
 import { Attempt, Check, CheckKind, type CheckHandler, type Result } from "./check.js";
 import { Deadlines } from "./deadlines.js";
-import { NodeConnection, normaliseUrl } from "./node-connection.js";
-import { parseClusterAnswer, RingView, type ClusterAnswer } from "./ring-view.js";
+import { Discovery } from "./discovery.js";
+import type { NodeConnection } from "./node-connection.js";
+import { ClientReporter, consoleLogger } from "./reporting.js";
 import { algorithmByName, DEFAULT_ALGORITHM } from "../algorithms/registry.js";
 import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult, RingLimitClientOptions } from "./types.js";
 
@@ -17,12 +17,13 @@ export const CLIENT_DEFAULTS = Object.freeze({
   connections: 16, // keep-alive connections per node
   routing: "owner" as "owner" | "round-robin",
   retryNodeAfterMs: 1000, // ms an unreachable node is skipped (doubling while it stays so, up to 5 s)
+  // ms checks issued at start wait for the first GET /cluster: long enough for a cold
+  // connection (TCP, TLS, undici's parser compiled on first use) on a loaded machine, where
+  // it took 90-150 ms against a 50 ms timeoutMs (load average 28), short enough that a
+  // client whose discovery hangs starts checking through its seed URLs within a second.
+  discoveryWaitMs: 1000,
+  failOpenOnAuthError: false,
 });
-
-/** GET /cluster is fetched at most this often, however many answers disagree with the client's ring. */
-const REFRESH_MIN_INTERVAL_MS = 100;
-/** Deadline of one GET /cluster (cold path, off the checks' path). */
-const REFRESH_TIMEOUT_MS = 2000;
 
 /**
  * The ring-aware client of ringlimit (docs/client.md). Each check goes straight to the node
@@ -33,19 +34,17 @@ const REFRESH_TIMEOUT_MS = 2000;
  * resolves with the client's own fail-open answer: it never rejects.
  */
 export class RingLimitClient implements CheckHandler {
-  private readonly options: Required<Omit<RingLimitClientOptions, "tls" | "urls" | "apiKey">> & Pick<RingLimitClientOptions, "tls">;
-  private readonly seeds: NodeConnection[];
-  private readonly nodes = new Map<string, NodeConnection>();
-  private view: RingView;
+  private readonly options: Required<Omit<RingLimitClientOptions, "tls" | "urls" | "apiKey" | "logger">> & Pick<RingLimitClientOptions, "tls">;
+  private readonly discovery: Discovery;
+  private readonly reporter: ClientReporter;
   private rr = 0;
   private readonly deadlines = new Deadlines();
   private readonly blocked = new BlockedCache();
   private readonly slugs = new SlugCache();
   private readonly postHeaders: string[];
-  private readonly getHeaders: string[];
-  private refreshing: Promise<void> | undefined;
-  private lastRefreshAt = -Infinity;
-  private refreshTimer: NodeJS.Timeout | undefined;
+  /** checks issued before the first GET /cluster answered, until it does (or discoveryWaitMs passes) */
+  private parked: Check[] | undefined = [];
+  private parkTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly counters: ClientStats = {
     calls: 0,
@@ -57,6 +56,7 @@ export class RingLimitClient implements CheckHandler {
     unavailable: 0,
     serverDegraded: 0,
     connectionErrors: 0,
+    authFailures: 0,
     refreshes: 0,
     refreshFailures: 0,
   };
@@ -71,15 +71,26 @@ export class RingLimitClient implements CheckHandler {
       connections: options.connections ?? CLIENT_DEFAULTS.connections,
       routing: options.routing ?? CLIENT_DEFAULTS.routing,
       retryNodeAfterMs: options.retryNodeAfterMs ?? CLIENT_DEFAULTS.retryNodeAfterMs,
+      discoveryWaitMs: options.discoveryWaitMs ?? CLIENT_DEFAULTS.discoveryWaitMs,
+      failOpenOnAuthError: options.failOpenOnAuthError ?? CLIENT_DEFAULTS.failOpenOnAuthError,
       tls: options.tls,
     };
     if (!(this.options.timeoutMs > 0)) throw new TypeError("RingLimitClient: timeoutMs must be positive");
+    if (!(this.options.discoveryWaitMs >= 0)) throw new TypeError("RingLimitClient: discoveryWaitMs must be 0 or more");
     this.postHeaders = ["authorization", "Bearer " + options.apiKey, "content-type", "application/json"];
-    this.getHeaders = ["authorization", "Bearer " + options.apiKey];
-    this.seeds = [...new Set(urls.map(normaliseUrl))].map((u) => this.node(u));
-    // Until the ring is known, checks go to the seeds, which forward to owners.
-    this.view = new RingView("", new HashRing([]), new Map(), this.seeds);
-    this.refresh();
+    this.reporter = new ClientReporter(options.logger ?? consoleLogger, this.counters, this.options.failOpenOnAuthError);
+    this.discovery = new Discovery(urls, this.options, ["authorization", "Bearer " + options.apiKey], this.counters, this.reporter);
+    // Checks issued before the ring is known wait for it (within discoveryWaitMs), then go to
+    // their owners; a check sent to a seed at once would race a cold connection against its
+    // deadline, and come back degraded at start (issue 21).
+    if (this.options.discoveryWaitMs > 0) {
+      this.parkTimer = setTimeout(() => this.releaseParked(), this.options.discoveryWaitMs);
+      this.parkTimer.unref();
+      this.discovery.whenStarted(() => this.onDiscovered());
+    } else {
+      this.parked = undefined;
+    }
+    this.discovery.refresh();
   }
 
   /** Counters since the client was created. */
@@ -89,7 +100,7 @@ export class RingLimitClient implements CheckHandler {
 
   /** The ring version the client routes by ("" until GET /cluster has answered). */
   get ringVersion(): string {
-    return this.view.version;
+    return this.discovery.view.version;
   }
 
   /** Check one request against its limit. Never rejects. */
@@ -110,8 +121,7 @@ export class RingLimitClient implements CheckHandler {
           return Promise.resolve(cachedBlockAnswer(request, namespace, sentAt, block.until, block.resetTime));
         }
       }
-      const owner = this.options.routing === "owner" ? this.view.ownerOf(ringKey) : undefined;
-      return this.start(CheckKind.LIMIT, request, JSON.stringify(request), stateKey, sentAt, owner) as Promise<LimitResult>;
+      return this.start(CheckKind.LIMIT, request, JSON.stringify(request), namespace, ringKey, stateKey, sentAt) as Promise<LimitResult>;
     } catch {
       // Only a request that cannot be serialised gets here (a BigInt, a cycle).
       return Promise.resolve(this.degraded("unavailable") as LimitResult);
@@ -126,19 +136,9 @@ export class RingLimitClient implements CheckHandler {
     this.counters.calls++;
     if (this.closed) return Promise.resolve(this.degraded("unavailable") as LimitResult);
     try {
-      let owner: NodeConnection | undefined;
-      if (this.options.routing === "owner") {
-        for (let i = 0; i < requests.length; i++) {
-          const r = requests[i]!;
-          const o = this.view.ownerOf(ringKeyOf(this.namespaceOf(r), r.identifier));
-          if (i === 0) owner = o;
-          else if (o !== owner) {
-            owner = undefined;
-            break;
-          }
-        }
-      }
-      return this.start(CheckKind.BATCH, requests[0]!, JSON.stringify({ requests }), undefined, Date.now(), owner) as Promise<LimitResult>;
+      const namespaces = requests.map((r) => this.namespaceOf(r));
+      const ringKeys = requests.map((r, i) => ringKeyOf(namespaces[i]!, r.identifier));
+      return this.start(CheckKind.BATCH, requests[0]!, JSON.stringify({ requests }), namespaces[0]!, ringKeys, undefined, Date.now()) as Promise<LimitResult>;
     } catch {
       return Promise.resolve(this.degraded("unavailable") as LimitResult);
     }
@@ -149,8 +149,8 @@ export class RingLimitClient implements CheckHandler {
     this.counters.calls++;
     if (this.closed) return Promise.resolve(this.degraded("unavailable", CheckKind.RESET) as ResetResult);
     try {
-      const owner = this.options.routing === "owner" ? this.view.ownerOf(ringKeyOf(this.namespaceOf(request), request.identifier)) : undefined;
-      return this.start(CheckKind.RESET, request, JSON.stringify(request), undefined, Date.now(), owner) as Promise<ResetResult>;
+      const namespace = this.namespaceOf(request);
+      return this.start(CheckKind.RESET, request, JSON.stringify(request), namespace, ringKeyOf(namespace, request.identifier), undefined, Date.now()) as Promise<ResetResult>;
     } catch {
       return Promise.resolve(this.degraded("unavailable", CheckKind.RESET) as ResetResult);
     }
@@ -160,15 +160,72 @@ export class RingLimitClient implements CheckHandler {
     kind: CheckKind,
     request: LimitRequest | ResetRequest,
     body: string,
+    namespace: string,
+    ringKey: string | readonly string[],
     stateKey: string | undefined,
     sentAt: number,
-    owner: NodeConnection | undefined,
   ): Promise<Result> {
     return new Promise((resolve) => {
-      const check = new Check(this, kind, request, body, stateKey, sentAt, performance.now() + this.options.timeoutMs, owner, resolve);
-      this.deadlines.add(check);
-      this.dispatch(check);
+      const check = new Check(this, kind, request, body, namespace, ringKey, stateKey, sentAt, resolve);
+      if (this.parked !== undefined) this.parked.push(check);
+      else this.launch(check);
     });
+  }
+
+  /** Route a check by the view in use, start its deadline and send it. */
+  private launch(check: Check): void {
+    check.deadline = performance.now() + this.options.timeoutMs;
+    check.owner = this.options.routing === "owner" ? this.ownerOf(check.ringKey) : undefined;
+    this.deadlines.add(check);
+    this.dispatch(check);
+  }
+
+  /** The owner of a key, or of every key of a batch when they share one. */
+  private ownerOf(ringKey: string | readonly string[]): NodeConnection | undefined {
+    const view = this.discovery.view;
+    if (typeof ringKey === "string") return view.ownerOf(ringKey);
+    let owner: NodeConnection | undefined;
+    for (let i = 0; i < ringKey.length; i++) {
+      const o = view.ownerOf(ringKey[i]!);
+      if (i === 0) owner = o;
+      else if (o !== owner) return undefined;
+    }
+    return owner;
+  }
+
+  /**
+   * The first GET /cluster ended: the checks that waited go to their owners once a connection
+   * to each is open (within discoveryWaitMs), so that no first check pays a connection's
+   * set-up inside its own deadline.
+   */
+  private onDiscovered(): void {
+    const parked = this.parked;
+    if (parked === undefined) return;
+    const owners = new Set<NodeConnection>();
+    if (this.options.routing === "owner") {
+      for (const check of parked) {
+        const owner = this.ownerOf(check.ringKey);
+        if (owner !== undefined) owners.add(owner);
+      }
+    }
+    if (owners.size === 0) return this.releaseParked();
+    void Promise.all([...owners].map((n) => n.warm(this.options.discoveryWaitMs))).then(() => this.releaseParked());
+  }
+
+  /** The first GET /cluster ended (or discoveryWaitMs passed): send the checks that waited for it. */
+  private releaseParked(): void {
+    const parked = this.parked;
+    if (parked === undefined) return;
+    this.parked = undefined;
+    clearTimeout(this.parkTimer);
+    for (const check of parked) {
+      if (this.closed) {
+        check.settled = true;
+        check.resolve(this.degraded("unavailable", check.kind));
+      } else {
+        this.launch(check);
+      }
+    }
   }
 
   /** The effective namespace (README "The request"), with the nodes' own slug code. */
@@ -180,9 +237,19 @@ export class RingLimitClient implements CheckHandler {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    clearTimeout(this.refreshTimer);
+    this.releaseParked();
     this.deadlines.expireAll();
-    await Promise.all([...this.nodes.values()].map((n) => n.close()));
+    await this.discovery.close();
+  }
+
+  /** Resolves when the view in use was fetched (or the fetch failed): for tests and start-up. */
+  ready(): Promise<void> {
+    return this.discovery.ready();
+  }
+
+  /** Fetch GET /cluster again (rate-limited; see Discovery). */
+  refresh(preferred?: NodeConnection): void {
+    this.discovery.refresh(preferred);
   }
 
   // ------------------------------------------------------------------ checks
@@ -208,7 +275,7 @@ export class RingLimitClient implements CheckHandler {
   private nextNode(check: Check): NodeConnection | undefined {
     const now = performance.now();
     if (check.tried.length === 0 && check.owner !== undefined && !check.owner.isSkipped(now)) return check.owner;
-    const candidates = this.view.candidates;
+    const candidates = this.discovery.view.candidates;
     const n = candidates.length;
     const start = this.rr++;
     for (let i = 0; i < n; i++) {
@@ -221,7 +288,9 @@ export class RingLimitClient implements CheckHandler {
   onAnswer(attempt: Attempt, status: number, headers: RateLimitHeaders, version: string | undefined, body: Buffer): void {
     const check = attempt.check;
     attempt.node.answered();
-    if (version !== undefined && version !== this.view.version) this.refresh(attempt.node);
+    if (version !== undefined && version !== this.discovery.view.version) this.refresh(attempt.node);
+    if (status === 401 || status === 403) this.reporter.authFailure(status, attempt.node.url, CHECK_NAMES[check.kind], check.namespace);
+    else if (status === 200 || status === 429) this.reporter.accepted();
     if (check.settled) return;
     check.settled = true;
     const source = attempt.node === check.owner ? "owner" : "fallback";
@@ -251,8 +320,12 @@ export class RingLimitClient implements CheckHandler {
       allowed = this.options.failOpen;
       degraded = true;
       this.counters.serverDegraded++;
+    } else if ((status === 401 || status === 403) && this.options.failOpenOnAuthError) {
+      // The app chose to admit what the service refuses for the key: allowed, and said to be unchecked.
+      allowed = true;
+      degraded = true;
     } else {
-      // A request the service refused (400, 401, 413, 415): never allowed, or a caller could skip its limit with a bad one.
+      // A request the service refused (400, 401, 403, 413, 415): never allowed, or a caller could skip its limit with a bad one.
       allowed = false;
     }
     check.resolve(new NodeAnswer(allowed, degraded, status, headers, source, body));
@@ -285,98 +358,7 @@ export class RingLimitClient implements CheckHandler {
     this.counters[why === "timeout" ? "timeouts" : "unavailable"]++;
     return kind === CheckKind.RESET ? resetAnswer(0, undefined, "client") : clientAnswer(this.options.failOpen);
   }
-
-  // ------------------------------------------------------------------ ring view
-
-  /** Fetch GET /cluster again (at most every REFRESH_MIN_INTERVAL_MS, one at a time), from `preferred` first. */
-  refresh(preferred?: NodeConnection): void {
-    if (this.closed || this.refreshing !== undefined || this.refreshTimer !== undefined) return;
-    const wait = this.lastRefreshAt + REFRESH_MIN_INTERVAL_MS - performance.now();
-    if (wait > 0) {
-      this.refreshTimer = setTimeout(() => {
-        this.refreshTimer = undefined;
-        this.refresh(preferred);
-      }, wait);
-      this.refreshTimer.unref();
-      return;
-    }
-    this.lastRefreshAt = performance.now();
-    this.refreshing = this.fetchView(preferred).finally(() => {
-      this.refreshing = undefined;
-    });
-  }
-
-  /** Resolves when the view in use was fetched (or the fetch failed): for tests and start-up. */
-  async ready(): Promise<void> {
-    while (this.refreshing !== undefined) await this.refreshing;
-  }
-
-  private async fetchView(preferred: NodeConnection | undefined): Promise<void> {
-    const now = performance.now();
-    const order = [preferred, ...this.view.candidates.filter((n) => !n.isSkipped(now)), ...this.seeds, ...this.view.candidates];
-    const tried = new Set<NodeConnection>();
-    for (const node of order) {
-      if (node === undefined || tried.has(node) || this.closed) continue;
-      tried.add(node);
-      const answer = await this.fetchCluster(node);
-      if (answer === undefined) continue;
-      this.counters.refreshes++;
-      if (answer.ringVersion !== this.view.version) this.apply(answer);
-      return;
-    }
-    this.counters.refreshFailures++;
-  }
-
-  private async fetchCluster(node: NodeConnection): Promise<ClusterAnswer | undefined> {
-    try {
-      const r = await node.pool.request({
-        path: node.clusterPath,
-        method: "GET",
-        headers: this.getHeaders,
-        headersTimeout: REFRESH_TIMEOUT_MS,
-        bodyTimeout: REFRESH_TIMEOUT_MS,
-      });
-      const body = await r.body.json().catch(() => undefined);
-      if (r.statusCode !== 200) return undefined;
-      node.answered();
-      return parseClusterAnswer(body);
-    } catch {
-      node.failed(performance.now());
-      return undefined;
-    }
-  }
-
-  /** Swap in the ring a node described, in one assignment; nodes no longer listed (and not seeds) are closed. */
-  private apply(answer: ClusterAnswer): void {
-    const owners = new Map<string, NodeConnection | undefined>();
-    const members: NodeConnection[] = [];
-    for (const m of answer.members) {
-      let node: NodeConnection | undefined;
-      if (m.url !== null) {
-        try {
-          node = this.node(normaliseUrl(m.url));
-        } catch {
-          node = undefined; // not a URL this client can use: its keys go through another node
-        }
-      }
-      owners.set(m.id, node);
-      if (node !== undefined && !members.includes(node)) members.push(node);
-    }
-    const candidates = [...members, ...this.seeds.filter((s) => !members.includes(s))];
-    this.view = new RingView(answer.ringVersion, new HashRing(owners.keys()), owners, candidates);
-    for (const [url, node] of this.nodes) {
-      if (candidates.includes(node)) continue;
-      this.nodes.delete(url);
-      void node.close();
-    }
-  }
-
-  private node(url: string): NodeConnection {
-    let node = this.nodes.get(url);
-    if (node === undefined) {
-      node = new NodeConnection(url, this.options, this.options.retryNodeAfterMs);
-      this.nodes.set(url, node);
-    }
-    return node;
-  }
 }
+
+/** What each CheckKind sends, for reports. */
+const CHECK_NAMES = ["POST /limit", "POST /limit/batch", "POST /limit/reset"] as const;

@@ -5,6 +5,7 @@ export { ALGORITHM_NAMES } from "../algorithms/registry.js";
 export type {
   AlgorithmName,
   AnswerSource,
+  ClientLogger,
   ClientStats,
   LimitData,
   LimitRequest,

@@ -20,6 +20,8 @@ export class NodeConnection {
   /** performance.now() until which checks skip this node */
   skipUntil = 0;
   private skipMs: number;
+  private readonly healthPath: string;
+  private warming: Promise<void> | undefined;
 
   constructor(
     /** normalised: origin + path prefix, no trailing slash */
@@ -31,6 +33,7 @@ export class NodeConnection {
     const base = u.pathname.replace(/\/+$/, "");
     this.paths = [base + "/limit", base + "/limit/batch", base + "/limit/reset"];
     this.clusterPath = base + "/cluster";
+    this.healthPath = base + "/health";
     this.skipMs = retryAfterMs;
     const tls = options.tls;
     this.pool = new Pool(u.origin, {
@@ -46,6 +49,23 @@ export class NodeConnection {
           }
         : {}),
     });
+  }
+
+  /**
+   * Open a keep-alive connection before the first check needs one: a GET /health (no key
+   * sent), whose connection stays in the pool. A check on a cold connection pays TCP (and
+   * TLS) set-up inside its deadline; measured at load average 28, first checks on fresh
+   * connections took 90-150 ms against the default timeoutMs of 50. Resolves either way.
+   */
+  warm(timeoutMs: number): Promise<void> {
+    this.warming ??= this.pool
+      .request({ path: this.healthPath, method: "GET", headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
+      .then((r) => r.body.dump())
+      .then(
+        () => {},
+        () => {},
+      );
+    return this.warming;
   }
 
   isSkipped(now: number): boolean {

@@ -90,6 +90,7 @@ export type AnswerSource =
  * - 500 and 503 (a node failing closed): `allowed: failOpen`, `degraded: true`, with the status.
  * - Other 4xx (a bad request, a wrong API key): `allowed: false`: the service could not check
  *   this request, and allowing it would let a caller skip its limit by sending a bad one.
+ *   401 and 403 are reported to the logger once; `failOpenOnAuthError` allows them instead.
  */
 export interface LimitResult {
   allowed: boolean;
@@ -117,6 +118,25 @@ export interface RingLimitClientOptions {
   retryNodeAfterMs?: number;
   /** TLS options for https:// nodes */
   tls?: { ca?: string | Buffer | readonly (string | Buffer)[]; rejectUnauthorized?: boolean; servername?: string };
+  /**
+   * ms a check issued before the first GET /cluster has answered waits for it; then (or as
+   * soon as it answers or fails) the check is sent, to its owner or to the URLs given, and its
+   * timeoutMs starts. 0: sent to the URLs given at once. Default 1000
+   */
+  discoveryWaitMs?: number;
+  /**
+   * What the service refuses for the key (401, or 403 for a namespace outside its scope):
+   * false (default) refuses the check, fail-closed by design: a wrong key is a configuration
+   * error to fix, not an outage to ride out. true allows it, marked degraded
+   */
+  failOpenOnAuthError?: boolean;
+  /** where the client reports what the app must hear about (a refused key), once each. Default: console.warn. pino and bunyan loggers fit */
+  logger?: ClientLogger;
+}
+
+/** A logger the client reports to: pino's and bunyan's signature (details first). */
+export interface ClientLogger {
+  warn(details: Record<string, unknown>, message: string): void;
 }
 
 /** Counters of one client since it was created. */
@@ -139,6 +159,8 @@ export interface ClientStats {
   serverDegraded: number;
   /** connections refused, reset or failed (each attempt) */
   connectionErrors: number;
+  /** answers 401 or 403: the service refused the key (reported once through the logger) */
+  authFailures: number;
   /** GET /cluster fetches that succeeded / failed */
   refreshes: number;
   refreshFailures: number;

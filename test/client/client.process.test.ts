@@ -229,7 +229,8 @@ t.test("a node that accepts and never answers: degraded after timeoutMs, then sk
   });
   const url = `http://127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
   for (const failOpen of [true, false]) {
-    const client = new RingLimitClient({ urls: url, apiKey: TEST_KEY, timeoutMs: 50, failOpen });
+    // discoveryWaitMs 0: sent at once, not after waiting for a GET /cluster that never answers either.
+    const client = new RingLimitClient({ urls: url, apiKey: TEST_KEY, timeoutMs: 50, failOpen, discoveryWaitMs: 0 });
     const started = performance.now();
     const r = await client.limit({ namespace: "silent", identifier: "x", limit: 5, duration: 60 });
     const ms = performance.now() - started;
