@@ -1,4 +1,5 @@
 import type { Expiring } from "./deadlines.js";
+import { MAX_ANSWER_BYTES } from "./validate.js";
 import type { NodeConnection } from "./node-connection.js";
 import type { LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult } from "./types.js";
 
@@ -61,6 +62,7 @@ export class Attempt {
   private readonly headers: RateLimitHeaders = {};
   private chunk: Buffer | undefined = undefined;
   private chunks: Buffer[] | undefined = undefined;
+  private bytes = 0;
 
   constructor(
     private readonly client: CheckHandler,
@@ -103,6 +105,12 @@ export class Attempt {
   }
 
   onData(chunk: Buffer): boolean {
+    // A body longer than any answer of a node is not read on: the exchange fails.
+    this.bytes += chunk.length;
+    if (this.bytes > MAX_ANSWER_BYTES) {
+      this.abortRequest?.(new Error("ringlimit answer too long"));
+      return false;
+    }
     if (this.chunk === undefined) this.chunk = chunk;
     else (this.chunks ??= [this.chunk]).push(chunk);
     return true;

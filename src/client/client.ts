@@ -6,7 +6,9 @@ import { Attempt, Check, CheckKind, type CheckHandler, type Result } from "./che
 import { Deadlines } from "./deadlines.js";
 import { Discovery } from "./discovery.js";
 import type { NodeConnection } from "./node-connection.js";
+import { MemberPolicy } from "./member-policy.js";
 import { ClientReporter, consoleLogger } from "./reporting.js";
+import { allowedData, blockedData } from "./validate.js";
 import { algorithmByName, DEFAULT_ALGORITHM } from "../algorithms/registry.js";
 import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult, RingLimitClientOptions } from "./types.js";
 
@@ -34,7 +36,7 @@ export const CLIENT_DEFAULTS = Object.freeze({
  * resolves with the client's own fail-open answer: it never rejects.
  */
 export class RingLimitClient implements CheckHandler {
-  private readonly options: Required<Omit<RingLimitClientOptions, "tls" | "urls" | "apiKey" | "logger">> & Pick<RingLimitClientOptions, "tls">;
+  private readonly options: Required<Omit<RingLimitClientOptions, "tls" | "urls" | "apiKey" | "logger" | "memberHosts">> & Pick<RingLimitClientOptions, "tls">;
   private readonly discovery: Discovery;
   private readonly reporter: ClientReporter;
   private rr = 0;
@@ -57,6 +59,7 @@ export class RingLimitClient implements CheckHandler {
     serverDegraded: 0,
     connectionErrors: 0,
     authFailures: 0,
+    invalidAnswers: 0,
     refreshes: 0,
     refreshFailures: 0,
   };
@@ -79,7 +82,8 @@ export class RingLimitClient implements CheckHandler {
     if (!(this.options.discoveryWaitMs >= 0)) throw new TypeError("RingLimitClient: discoveryWaitMs must be 0 or more");
     this.postHeaders = ["authorization", "Bearer " + options.apiKey, "content-type", "application/json"];
     this.reporter = new ClientReporter(options.logger ?? consoleLogger, this.counters, this.options.failOpenOnAuthError);
-    this.discovery = new Discovery(urls, this.options, ["authorization", "Bearer " + options.apiKey], this.counters, this.reporter);
+    const policy = new MemberPolicy(urls, options.memberHosts);
+    this.discovery = new Discovery(urls, this.options, ["authorization", "Bearer " + options.apiKey], this.counters, this.reporter, policy);
     // Checks issued before the ring is known wait for it (within discoveryWaitMs), then go to
     // their owners; a check sent to a seed at once would race a cold connection against its
     // deadline, and come back degraded at start (issue 21).
@@ -150,7 +154,15 @@ export class RingLimitClient implements CheckHandler {
     if (this.closed) return Promise.resolve(this.degraded("unavailable", CheckKind.RESET) as ResetResult);
     try {
       const namespace = this.namespaceOf(request);
-      return this.start(CheckKind.RESET, request, JSON.stringify(request), namespace, ringKeyOf(namespace, request.identifier), undefined, Date.now()) as Promise<ResetResult>;
+      return this.start(
+        CheckKind.RESET,
+        request,
+        JSON.stringify(request),
+        namespace,
+        ringKeyOf(namespace, request.identifier),
+        undefined,
+        Date.now(),
+      ) as Promise<ResetResult>;
     } catch {
       return Promise.resolve(this.degraded("unavailable", CheckKind.RESET) as ResetResult);
     }
@@ -303,17 +315,20 @@ export class RingLimitClient implements CheckHandler {
     let allowed: boolean;
     let degraded = false;
     if (status === 200) {
+      const data = allowedData(body, check.kind === CheckKind.BATCH);
+      if (data === undefined) return this.invalid(check, attempt, status, headers, source, body);
       allowed = true;
-      // Safe on the raw text: inside a JSON string a quote is always escaped.
-      degraded = body.indexOf('"degraded":true') >= 0;
+      degraded = data.degraded === true;
       if (degraded) this.counters.serverDegraded++;
     } else if (status === 429) {
       allowed = false;
-      if (check.stateKey !== undefined) {
-        const data = parseData(body);
-        if (typeof data?.retry_after === "number" && typeof data.reset_time === "number") {
-          this.blocked.remember(check.stateKey, (check.request as LimitRequest).limit, check.sentAt, Math.floor(data.retry_after * 1000), data.reset_time);
-        }
+      const data = check.stateKey !== undefined ? blockedData(body) : undefined;
+      if (data !== undefined) {
+        // Remembered no longer than the request's window: nothing blocks a key for longer, and
+        // a node's word (retry_after 10^12) must not block it for good in this client.
+        const request = check.request as LimitRequest;
+        const retryAfterMs = Math.min(Math.floor(data.retry_after * 1000), request.duration * 1000);
+        this.blocked.remember(check.stateKey!, request.limit, check.sentAt, retryAfterMs, data.reset_time);
       }
     } else if (status >= 500) {
       // A node failing closed (FAIL_OPEN=false) or a proxy in front of one: the client's own rule applies.
@@ -329,6 +344,17 @@ export class RingLimitClient implements CheckHandler {
       allowed = false;
     }
     check.resolve(new NodeAnswer(allowed, degraded, status, headers, source, body));
+  }
+
+  /** A 200 that is not an allowed decision (an HTML page, an empty body, `allowed: false`): not believed, the client's own rule applies. */
+  private invalid(check: Check, attempt: Attempt, status: number, headers: RateLimitHeaders, source: "owner" | "fallback", body: Buffer): void {
+    this.counters.invalidAnswers++;
+    this.reporter.distrust(
+      "answer:" + attempt.node.url,
+      { node: attempt.node.url, status, request: CHECK_NAMES[check.kind] },
+      `a node answered ${status} with a body that is not a ringlimit decision: not believed (answered as failOpen, degraded)`,
+    );
+    check.resolve(new NodeAnswer(this.options.failOpen, true, status, headers, source, body));
   }
 
   onFailure(attempt: Attempt): void {

@@ -1,5 +1,7 @@
 import { HashRing } from "../shard/ring/ring.js";
+import type { MemberPolicy } from "./member-policy.js";
 import type { ClientReporter } from "./reporting.js";
+import { MAX_CLUSTER_BYTES } from "./validate.js";
 import { NodeConnection, normaliseUrl } from "./node-connection.js";
 import { parseClusterAnswer, RingView, type ClusterAnswer } from "./ring-view.js";
 import type { ClientStats, RingLimitClientOptions } from "./types.js";
@@ -8,6 +10,12 @@ import type { ClientStats, RingLimitClientOptions } from "./types.js";
 const REFRESH_MIN_INTERVAL_MS = 100;
 /** Deadline of one GET /cluster (cold path, off the checks' path). */
 const REFRESH_TIMEOUT_MS = 2000;
+/**
+ * A ring with other members is built at most this often (the first at once). Building one
+ * takes the app's event loop (up to ~0.5 s for MAX_MEMBERS on a loaded machine): a node
+ * whose every answer names a new ring must not turn that into most of the loop's time.
+ */
+const MIN_REBUILD_INTERVAL_MS = 1000;
 
 export type NodeOptions = Pick<RingLimitClientOptions, "connections" | "tls"> & { retryNodeAfterMs: number };
 
@@ -27,6 +35,7 @@ export class Discovery {
   private refreshTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private firstSettled = false;
+  private lastBuildAt = -Infinity;
   private readonly onFirstSettled: (() => void)[] = [];
 
   constructor(
@@ -35,6 +44,7 @@ export class Discovery {
     private readonly getHeaders: string[],
     private readonly counters: ClientStats,
     private readonly reporter: ClientReporter,
+    private readonly policy: MemberPolicy,
   ) {
     this.seeds = [...new Set(urls.map(normaliseUrl))].map((u) => this.node(u));
     this.view = new RingView("", new HashRing([]), new Map(), this.seeds);
@@ -114,19 +124,70 @@ export class Discovery {
         headersTimeout: REFRESH_TIMEOUT_MS,
         bodyTimeout: REFRESH_TIMEOUT_MS,
       });
-      const body = await r.body.json().catch(() => undefined);
       if (r.statusCode === 401 || r.statusCode === 403) this.reporter.authFailure(r.statusCode, node.url, "GET /cluster");
-      if (r.statusCode !== 200) return undefined;
+      if (r.statusCode !== 200) {
+        await r.body.dump({ limit: 64 * 1024 }).catch(() => {});
+        return undefined;
+      }
+      // Read within a bound: a node must not make the client hold an arbitrary body.
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      for await (const chunk of r.body as AsyncIterable<Buffer>) {
+        bytes += chunk.length;
+        if (bytes > MAX_CLUSTER_BYTES) {
+          r.body.destroy();
+          this.reporter.distrust(
+            "cluster-size:" + node.url,
+            { node: node.url, limitBytes: MAX_CLUSTER_BYTES },
+            "GET /cluster answered a body over the client's bound: refused",
+          );
+          return undefined;
+        }
+        chunks.push(chunk);
+      }
       node.answered();
-      return parseClusterAnswer(body);
+      let body: unknown;
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      } catch {
+        body = undefined;
+      }
+      const answer = parseClusterAnswer(body);
+      if (answer === undefined)
+        this.reporter.distrust(
+          "cluster-shape:" + node.url,
+          { node: node.url },
+          "GET /cluster answered something that is not a member list (or over 256 members): refused",
+        );
+      return answer;
     } catch {
       node.failed(performance.now());
       return undefined;
     }
   }
 
-  /** Swap in the ring a node described, in one assignment; nodes no longer listed (and not seeds) are closed. */
+  /**
+   * Swap in the ring a node described, in one assignment; nodes no longer listed (and not
+   * seeds) are closed. The same members under another version reuse the ring in use; other
+   * members build a new one at most every MIN_REBUILD_INTERVAL_MS (a fetch is scheduled for
+   * then instead).
+   */
   private apply(answer: ClusterAnswer): void {
+    const ids = [...new Set(answer.members.map((m) => m.id))].sort();
+    const current = this.view.ring.members;
+    const sameMembers = ids.length === current.length && ids.every((id, i) => id === current[i]);
+    const now = performance.now();
+    if (!sameMembers && now - this.lastBuildAt < MIN_REBUILD_INTERVAL_MS) {
+      this.refreshTimer ??= setTimeout(
+        () => {
+          this.refreshTimer = undefined;
+          this.refresh();
+        },
+        this.lastBuildAt + MIN_REBUILD_INTERVAL_MS - now,
+      );
+      this.refreshTimer.unref();
+      return;
+    }
     const owners = new Map<string, NodeConnection | undefined>();
     const members: NodeConnection[] = [];
     const known = new Set(this.nodes.values());
@@ -134,7 +195,15 @@ export class Discovery {
       let node: NodeConnection | undefined;
       if (m.url !== null) {
         try {
-          node = this.node(normaliseUrl(m.url));
+          const url = normaliseUrl(m.url);
+          const refusal = this.policy.refusal(new URL(url));
+          if (refusal === undefined) node = this.node(url);
+          else
+            this.reporter.distrust(
+              "member:" + url,
+              { member: m.id, url, why: refusal },
+              "a member URL of GET /cluster is not sent the API key: its checks go through a seed",
+            );
         } catch {
           node = undefined; // not a URL this client can use: its keys go through another node
         }
@@ -145,7 +214,12 @@ export class Discovery {
     // Connections to members seen for the first time are opened now, off the checks' path.
     for (const node of members) if (!known.has(node)) node.warm(REFRESH_TIMEOUT_MS);
     const candidates = [...members, ...this.seeds.filter((s) => !members.includes(s))];
-    this.view = new RingView(answer.ringVersion, new HashRing(owners.keys()), owners, candidates);
+    let ring = this.view.ring;
+    if (!sameMembers) {
+      ring = new HashRing(ids);
+      this.lastBuildAt = performance.now();
+    }
+    this.view = new RingView(answer.ringVersion, ring, owners, candidates);
     for (const [url, node] of this.nodes) {
       if (candidates.includes(node)) continue;
       this.nodes.delete(url);

@@ -17,6 +17,7 @@ export class ClientReporter {
   private unauthorizedReported = false;
   /** effective namespaces a 403 was reported for (a key scoped to other namespaces) */
   private readonly forbiddenReported = new Set<string>();
+  private readonly distrusted = new Set<string>();
 
   constructor(
     private readonly logger: ClientLogger,
@@ -46,7 +47,17 @@ export class ClientReporter {
     const then = this.failOpenOnAuthError
       ? "checks it refuses so are ALLOWED, unchecked (failOpenOnAuthError: true)"
       : "checks it refuses so are refused (fail-closed by design; failOpenOnAuthError: true admits them instead)";
-    this.logger.warn({ status, node: url, request: what, ...(namespace !== undefined ? { namespace } : {}) }, `${why}: ${then}. Check the key the client is given.`);
+    this.logger.warn(
+      { status, node: url, request: what, ...(namespace !== undefined ? { namespace } : {}) },
+      `${why}: ${then}. Check the key the client is given.`,
+    );
+  }
+
+  /** Something a node answered that the client does not trust, reported once per `key` (the first MAX_FORBIDDEN_REPORTED). */
+  distrust(key: string, details: Record<string, unknown>, message: string): void {
+    if (this.distrusted.has(key) || this.distrusted.size >= MAX_FORBIDDEN_REPORTED) return;
+    this.distrusted.add(key);
+    this.logger.warn(details, message);
   }
 
   /** A check was accepted (200 or 429): a later 401 is news again. */
@@ -55,5 +66,5 @@ export class ClientReporter {
   }
 }
 
-/** Namespaces reported for a 403, at most: the reports of a misconfigured key, not a log per caller. */
+/** Namespaces reported for a 403 (and distrusted answers), at most: the reports of a misconfiguration, not a log per caller. */
 const MAX_FORBIDDEN_REPORTED = 100;

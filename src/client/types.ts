@@ -130,7 +130,14 @@ export interface RingLimitClientOptions {
    * error to fix, not an outage to ride out. true allows it, marked degraded
    */
   failOpenOnAuthError?: boolean;
-  /** where the client reports what the app must hear about (a refused key), once each. Default: console.warn. pino and bunyan loggers fit */
+  /**
+   * Hosts, besides the seeds' own, that the client sends its API key to when GET /cluster
+   * lists them: exact names, `*.example.com`, CIDR ranges (`10.0.0.0/8`). A member outside
+   * them (or a plain http:// one of an https:// cluster) is not used: its checks go through
+   * a seed. Default: the seeds' hosts only
+   */
+  memberHosts?: readonly string[];
+  /** where the client reports what the app must hear about (a refused key, an answer it does not trust), once each. Default: console.warn. pino and bunyan loggers fit */
   logger?: ClientLogger;
 }
 
@@ -161,6 +168,8 @@ export interface ClientStats {
   connectionErrors: number;
   /** answers 401 or 403: the service refused the key (reported once through the logger) */
   authFailures: number;
+  /** answers that are not what a node answers (a 200 that is not an allowed decision, a body too long): not believed */
+  invalidAnswers: number;
   /** GET /cluster fetches that succeeded / failed */
   refreshes: number;
   refreshFailures: number;

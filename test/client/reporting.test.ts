@@ -30,7 +30,10 @@ t.test("a wrong key: every check refused (fail-closed), one report", async (t) =
   for (const r of results) t.match(r, { allowed: false, degraded: false, status: 401 });
   for (let i = 0; i < 5; i++) t.match(await check(client, "api", i), { allowed: false, status: 401 });
   t.equal(logger.lines.length, 1, "reported once");
-  t.match(logger.lines[0], { details: { status: 401, node: node.url }, message: /refused the API key \(401 Unauthorized\).*fail-closed by design.*failOpenOnAuthError/ });
+  t.match(logger.lines[0], {
+    details: { status: 401, node: node.url },
+    message: /refused the API key \(401 Unauthorized\).*fail-closed by design.*failOpenOnAuthError/,
+  });
   t.notMatch(JSON.stringify(logger.lines), /wr0ngK3y/, "the key is not logged");
   t.ok(client.stats.authFailures >= 15, `${client.stats.authFailures} refusals counted`);
 });
