@@ -38,6 +38,7 @@ export const DEFAULTS = Object.freeze({
   advertiseUrl: undefined as string | undefined, // the URL clients reach this node at (GET /cluster); default: http(s)://host:port, see defaultAdvertiseUrl
   metricsToken: undefined as string | undefined, // set: /metrics requires `Authorization: Bearer <token>`
   metricsCacheMs: 1000 as number, // /metrics text is rendered at most once per this many ms (0: every scrape)
+  metricsMaxNamespaces: 100 as number, // namespaces labelled in ringlimit_namespace_requests_total; later ones count as "other"
   logLevel: "info" as string,
   policyPath: undefined as string | undefined, // a YAML file or folder of them: RLS rules and /limit overrides (docs/policy.md)
   grpcPort: undefined as number | undefined, // set: Envoy's rate limit service (RLS v3) and grpc.health.v1 on this port (docs/envoy.md)
@@ -168,6 +169,11 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   metricsPort: ["METRICS_PORT", int(0, 65535), "serve /metrics on this port instead of PORT (unset: on PORT)"],
   metricsToken: ["METRICS_TOKEN", str, "when set (16+ characters), /metrics requires Authorization: Bearer <token>"],
   metricsCacheMs: ["METRICS_CACHE_MS", int(0, 60_000), "render /metrics at most once per this many ms; scrapes in between get the same text (0: every scrape)"],
+  metricsMaxNamespaces: [
+    "METRICS_MAX_NAMESPACES",
+    int(0, 10_000),
+    'namespaces labelled in ringlimit_namespace_requests_total: the first this many seen; the rest count as "other" (0: all as "other")',
+  ],
   advertiseUrl: ["ADVERTISE_URL", str, "the URL clients reach this node at, listed by GET /cluster (unset: http(s)://HOST:PORT)"],
   logLevel: ["LOG_LEVEL", oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"]), "fatal, error, warn, info, debug, trace or silent"],
   policyPath: ["POLICY_PATH", str, "a YAML file or folder of them: RLS rules and POST /limit overrides, reloaded on change (docs/policy.md)"],

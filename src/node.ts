@@ -78,6 +78,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
       storedBytes: (): number => table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0),
       maxStoredBytes: budget.totalBytes,
       maxKeys: config.maxKeys,
+      maxNamespaces: config.metricsMaxNamespaces,
       evictions: () => table.evictions,
       expirations: () => table.expirations,
       // frontEnd is made below; the gauge is read only when /metrics is scraped

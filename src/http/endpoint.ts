@@ -36,8 +36,8 @@ export interface Endpoint<Q, O> {
   degraded(outcome: O): DegradedReason | null;
   /** fill `answer` from the outcome, or return the error to refuse with instead */
   answer(answer: Answer, query: Q, outcome: O): ErrorDef | undefined;
-  /** count a written answer; `answer` holds its status and processing time */
-  countAnswer(metrics: Metrics, answer: Answer, query: Q): void;
+  /** count a written answer; `answer` holds its status and processing time, `outcome` is the one it was made from */
+  countAnswer(metrics: Metrics, answer: Answer, query: Q, outcome: O): void;
   /** count a refusal; `query` is undefined when it came before the body was parsed */
   countRefusal(metrics: Metrics, status: number, query: Q | undefined): void;
 }

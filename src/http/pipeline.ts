@@ -101,7 +101,7 @@ export class DecisionPipeline<R> {
     if (refusal !== undefined) return this.refuse(x, refusal);
     x.done = true;
     this.door.write(x, answer.statusLine, answer.headers, answer.body);
-    endpoint.countAnswer(this.deps.metrics, answer, x.query);
+    endpoint.countAnswer(this.deps.metrics, answer, x.query, outcome);
     this.finish(x);
   }
 

@@ -2,6 +2,7 @@ import { Counter, Registry, collectDefaultMetrics } from "prom-client";
 import { ALGORITHMS } from "../algorithms/index.js";
 import { DEGRADED_REASONS, type DegradedReason } from "../decision.js";
 import { FastHistogram } from "./fast-histogram.js";
+import { NamespaceOutcomes } from "./namespace-outcomes.js";
 import { pulledCounter, pulledGauge, pulledLabelledCounter } from "./pulled.js";
 import { RenderCache } from "./render-cache.js";
 
@@ -14,6 +15,8 @@ export interface MetricSources {
   maxStoredBytes: number;
   /** MAX_KEYS: the bound of each state table in keys */
   maxKeys: number;
+  /** METRICS_MAX_NAMESPACES: namespaces labelled in ringlimit_namespace_requests_total */
+  maxNamespaces: number;
   evictions: () => number;
   expirations: () => number;
   /** POST requests received and not answered yet */
@@ -37,6 +40,8 @@ export class Metrics {
   private readonly endpointCounts = new Map<string, Float64Array>();
   private batchItems = 0;
   readonly decisionSeconds: FastHistogram;
+  /** POST /limit outcomes per namespace, bounded (namespace-outcomes.ts) */
+  readonly namespaces: NamespaceOutcomes;
   private readonly rendered: RenderCache;
 
   /** `renderIntervalMs`: /metrics text is rendered at most once per this many ms (0: every scrape). */
@@ -92,6 +97,7 @@ export class Metrics {
       [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
       registry,
     );
+    this.namespaces = new NamespaceOutcomes(registry, sources.maxNamespaces);
     pulledGauge(registry, "ringlimit_stored_keys", "Limit states stored on this node", sources.storedKeys);
     pulledGauge(registry, "ringlimit_requests_in_flight", "POST requests received and not answered yet (a drain waits for 0)", sources.requestsInFlight);
     pulledGauge(

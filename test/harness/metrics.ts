@@ -7,6 +7,7 @@ export function emptyMetrics(): Metrics {
     storedBytes: () => 0,
     maxStoredBytes: 0,
     maxKeys: 0,
+    maxNamespaces: 0,
     evictions: () => 0,
     expirations: () => 0,
     requestsInFlight: () => 0,

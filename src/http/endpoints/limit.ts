@@ -1,6 +1,7 @@
 import { failOpenDecision, newDecision, type Decision, type LimitQuery } from "../../decision.js";
 import type { Endpoint } from "../endpoint.js";
 import { allowedBody, blockedBody, decisionHeaders } from "../envelope.js";
+import { Outcome } from "../../metrics/namespace-outcomes.js";
 import { Errors } from "../errors.js";
 import { toLimitQuery } from "../validation.js";
 
@@ -29,9 +30,15 @@ export const limitEndpoint: Endpoint<LimitQuery, Decision> = {
     const blockedHeaders = headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(d.retryAfterMs / 1000));
     return a.set(429, Errors.rateLimited.statusLine, blockedHeaders, blockedBody(a.ids.error(), now, query, d, a.processingMs));
   },
-  countAnswer(metrics, a, query) {
+  countAnswer(metrics, a, query, d) {
     metrics.countRequest(a.status, query.algorithm.code);
+    metrics.namespaces.count(query.namespace, d.degraded !== null ? Outcome.degraded : d.allowed ? Outcome.allowed : Outcome.blocked);
     metrics.decisionSeconds.observe(a.processingMs / 1000);
   },
-  countRefusal: (metrics, status, query) => metrics.countRequest(status, query?.algorithm.code ?? -1),
+  countRefusal(metrics, status, query) {
+    metrics.countRequest(status, query?.algorithm.code ?? -1);
+    // A valid query refused 500/503: its decision failed or its owner was out of reach with
+    // FAIL_OPEN=false, the namespace's degraded answers. (400, 401, 403 decide nothing.)
+    if (query !== undefined && (status === 500 || status === 503)) metrics.namespaces.count(query.namespace, Outcome.degraded);
+  },
 };
