@@ -3,7 +3,7 @@
 // that is not Node, so the server's CPU is the server's), medians over rounds that alternate
 // the rows, and the latency of each call (p50/p99) at the given number of streams.
 //
-//   node bench/rls.mjs [--rounds 3] [--seconds 8] [--streams 50] [--build DIR]
+//   node bench/rls.mjs [--rounds 3] [--seconds 8] [--streams 50] [--build DIR] [--baseline DIR]
 //
 // Rows (one node each, fresh per round; every answer allowed):
 //   limit   POST /limit over HTTP/1.1, one key, `--streams` connections
@@ -12,6 +12,7 @@
 //   rls1    ShouldRateLimit with one descriptor (its own limit: no policy needed), one HTTP/2
 //           connection carrying `--streams` concurrent calls, as Envoy keeps one per upstream
 //   rls3    the same with three descriptors
+//   rls1-baseline  (with --baseline DIR) rls1 on the build in DIR
 // Targets: rls1 ≤ 1.5 × limit; rls3 ≤ 2 × rls1. h2floor / limit says how much of rls1 is
 // HTTP/2 in Node before any RLS work.
 import { execFileSync } from 'node:child_process'
@@ -27,11 +28,12 @@ import { median } from './lib/report.mjs'
 import { buildMain, makeApiKey, ringlimitMain, spawnNode } from './lib/servers.mjs'
 import { spawnTracked } from './lib/children.mjs'
 
-const USAGE = `usage: node bench/rls.mjs [--rounds N] [--seconds S] [--streams N] [--build DIR]
+const USAGE = `usage: node bench/rls.mjs [--rounds N] [--seconds S] [--streams N] [--build DIR] [--baseline DIR]
   --rounds N    rounds; each runs every row once, alternating their order (default 3)
   --seconds S   measured seconds per row and round, after 2 s of warm-up (default 8)
   --streams N   concurrent calls: HTTP/1.1 connections for /limit, HTTP/2 streams for RLS (default 50)
   --build DIR   measure the build in DIR (a checkout built with npm run build) instead of this one
+  --baseline DIR  add a row rls1-baseline: one descriptor on the build in DIR
 Needs h2load (Debian: apt-get install -y nghttp2-client).`
 
 let args
@@ -42,6 +44,7 @@ try {
       seconds: { type: 'string', default: '8' },
       streams: { type: 'string', default: '50' },
       build: { type: 'string' },
+      baseline: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -66,6 +69,7 @@ const ROUNDS = positive('rounds')
 const SECONDS = positive('seconds')
 const STREAMS = positive('streams')
 const MAIN = args.build ? buildMain(args.build, '--build') : ringlimitMain
+const BASELINE = args.baseline ? buildMain(args.baseline) : undefined
 try {
   execFileSync('h2load', ['--version'], { stdio: 'ignore' })
 } catch {
@@ -109,10 +113,10 @@ writeFileSync(files.limit, JSON.stringify({ namespace: 'bench', identifier: 'u0'
 writeFileSync(files.rls1, rlsBody(1))
 writeFileSync(files.rls3, rlsBody(3))
 
-async function startNode() {
+async function startNode(main = MAIN) {
   const port = await freePort()
   const grpcPort = await freePort()
-  const rec = spawnNode('ringlimit', { PORT: String(port), PEER_PORT: String(await freePort()), GRPC_PORT: String(grpcPort), API_KEYS: apiKey }, { main: MAIN })
+  const rec = spawnNode('ringlimit', { PORT: String(port), PEER_PORT: String(await freePort()), GRPC_PORT: String(grpcPort), API_KEYS: apiKey }, { main })
   await waitReady(`http://127.0.0.1:${port}/ready`, rec)
   return { rec, port, grpcPort, stop: () => stopTracked(rec) }
 }
@@ -162,7 +166,7 @@ function preflight(grpcPort, body) {
 }
 
 function h2load(row, node, seconds, logFile) {
-  const common = ['-D', String(seconds), '-d', files[row === 'h2floor' ? 'rls1' : row]]
+  const common = ['-D', String(seconds), '-d', files[row === 'limit' || row === 'rls3' ? row : 'rls1']]
   const argv =
     row === 'limit'
       ? [
@@ -213,9 +217,9 @@ function percentiles(logFile) {
 }
 
 async function measure(row) {
-  const node = row === 'h2floor' ? await startFloor() : await startNode()
+  const node = row === 'h2floor' ? await startFloor() : await startNode(row === 'rls1-baseline' ? BASELINE : MAIN)
   try {
-    if (row === 'rls1' || row === 'rls3') await preflight(node.grpcPort, readFileSync(files[row]))
+    if (row.startsWith('rls')) await preflight(node.grpcPort, readFileSync(files[row === 'rls3' ? 'rls3' : 'rls1']))
     h2load(row, node, 2) // warm-up: JIT, connections
     const watch = new GroupWatch([node.rec.pid])
     const t0 = watch.cpuTicks()
@@ -229,7 +233,7 @@ async function measure(row) {
   }
 }
 
-const ROWS = ['limit', 'h2floor', 'rls1', 'rls3']
+const ROWS = ['limit', 'h2floor', 'rls1', 'rls3', ...(BASELINE ? ['rls1-baseline'] : [])]
 const results = Object.fromEntries(ROWS.map((r) => [r, []]))
 try {
   for (let round = 0; round < ROUNDS; round++) {
@@ -259,4 +263,5 @@ const one = med('rls1', 'usPerCall')
 const three = med('rls3', 'usPerCall')
 console.log(`\none descriptor / one POST /limit decision: ${(one / limit).toFixed(2)}× (target ≤ 1.5×)`)
 console.log(`three descriptors / one descriptor: ${(three / one).toFixed(2)}× (target ≤ 2×)`)
+if (BASELINE) console.log(`one descriptor, this build / the baseline build: ${(one / med('rls1-baseline', 'usPerCall')).toFixed(2)}×`)
 console.log(`node:http2 floor (constant gRPC answer) / one POST /limit decision: ${(med('h2floor', 'usPerCall') / limit).toFixed(2)}×`)

@@ -12,6 +12,10 @@ export const RLS_ERRORS = Object.freeze({
   /** FAIL_OPEN=false and an owner could not decide */
   unavailable: { grpc: 14, http: 503, message: "the owner of a descriptor's count could not be reached" },
   internal: { grpc: 13, http: 500, message: "internal error" },
+  /** a method this server does not serve */
+  unimplemented: { grpc: 12, http: 404, message: "no such method" },
+  /** a request message over the size bound */
+  resourceExhausted: { grpc: 8, http: 413, message: "request message too large" },
 } as const);
 
 export type RlsErrorKind = keyof typeof RLS_ERRORS;

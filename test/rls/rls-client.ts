@@ -1,8 +1,16 @@
 import { credentials, loadPackageDefinition, Metadata, type Client, type ServiceError } from "@grpc/grpc-js";
-import { loadProtos } from "../../src/rls/protos.js";
+import { loadSync } from "@grpc/proto-loader";
+import { HEALTH_PROTO, PROTO_DIR, RLS_PROTO } from "../../src/rls/protos.js";
 
 /** A real gRPC client of the node's gRPC port, on grpc-js and the package's own .proto files, enums as names. */
-const definition = loadProtos({ keepCase: true, longs: Number, enums: String, defaults: false, oneofs: false });
+const definition = loadSync([RLS_PROTO, HEALTH_PROTO], {
+  includeDirs: [PROTO_DIR],
+  keepCase: true,
+  longs: Number,
+  enums: String,
+  defaults: false,
+  oneofs: false,
+});
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const pkg = loadPackageDefinition(definition) as any;
 
