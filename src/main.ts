@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 import { lookalikeVariables, usage, version } from "./cli.js";
 import { generateApiKey } from "./http/auth.js";
-import { ConfigError, configFrom, generateClusterSecret, parseCommandLine, type Config } from "./config.js";
+import { generateClusterSecret } from "./peer/link/cluster-secret.js";
+import { ConfigError, configFrom, parseCommandLine, type Config } from "./config.js";
 
 /**
  * `ringlimit` starts a node; `ringlimit keygen` prints a new API key, its SHA-256 (for

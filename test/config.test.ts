@@ -5,13 +5,11 @@
 import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import t, { type Test } from "tap";
+import { clusterSecretWeakness, EXAMPLE_CLUSTER_SECRETS, generateClusterSecret } from "../src/peer/link/cluster-secret.js";
 import {
-  clusterSecretWeakness,
   DEFAULTS,
   ENVIRONMENT_VARIABLES,
-  EXAMPLE_CLUSTER_SECRETS,
   flagOf,
-  generateClusterSecret,
   KNOWN_VARIABLES,
   loadConfig,
   parseCommandLine,
@@ -271,6 +269,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   REPLICAS: [["0"], ["17"], ["two"]],
   FAIL_OPEN: [["maybe"]],
   MAX_KEYS: [["0"], ["-5"], ["1000000001"], ["many"]],
+  METRICS_MAX_NAMESPACES: [["-1"], ["1.5"], ["lots"], ["10001"]],
   METRICS_PORT: [["x"], ["65536"]],
   ADVERTISE_URL: [[""], ["10.0.0.1:8080"], ["ftp://x"], ["http://user:pw@x"], ["http://x/?q=1"]],
   METRICS_TOKEN: [[""], ["short-token"]],

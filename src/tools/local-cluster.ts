@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { generateClusterSecret } from "../config.js";
+import { generateClusterSecret } from "../peer/link/cluster-secret.js";
 import { generateApiKey } from "../http/auth.js";
 
 /**

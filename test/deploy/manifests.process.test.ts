@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import t, { type Test } from "tap";
 import { parseAllDocuments } from "yaml";
-import { generateClusterSecret } from "../../src/config.js";
+import { generateClusterSecret } from "../../src/peer/link/cluster-secret.js";
 import { closeAgents, request, TEST_KEY } from "../harness/http-client.js";
 import { spawnNode, type NodeProcess } from "../harness/node-process.js";
 import { freePort } from "../harness/ports.js";

@@ -1,4 +1,4 @@
-import { generateClusterSecret } from "../../src/config.js";
+import { generateClusterSecret } from "../../src/peer/link/cluster-secret.js";
 import { HashRing } from "../../src/shard/ring/ring.js";
 import { ringKeyOf } from "../../src/shard/ring/state-key.js";
 import { request, limit } from "./http-client.js";

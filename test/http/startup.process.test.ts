@@ -10,7 +10,7 @@ import { closeAgents, request, TEST_KEY } from "../harness/http-client.js";
 import { spawnNode } from "../harness/node-process.js";
 import { runMain } from "../harness/run-main.js";
 import { pool, validBody } from "../harness/contract.js";
-import { generateClusterSecret } from "../../src/config.js";
+import { generateClusterSecret } from "../../src/peer/link/cluster-secret.js";
 import { selfSignedCert } from "../harness/certs.js";
 
 t.teardown(closeAgents);
