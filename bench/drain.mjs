@@ -7,10 +7,6 @@
 // decision is always decided locally, so this puts N distinct keys on A in seconds);
 // then A gets SIGTERM and its log says how many keys it handed over and how long it took.
 import { randomBytes } from 'node:crypto'
-import { DEFAULTS } from '../dist/src/config.js'
-import { PeerClient } from '../dist/src/peer/index.js'
-import { HashRing } from '../dist/src/shard/ring/ring.js'
-import { ringKeyOf } from '../dist/src/shard/ring/state-key.js'
 import { installCleanup, killAllSync } from './lib/children.mjs'
 import { RunConditions } from './lib/conditions.mjs'
 import { freePort } from './lib/net.mjs'
@@ -27,6 +23,7 @@ Needs the build (npm run build).`,
   },
 })
 const KEYS = args.keys
+const { DEFAULTS } = await import('../dist/src/config.js')
 const { PeerClient } = await import('../dist/src/peer/index.js')
 const { HashRing } = await import('../dist/src/shard/ring/ring.js')
 const { ringKeyOf } = await import('../dist/src/shard/ring/state-key.js')

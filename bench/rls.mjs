@@ -20,54 +20,29 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import http2 from 'node:http2'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import { installCleanup, stopTracked } from './lib/children.mjs'
+import { benchOptions } from './lib/options.mjs'
 import { freePort, waitReady } from './lib/net.mjs'
 import { GroupWatch, clockTicks } from './lib/procfs.mjs'
 import { median } from './lib/report.mjs'
 import { buildMain, makeApiKey, ringlimitMain, spawnNode } from './lib/servers.mjs'
 import { spawnTracked } from './lib/children.mjs'
 
-const USAGE = `usage: node bench/rls.mjs [--rounds N] [--seconds S] [--streams N] [--build DIR] [--baseline DIR]
-  --rounds N    rounds; each runs every row once, alternating their order (default 3)
-  --seconds S   measured seconds per row and round, after 2 s of warm-up (default 8)
-  --streams N   concurrent calls: HTTP/1.1 connections for /limit, HTTP/2 streams for RLS (default 50)
-  --build DIR   measure the build in DIR (a checkout built with npm run build) instead of this one
-  --baseline DIR  add a row rls1-baseline: one descriptor on the build in DIR
-Needs h2load (Debian: apt-get install -y nghttp2-client).`
-
-let args
-try {
-  ;({ values: args } = parseArgs({
-    options: {
-      rounds: { type: 'string', default: '3' },
-      seconds: { type: 'string', default: '8' },
-      streams: { type: 'string', default: '50' },
-      build: { type: 'string' },
-      baseline: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-    strict: true,
-  }))
-} catch (err) {
-  process.stderr.write(`bench/rls.mjs: ${err.message}\n${USAGE}\n`)
-  process.exit(2)
-}
-if (args.help) {
-  console.log(USAGE)
-  process.exit(0)
-}
-const positive = (name) => {
-  const n = Number(args[name])
-  if (!Number.isInteger(n) || n < 1) {
-    process.stderr.write(`bench/rls.mjs: --${name} must be a positive integer, got "${args[name]}"\n`)
-    process.exit(2)
-  }
-  return n
-}
-const ROUNDS = positive('rounds')
-const SECONDS = positive('seconds')
-const STREAMS = positive('streams')
+const { values: args } = benchOptions(import.meta.url, {
+  about: `Envoy's rate limit service (gRPC) against POST /limit in one run: server CPU per decision
+under h2load, medians over rounds, p50/p99 per row. Needs h2load (Debian: apt-get install -y
+nghttp2-client) and the build (npm run build).`,
+  options: {
+    rounds: { type: 'number', min: 1, default: 3, help: 'rounds; each runs every row once, alternating their order' },
+    seconds: { type: 'number', min: 1, default: 8, help: 'measured seconds per row and round, after 2 s of warm-up' },
+    streams: { type: 'number', min: 1, default: 50, help: 'concurrent calls: HTTP/1.1 connections for /limit, HTTP/2 streams for RLS' },
+    build: { type: 'string', arg: 'DIR', defaultText: 'this checkout', help: 'measure the build in DIR (a checkout built with npm run build)' },
+    baseline: { type: 'string', arg: 'DIR', defaultText: 'no baseline row', help: 'add a row rls1-baseline: one descriptor on the build in DIR' },
+  },
+})
+const ROUNDS = Math.floor(args.rounds)
+const SECONDS = Math.floor(args.seconds)
+const STREAMS = Math.floor(args.streams)
 const MAIN = args.build ? buildMain(args.build, '--build') : ringlimitMain
 const BASELINE = args.baseline ? buildMain(args.baseline) : undefined
 try {
