@@ -69,7 +69,7 @@ export function decideBatchOn(
     if (q.cost === 0) continue;
     const expiresAt = Math.ceil(step.resetMs / 1000);
     if (pending !== undefined) {
-      pending.state = { a: step.a, b: step.b, c: step.c, expiresAt, origin: KEEP_ORIGIN };
+      pending.state = { a: step.a, b: step.b, c: step.c, expiresAt, origin: KEEP_ORIGIN, born: Math.floor(now / 1000) };
       pending.cost += q.cost;
       pending.weight = q.limit - step.remaining;
     } else {
@@ -79,7 +79,7 @@ export function decideBatchOn(
         duration: q.duration,
         at: now,
         cost: q.cost,
-        state: { a: step.a, b: step.b, c: step.c, expiresAt, origin: KEEP_ORIGIN },
+        state: { a: step.a, b: step.b, c: step.c, expiresAt, origin: KEEP_ORIGIN, born: Math.floor(now / 1000) },
         weight: q.limit - step.remaining,
       });
     }

@@ -54,7 +54,7 @@ export class Reservations {
       // Gone (reset, expired, handed over): nothing is left here to give back.
       if (state === undefined || algorithm === undefined) continue;
       algorithm.refund(state, c.cost, c.at, c.duration * 1000, now, out);
-      this.table.set(c.key, { a: out.a, b: out.b, c: out.c, expiresAt: state.expiresAt, origin: state.origin }, KEEP_WEIGHT);
+      this.table.set(c.key, { a: out.a, b: out.b, c: out.c, expiresAt: state.expiresAt, origin: state.origin, born: state.born }, KEEP_WEIGHT);
     }
     return true;
   }

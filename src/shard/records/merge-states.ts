@@ -31,8 +31,9 @@ export function mergeState(table: StateTable, key: string, state: StoredState, n
   const algorithm = parsed && algorithmByCode(parsed.algorithmCode);
   if (parsed === undefined || algorithm === undefined) return false;
   if (state.expiresAt * 1000 <= now) return false;
-  // Reset here a moment ago: this state was counted before the reset and must not come back.
-  if (table.wasReset(parsed.ringKey, now)) return true;
+  // Reset here a moment ago and this state began before it: its counts must not come back.
+  // One begun after the reset holds only requests counted since: it is merged like any other.
+  if (table.countedBeforeReset(parsed.ringKey, state.born, now)) return true;
   const existing = table.get(key);
   if (existing === undefined) {
     table.set(key, state);
@@ -43,7 +44,8 @@ export function mergeState(table: StateTable, key: string, state: StoredState, n
   else algorithm.merge(existing, state, D, now, merged);
   // Buckets keep their limit in `c`; the windows ignore the limit argument.
   const expiresAt = Math.max(existing.expiresAt, state.expiresAt, Math.ceil(algorithm.expiresAt(merged, merged.c || 1, D) / 1000));
-  table.set(key, { a: merged.a, b: merged.b, c: merged.c, expiresAt, origin: existing.origin });
+  // The later birth: a history begun after a reset keeps all it holds (erring towards counting).
+  table.set(key, { a: merged.a, b: merged.b, c: merged.c, expiresAt, origin: existing.origin, born: Math.max(existing.born, state.born) });
   return true;
 }
 

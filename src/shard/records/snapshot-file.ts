@@ -22,7 +22,8 @@ import type { StoredState, TableCopy } from "../table/state-table.js";
  * crash leaves either the old file or the new one, never a mix.
  */
 const MAGIC = Buffer.from("RLSNAPSH", "latin1");
-export const SNAPSHOT_FORMAT_VERSION = 1;
+/** 2: records carry the state's birth (a reset drops only what was counted before it). */
+export const SNAPSHOT_FORMAT_VERSION = 2;
 const HEADER_FIXED_BYTES = 58;
 /** Encoded per chunk, then written with one await: each chunk is one short event-loop turn (~4 k keys of ~60 bytes, ~2-4 ms). */
 const CHUNK_BYTES = 256 * 1024;
@@ -79,7 +80,7 @@ export async function writeSnapshot(
         for (; i < copy.keys.length; i++) {
           const key = copy.keys[i]!;
           if (o + maxRecordBytes(key) > CHUNK_BYTES) break;
-          o = writeRecord(chunk, o, key, copy.a[i]!, copy.b[i]!, copy.c[i]!, copy.expiry[i]!, copy.origin[i]!);
+          o = writeRecord(chunk, o, key, copy.a[i]!, copy.b[i]!, copy.c[i]!, copy.expiry[i]!, copy.origin[i]!, copy.born[i]!);
         }
         crc = crc32(chunk.subarray(0, o), crc);
         longestStepMs = Math.max(longestStepMs, performance.now() - started);

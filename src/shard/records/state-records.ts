@@ -6,19 +6,23 @@ import type { StoredState } from "../table/state-table.js";
  * The binary form of stored states, shared by the hand-off and replication calls on the
  * peer channel and by snapshot files, so a state means the same thing wherever it goes.
  *
- * Record: u16 key length (UTF-8 bytes), key, f64 a, f64 b, f64 c, u32 expiry, u32 origin.
+ * Record: u16 key length (UTF-8 bytes), key, f64 a, f64 b, f64 c, u32 expiry, u32 origin,
+ * u32 born (StoredState.born: the second the state's history began).
  * Its times are read in one of two ways (docs/peer-protocol.md, "States on the wire"):
  *
  * - Snapshots (writeRecord, forEachRecord): as the table holds them, on this node's clock;
- *   the expiry is unix seconds. A snapshot is read back by the node that wrote it, on the
+ *   the expiry and birth are unix seconds. A snapshot is read back by the node that wrote it, on the
  *   same clock.
  * - The peer channel (encodeStates or agesInPlace, decodeStates): each time as its age at
  *   the send (Algorithm.toAges), the expiry as whole seconds after the send, rounded up (0:
- *   expired). Another node's clock may be minutes off; an age means the same on both. The
+ *   expired), the birth as whole seconds before the send (the sender's second minus the
+ *   state's: the receiver's second minus that is never earlier, so a state is never made
+ *   older than it is, which could drop it as counted before a reset). Another node's clock may be minutes off; an age means the same on both. The
  *   receiver checks the ages (cluster/peer-data.ts) and puts them on its clock (rebaseState).
  *
- * A record with origin 0 and expiry 0 is a removal (REMOVED): no state has origin 0, and
- * a receiver that does not know removals drops it as an expired state.
+ * A record with origin 0 and expiry 0 is a removal (removalRecord): no state has origin 0,
+ * and a receiver that does not know removals drops it as an expired state. Its birth is the
+ * second of the reset that removed the state.
  */
 export interface StateRecord {
   key: string;
@@ -30,6 +34,8 @@ export interface AgedState extends LimitState {
   /** whole seconds after the send at which the state is equivalent to none (0: already) */
   expiresInS: number;
   origin: number;
+  /** whole seconds before the send at which the state's history began (a removal: its reset) */
+  bornAgoS: number;
 }
 
 export interface AgedRecord {
@@ -37,15 +43,17 @@ export interface AgedRecord {
   state: AgedState;
 }
 
-/** The record of a state removed by a reset (see above): replicas drop their copy. */
-export const REMOVED: Readonly<StoredState> = Object.freeze({ a: 0, b: 0, c: 0, expiresAt: 0, origin: 0 });
+/** The record of a state removed by the reset made at unix ms `resetAt` (see above): replicas drop their copy and remember the reset. */
+export function removalRecord(resetAt: number): StoredState {
+  return { a: 0, b: 0, c: 0, expiresAt: 0, origin: 0, born: Math.floor(resetAt / 1000) };
+}
 
-/** Whether a record from a peer is a removal (REMOVED, which the conversion to ages keeps one). */
+/** Whether a record from a peer is a removal (removalRecord, which the conversion to ages keeps one). */
 export function isRemoval(state: AgedState): boolean {
   return state.origin === 0 && state.expiresInS === 0;
 }
 
-const RECORD_FIXED_BYTES = 2 + 8 + 8 + 8 + 4 + 4;
+const RECORD_FIXED_BYTES = 2 + 8 + 8 + 8 + 4 + 4 + 4;
 const STATE_BYTES = RECORD_FIXED_BYTES - 2;
 /** State keys are built from bounded fields (namespace ≤ 256 + product, identifier ≤ 512): far below this. */
 export const MAX_KEY_BYTES = 8 * 1024;
@@ -60,7 +68,7 @@ export function maxRecordBytes(key: string): number {
 }
 
 /** Write one record at `o` (the caller made room: maxRecordBytes); returns the offset after it. */
-export function writeRecord(buf: Buffer, o: number, key: string, a: number, b: number, c: number, expiresAt: number, origin: number): number {
+export function writeRecord(buf: Buffer, o: number, key: string, a: number, b: number, c: number, expiresAt: number, origin: number, born: number): number {
   const n = buf.write(key, o + 2, "utf8");
   buf.writeUInt16BE(n, o);
   o += 2 + n;
@@ -68,7 +76,8 @@ export function writeRecord(buf: Buffer, o: number, key: string, a: number, b: n
   o = buf.writeDoubleBE(b, o);
   o = buf.writeDoubleBE(c, o);
   o = buf.writeUInt32BE(expiresAt >>> 0, o);
-  return buf.writeUInt32BE(origin >>> 0, o);
+  o = buf.writeUInt32BE(origin >>> 0, o);
+  return buf.writeUInt32BE(born >>> 0, o);
 }
 
 /** The length of the record at `o` from its key length alone (it may run past the buffer: the decoder checks). */
@@ -82,7 +91,7 @@ export function encodeStates(records: readonly StateRecord[], now: number): Buff
   for (const r of records) size += recordBytes(r.key);
   const buf = Buffer.allocUnsafe(size);
   let o = 0;
-  for (const { key, state } of records) o = writeRecord(buf, o, key, state.a, state.b, state.c, state.expiresAt, state.origin);
+  for (const { key, state } of records) o = writeRecord(buf, o, key, state.a, state.b, state.c, state.expiresAt, state.origin, state.born);
   agesInPlace(buf, 0, o, now);
   return buf;
 }
@@ -96,6 +105,7 @@ const scratch: LimitState = { a: 0, b: 0, c: 0 };
  */
 export function agesInPlace(buf: Buffer, start: number, end: number, now: number): void {
   const nowS = now / 1000;
+  const second = Math.floor(nowS);
   let o = start;
   while (o < end) {
     const n = buf.readUInt16BE(o);
@@ -112,6 +122,7 @@ export function agesInPlace(buf: Buffer, start: number, end: number, now: number
       buf.writeDoubleBE(scratch.c, o + 16);
     }
     buf.writeUInt32BE(Math.max(0, Math.ceil(buf.readUInt32BE(o + 24) - nowS)), o + 24);
+    buf.writeUInt32BE(Math.max(0, second - buf.readUInt32BE(o + 32)), o + 32);
     o += STATE_BYTES;
   }
 }
@@ -123,7 +134,7 @@ export function agesInPlace(buf: Buffer, start: number, end: number, now: number
  */
 export function rebaseState(algorithmCode: number, durationMs: number, aged: AgedState, now: number): StoredState {
   const algorithm = algorithmByCode(algorithmCode)!;
-  const state: StoredState = { a: 0, b: 0, c: 0, expiresAt: 0, origin: aged.origin };
+  const state: StoredState = { a: 0, b: 0, c: 0, expiresAt: 0, origin: aged.origin, born: bornHere(aged.bornAgoS, now) };
   algorithm.fromAges(aged, durationMs, now, state);
   // Buckets keep their limit in `c`; the windows ignore the limit argument.
   const ownExpiry = algorithm.expiresAt(state, state.c || 1, durationMs);
@@ -153,6 +164,7 @@ export function forEachRecord(buf: Buffer, start: number, end: number, visit: (k
       c: buf.readDoubleBE(o + 16),
       expiresAt: buf.readUInt32BE(o + 24),
       origin: buf.readUInt32BE(o + 28),
+      born: buf.readUInt32BE(o + 32),
     };
     o += STATE_BYTES;
     visit(key, state);
@@ -165,6 +177,11 @@ export function forEachRecord(buf: Buffer, start: number, end: number, visit: (k
  */
 export function decodeStates(buf: Buffer): AgedRecord[] {
   const records: AgedRecord[] = [];
-  forEachRecord(buf, 0, buf.length, (key, s) => records.push({ key, state: { a: s.a, b: s.b, c: s.c, expiresInS: s.expiresAt, origin: s.origin } }));
+  forEachRecord(buf, 0, buf.length, (key, s) => records.push({ key, state: { a: s.a, b: s.b, c: s.c, expiresInS: s.expiresAt, origin: s.origin, bornAgoS: s.born } }));
   return records;
+}
+
+/** A birth sent as whole seconds ago (see above), as a unix second on this node's clock `now`. */
+export function bornHere(bornAgoS: number, now: number): number {
+  return Math.max(0, Math.floor(now / 1000) - bornAgoS);
 }

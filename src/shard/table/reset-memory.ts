@@ -19,36 +19,41 @@ const ENTRY_BYTES = 40;
  * state counted before it be merged back.
  */
 export class ResetMemory {
-  /** ring key → unix ms until which its reset is remembered; insertion order is expiry order */
-  private readonly until = new Map<string, number>();
+  /** ring key → unix ms of its reset, remembered until RESET_MEMORY_MS after it; insertion order is (nearly) expiry order */
+  private readonly resets = new Map<string, number>();
   bytes = 0;
 
   constructor(private readonly maxBytes: number) {}
 
-  note(ringKey: string, now: number): void {
+  /** Remember a reset of `ringKey` made at unix ms `at` (now, or earlier when a peer reports it). */
+  note(ringKey: string, at: number, now: number = at): void {
+    // A later reset of the same identifier stands for both.
+    const known = this.resets.get(ringKey);
+    if (known !== undefined && known >= at) return;
     this.forget(ringKey);
     this.drop(now);
     const cost = ResetMemory.cost(ringKey);
-    while (this.until.size > 0 && (this.until.size >= MAX_REMEMBERED_RESETS || this.bytes + cost > this.maxBytes)) this.forget(this.until.keys().next().value!);
-    this.until.set(ringKey, now + RESET_MEMORY_MS);
+    while (this.resets.size > 0 && (this.resets.size >= MAX_REMEMBERED_RESETS || this.bytes + cost > this.maxBytes)) this.forget(this.resets.keys().next().value!);
+    this.resets.set(ringKey, at);
     this.bytes += cost;
   }
 
-  has(ringKey: string, now: number): boolean {
-    const until = this.until.get(ringKey);
-    return until !== undefined && now < until;
+  /** Unix ms of the remembered reset of `ringKey`, or undefined (never, or over RESET_MEMORY_MS before `now`). */
+  at(ringKey: string, now: number): number | undefined {
+    const at = this.resets.get(ringKey);
+    return at !== undefined && now < at + RESET_MEMORY_MS ? at : undefined;
   }
 
   /** Forget the resets remembered long enough. */
   drop(now: number): void {
-    for (const [ringKey, until] of this.until) {
-      if (until > now) break;
+    for (const [ringKey, at] of this.resets) {
+      if (at + RESET_MEMORY_MS > now) break;
       this.forget(ringKey);
     }
   }
 
   private forget(ringKey: string): void {
-    if (this.until.delete(ringKey)) this.bytes -= ResetMemory.cost(ringKey);
+    if (this.resets.delete(ringKey)) this.bytes -= ResetMemory.cost(ringKey);
   }
 
   private static cost(ringKey: string): number {

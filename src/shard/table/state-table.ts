@@ -13,8 +13,8 @@ import { widened } from "./widen.js";
 
 export { RESET_MEMORY_MS } from "./reset-memory.js";
 
-/** Bytes per slot of capacity: a, b, c (Float64); expiry, origin, listed, prev, next, cost, weight (32-bit). */
-const SLOT_BYTES = 3 * 8 + 7 * 4;
+/** Bytes per slot of capacity: a, b, c (Float64); expiry, origin, born, listed, prev, next, cost, weight (32-bit). */
+const SLOT_BYTES = 3 * 8 + 8 * 4;
 const INITIAL_CAPACITY = 1024;
 /** Of the byte bound, the share remembered resets may use (they are counted in `bytes`). */
 const RESET_MEMORY_SHARE = 1 / 16;
@@ -30,6 +30,13 @@ export interface StoredState extends LimitState {
    * requests and merge by `merge` (a sum). See docs/durability.md.
    */
   origin: number;
+  /**
+   * Unix second in which this state's history began on its first count (a fresh origin):
+   * kept by every copy, so that a node that remembers a reset of the identifier drops a
+   * state begun before the reset and keeps one begun after it (merge-states.ts). Two
+   * histories merged keep the later one: what was counted after a reset is never dropped.
+   */
+  born: number;
 }
 
 /** StoredState.origin for a state this node computed itself (a batch): set() keeps the key's origin, or draws one for a new key. */
@@ -46,6 +53,7 @@ export interface TableCopy {
   readonly c: Float64Array;
   readonly expiry: Uint32Array;
   readonly origin: Uint32Array;
+  readonly born: Uint32Array;
 }
 
 /**
@@ -54,7 +62,7 @@ export interface TableCopy {
  * Memory per key is what bounds a node, so states live in parallel typed arrays indexed
  * by a dense slot number (a removed slot is filled by moving the last one into it), and
  * the only per-key object is the key string, found through an open-addressing index
- * (KeyIndex). A key costs 52 bytes of arrays + ~12 of index + its string; bounded in
+ * (KeyIndex). A key costs 56 bytes of arrays + ~12 of index + its string; bounded in
  * states (MAX_KEYS) and in bytes (MAX_MEMORY_MB), since callers choose the keys.
  * Expiry is a per-second sweep over lists of slots by second (SweepLists): no timer per key.
  */
@@ -72,6 +80,8 @@ export class StateTable {
   /** unix seconds; the state is dropped when a sweep passes this second */
   private expiry: Uint32Array;
   private origin: Uint32Array;
+  /** unix second its history began (StoredState.born) */
+  private born: Uint32Array;
   private readonly costs: SlotCosts;
   /** SLOT_BYTES, and the change log's per slot once tracked */
   private slotBytes = SLOT_BYTES;
@@ -100,6 +110,7 @@ export class StateTable {
     this.c = new Float64Array(capacity);
     this.expiry = new Uint32Array(capacity);
     this.origin = new Uint32Array(capacity);
+    this.born = new Uint32Array(capacity);
     this.costs = new SlotCosts(capacity);
     this.lists = new SweepLists(capacity, now);
   }
@@ -136,6 +147,7 @@ export class StateTable {
       slot = this.insert(key);
       this.durations.note(durationMs / 1000);
       this.origin[slot] = this.origins.next();
+      this.born[slot] = Math.floor(now / 1000);
     }
     this.write(slot, out.a, out.b, out.c, Math.ceil(out.resetMs / 1000));
     this.costs.weight[slot] = limit - out.remaining;
@@ -145,12 +157,13 @@ export class StateTable {
   get(key: string): StoredState | undefined {
     const slot = this.index.get(key);
     if (slot === undefined) return undefined;
-    return { a: this.a[slot]!, b: this.b[slot]!, c: this.c[slot]!, expiresAt: this.expiry[slot]!, origin: this.origin[slot]! };
+    return { a: this.a[slot]!, b: this.b[slot]!, c: this.c[slot]!, expiresAt: this.expiry[slot]!, origin: this.origin[slot]!, born: this.born[slot]! };
   }
 
   /**
-   * Store a state as it is, origin included (hand-off, replicas, snapshots, batches, tests).
-   * `weight`: see SlotCosts; KEEP_WEIGHT keeps a stored key's (a refund), unknown for a new one.
+   * Store a state as it is, origin and birth included (hand-off, replicas, snapshots, batches,
+   * tests); with KEEP_ORIGIN, a stored key keeps both. `weight`: see SlotCosts; KEEP_WEIGHT
+   * keeps a stored key's (a refund), unknown for a new one.
    */
   set(key: string, state: StoredState, weight = UNKNOWN_WEIGHT): void {
     let slot = this.index.get(key);
@@ -158,8 +171,12 @@ export class StateTable {
       slot = this.insert(key);
       this.durations.note(parseStateKey(key)?.duration);
       this.origin[slot] = state.origin >>> 0 || this.origins.next();
+      this.born[slot] = state.born >>> 0;
       this.costs.weight[slot] = UNKNOWN_WEIGHT;
-    } else if (state.origin !== KEEP_ORIGIN) this.origin[slot] = state.origin >>> 0;
+    } else if (state.origin !== KEEP_ORIGIN) {
+      this.origin[slot] = state.origin >>> 0;
+      this.born[slot] = state.born >>> 0;
+    }
     this.write(slot, state.a, state.b, state.c, state.expiresAt);
     if (weight !== KEEP_WEIGHT) this.costs.weight[slot] = weight;
     this.changes?.note(slot, this.keys[slot]!);
@@ -200,16 +217,26 @@ export class StateTable {
     return true;
   }
 
-  /** Remember that the states of `ringKey` were reset at `now` (see RESET_MEMORY_MS). */
-  noteReset(ringKey: string, now: number): void {
-    this.resets.note(ringKey, now);
+  /** Remember that the states of `ringKey` were reset at unix ms `at` (`now`, or earlier as a peer reports it; see RESET_MEMORY_MS). */
+  noteReset(ringKey: string, at: number, now: number = at): void {
+    this.resets.note(ringKey, at, now);
     // Its bytes count with the states': a full table makes room as an insert would.
     while (this.count > 0 && this.bytes > this.maxBytes) this.evictOne();
   }
 
-  /** Whether `ringKey` was reset within RESET_MEMORY_MS of `now`. */
-  wasReset(ringKey: string, now: number): boolean {
-    return this.resets.has(ringKey, now);
+  /** Unix ms of the reset of `ringKey` remembered at `now` (within RESET_MEMORY_MS), or undefined. */
+  resetAt(ringKey: string, now: number): number | undefined {
+    return this.resets.at(ringKey, now);
+  }
+
+  /**
+   * Whether a state of `ringKey` born in unix second `born` was counted before a reset
+   * remembered at `now`: only a state whose whole birth second precedes the reset is, so a
+   * state begun in the reset's own second is kept (it may have been counted after it).
+   */
+  countedBeforeReset(ringKey: string, born: number, now: number): boolean {
+    const at = this.resets.at(ringKey, now);
+    return at !== undefined && (born + 1) * 1000 <= at;
   }
 
   /** The durations (seconds) stored states have had, or undefined when too many to track (then scan with forEach). */
@@ -219,13 +246,14 @@ export class StateTable {
 
   /** Visit every stored state (hand-off send path). The visitor must not modify the table. */
   forEach(visit: (key: string, state: StoredState) => void): void {
-    const s: StoredState = { a: 0, b: 0, c: 0, expiresAt: 0, origin: 0 };
+    const s: StoredState = { a: 0, b: 0, c: 0, expiresAt: 0, origin: 0, born: 0 };
     for (let i = 0; i < this.count; i++) {
       s.a = this.a[i]!;
       s.b = this.b[i]!;
       s.c = this.c[i]!;
       s.expiresAt = this.expiry[i]!;
       s.origin = this.origin[i]!;
+      s.born = this.born[i]!;
       visit(this.keys[i]!, s);
     }
   }
@@ -240,6 +268,7 @@ export class StateTable {
       c: this.c.slice(0, n),
       expiry: this.expiry.slice(0, n),
       origin: this.origin.slice(0, n),
+      born: this.born.slice(0, n),
     };
   }
 
@@ -336,6 +365,7 @@ export class StateTable {
       this.c[slot] = this.c[last]!;
       this.expiry[slot] = this.expiry[last]!;
       this.origin[slot] = this.origin[last]!;
+      this.born[slot] = this.born[last]!;
       this.costs.move(last, slot);
       this.changes?.move(last, slot);
       this.lists.move(last, slot);
@@ -355,6 +385,7 @@ export class StateTable {
     this.c = widened(this.c, capacity);
     this.expiry = widened(this.expiry, capacity);
     this.origin = widened(this.origin, capacity);
+    this.born = widened(this.born, capacity);
     this.changes?.grow(capacity);
     this.lists.grow(capacity);
     this.costs.grow(capacity);

@@ -70,9 +70,9 @@ t.test("forged state values from a holder of the secret are refused or clamped p
     CallMethod.MERGE_STATES,
     encodeStates(
       [
-        { key: key(unlimited), state: { a: windowStart, b: -4294967290, c: 0, expiresAt: Math.ceil((windowStart + HOUR_MS) / 1000), origin: 1 } },
-        { key: key(forever), state: { a: windowStart, b: 1e6, c: 0, expiresAt: 0xffffffff, origin: 2 } },
-        { key: key(honest), state: { a: windowStart, b: 2, c: 0, expiresAt: Math.ceil((windowStart + HOUR_MS) / 1000), origin: 3 } },
+        { key: key(unlimited), state: { a: windowStart, b: -4294967290, c: 0, expiresAt: Math.ceil((windowStart + HOUR_MS) / 1000), origin: 1, born: 0 } },
+        { key: key(forever), state: { a: windowStart, b: 1e6, c: 0, expiresAt: 0xffffffff, origin: 2, born: 0 } },
+        { key: key(honest), state: { a: windowStart, b: 2, c: 0, expiresAt: Math.ceil((windowStart + HOUR_MS) / 1000), origin: 3, born: 0 } },
       ],
       Date.now(),
     ),

@@ -44,7 +44,7 @@ t.test("past thousands of distinct durations, a reset scans the table", async (t
 t.test("a state handed over after a reset is not merged back, until the reset is forgotten", async (t) => {
   const table = new StateTable(1000, T0);
   const key = stateKeyOf(0, 60, ringKeyOf("ns", "u"));
-  const handed = { key, state: { a: T0 - (T0 % 60_000), b: 4, c: 0, expiresAt: Math.ceil(T0 / 1000) + 60, origin: 7 } };
+  const handed = { key, state: { a: T0 - (T0 % 60_000), b: 4, c: 0, expiresAt: Math.ceil(T0 / 1000) + 60, origin: 7, born: 0 } };
   resetOn(table, ringKeyOf("ns", "u"), undefined, undefined, T0);
   mergeStates(table, [handed], T0 + 1000);
   t.equal(table.get(key), undefined, "dropped: counted before the reset");
@@ -67,6 +67,33 @@ t.test("a state handed over after a reset is not merged back, until the reset is
     T0 + RESET_MEMORY_MS + 1000,
   );
   t.ok(table.get(key), "after RESET_MEMORY_MS the identifier's states merge again");
+});
+
+t.test("a state begun after the reset is merged whole: only what was counted before it is dropped", async (t) => {
+  const table = new StateTable(1000, T0);
+  const ringKey = ringKeyOf("ns", "u");
+  const key = stateKeyOf(0, 60, ringKey);
+  const R = T0 + 300; // the reset, 300 ms into second T0/1000
+  resetOn(table, ringKey, undefined, undefined, R);
+  const state = (born: number) => ({ a: T0 - (T0 % 60_000), b: 10, c: 0, expiresAt: Math.ceil(T0 / 1000) + 60, origin: 7, born });
+  mergeStates(table, [{ key, state: state(T0 / 1000 - 1) }], R + 1000);
+  t.equal(table.get(key), undefined, "begun in a second before the reset's: dropped");
+  mergeStates(table, [{ key, state: state(T0 / 1000) }], R + 1000);
+  t.equal(table.get(key)?.b, 10, "begun in the reset's own second (maybe after it): kept, all 10 requests");
+  table.delete(key);
+  mergeStates(table, [{ key, state: state(T0 / 1000 + 5) }], R + 6000);
+  t.equal(table.get(key)?.b, 10, "begun after the reset: kept");
+  t.equal(table.get(key)?.born, T0 / 1000 + 5, "with its birth");
+});
+
+t.test("merging two histories keeps the later birth", async (t) => {
+  const table = new StateTable(1000, T0);
+  const key = stateKeyOf(0, 60, ringKeyOf("ns", "m"));
+  const at = (born: number, origin: number) => ({ a: T0 - (T0 % 60_000), b: 2, c: 0, expiresAt: Math.ceil(T0 / 1000) + 60, origin, born });
+  mergeStates(table, [{ key, state: at(T0 / 1000 - 30, 1) }], T0);
+  mergeStates(table, [{ key, state: at(T0 / 1000 - 10, 2) }], T0);
+  t.equal(table.get(key)?.b, 4, "disjoint histories add up");
+  t.equal(table.get(key)?.born, T0 / 1000 - 10);
 });
 
 t.test("a reset lists the removed keys as changes (replication sends their removal); a plain delete does not", async (t) => {
@@ -94,6 +121,6 @@ t.test("remembered resets count against the table's byte bound, the newest kept"
   for (let i = 0; i < 100_000; i++) resetOn(table, maximal(i), undefined, 60, T0 + i);
   t.ok(table.bytes <= maxBytes, `${table.bytes} bytes of ${maxBytes}`);
   t.equal(table.checkInvariants(), undefined);
-  t.ok(table.wasReset(maximal(99_999), T0 + 100_000), "the latest reset is remembered");
-  t.notOk(table.wasReset(maximal(0), T0 + 100_000), "the oldest was forgotten to stay in bounds");
+  t.not(table.resetAt(maximal(99_999), T0 + 100_000), undefined, "the latest reset is remembered");
+  t.equal(table.resetAt(maximal(0), T0 + 100_000), undefined, "the oldest was forgotten to stay in bounds");
 });

@@ -66,6 +66,6 @@ for (const [i, alg] of ALGORITHMS.entries()) {
 t.test("expired records are not merged", async (t) => {
   const table = new StateTable(10, T0);
   const key = stateKeyOf(0, 60, ringKeyOf("ns", "old"));
-  t.notOk(mergeState(table, key, { a: T0 - 120_000, b: 3, c: 0, expiresAt: Math.ceil((T0 - 60_000) / 1000), origin: 9 }, T0));
+  t.notOk(mergeState(table, key, { a: T0 - 120_000, b: 3, c: 0, expiresAt: Math.ceil((T0 - 60_000) / 1000), origin: 9, born: 0 }, T0));
   t.equal(table.size, 0);
 });

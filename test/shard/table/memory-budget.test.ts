@@ -48,7 +48,7 @@ t.test("replicated and restored states are counted like decided ones: the bound 
   for (let batch = 0; batch < 40; batch++) {
     const records = Array.from({ length: 250 }, (_, j) => ({
       key: big(batch * 250 + j),
-      state: { a: T0, b: 3, c: 0, expiresAt: T0 / 1000 + 3600, origin: 7 },
+      state: { a: T0, b: 3, c: 0, expiresAt: T0 / 1000 + 3600, origin: 7, born: 0 },
     }));
     mergeStates(replicas, records, T0);
     t.ok(replicas.bytes <= replicas.maxBytes, `after ${(batch + 1) * 250} copies: ${replicas.bytes} of ${replicas.maxBytes}`);

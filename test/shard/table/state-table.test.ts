@@ -108,7 +108,7 @@ t.test("eviction prefers the sampled state closest to expiry", async (t) => {
 
 t.test("set/get/delete round trip; deleting moves the last slot correctly", async (t) => {
   const table = new StateTable(10_000, T0);
-  for (let i = 0; i < 3000; i++) table.set("k" + i, { a: i, b: i * 2, c: i * 3, expiresAt: 2_000_000_000 + i, origin: i + 1 });
+  for (let i = 0; i < 3000; i++) table.set("k" + i, { a: i, b: i * 2, c: i * 3, expiresAt: 2_000_000_000 + i, origin: i + 1, born: 0 });
   for (let i = 0; i < 3000; i += 3) t.equal(table.delete("k" + i), true);
   t.equal(table.delete("k0"), false);
   t.equal(table.size, 2000);
@@ -133,7 +133,7 @@ t.test("random operations keep the structure consistent (lists, index, slots)", 
     const key = "k" + Math.floor(rnd() * 3000);
     if (r < 0.6) table.decide(key, ALGORITHMS[Math.floor(rnd() * 4)]!, 1 + Math.floor(rnd() * 5), (1 + Math.floor(rnd() * 20)) * 1000, now, out);
     else if (r < 0.7) table.delete(key);
-    else if (r < 0.75) table.set(key, { a: now, b: 1, c: 0, expiresAt: Math.ceil(now / 1000) + Math.floor(rnd() * 30), origin: 5 });
+    else if (r < 0.75) table.set(key, { a: now, b: 1, c: 0, expiresAt: Math.ceil(now / 1000) + Math.floor(rnd() * 30), origin: 5, born: 0 });
     else if (r < 0.8) now += Math.floor(rnd() * 1500);
     else table.sweep(now);
     const problem = table.checkInvariants();
@@ -157,7 +157,7 @@ t.test("trackChanges: each changed key once per take, through moves and growth; 
   table.delete("g0");
   table.decide("g2999", fixedWindow, 1000, 60_000, T0, out);
   table.decide("g2999", fixedWindow, 1000, 60_000, T0, out);
-  table.set("x", { a: T0, b: 1, c: 0, expiresAt: 2_000_000_000, origin: 3 });
+  table.set("x", { a: T0, b: 1, c: 0, expiresAt: 2_000_000_000, origin: 3, born: 0 });
   t.same(table.takeChanges(), ["g2999", "x"], "a moved slot is listed once; a set() is a change too");
   t.equal(announced, 3);
 });

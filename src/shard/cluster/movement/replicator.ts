@@ -2,8 +2,8 @@ import type { Logger } from "../../../logger.js";
 import type { ReplicationMetrics } from "../../../metrics/replication-metrics.js";
 import { mergeState, storeReplica } from "../../records/merge-states.js";
 import { ringKeyOfStateKey } from "../../ring/state-key.js";
-import { REMOVED, agesInPlace, decodeStates, isRemoval, maxRecordBytes, writeRecord } from "../../records/state-records.js";
-import type { StateTable } from "../../table/state-table.js";
+import { removalRecord, agesInPlace, decodeStates, isRemoval, maxRecordBytes, writeRecord, bornHere } from "../../records/state-records.js";
+import type { StateTable, StoredState } from "../../table/state-table.js";
 import { CallMethod, MAX_BATCH_BYTES } from "../wire/call-methods.js";
 import type { MemberPool } from "../membership/member-pool.js";
 import { admitState } from "../wire/peer-data.js";
@@ -45,14 +45,14 @@ class Batch {
     this.count = 0;
   }
 
-  add(key: string, s: { a: number; b: number; c: number; expiresAt: number; origin: number }): void {
+  add(key: string, s: StoredState): void {
     const need = this.length + maxRecordBytes(key);
     if (need > this.buf.length) {
       const wider = Buffer.allocUnsafe(Math.max(need, this.buf.length * 2));
       this.buf.copy(wider, 0, 0, this.length);
       this.buf = wider;
     }
-    this.length = writeRecord(this.buf, this.length, key, s.a, s.b, s.c, s.expiresAt, s.origin);
+    this.length = writeRecord(this.buf, this.length, key, s.a, s.b, s.c, s.expiresAt, s.origin, s.born);
     this.count++;
   }
 }
@@ -76,7 +76,7 @@ class Link {
  *   to their replicas: a key changed 100 times in a turn is sent once, and a copy applied
  *   twice changes nothing (same origin: mergeCopies). While a member's previous call is
  *   unanswered, turns add to its next batch (see PIPELINE). A state a reset removed goes
- *   as a removal (REMOVED) in the same stream, so it is applied in order with the states.
+ *   as a removal (removalRecord, with the reset's time) in the same stream, so it is applied in order with the states.
  * - After a ring change, one pass (a slice per turn) promotes the replica states this node
  *   now owns into its own table (mergeState: never counted twice), drops the copies it is no
  *   longer a replica for, and sends each owned state to the replicas it did not have on the
@@ -149,7 +149,7 @@ export class Replicator {
         continue;
       }
       if (isRemoval(aged)) {
-        this.applyRemoval(key, now);
+        this.applyRemoval(key, bornHere(aged.bornAgoS, now) * 1000, now);
         kept++;
         continue;
       }
@@ -165,16 +165,19 @@ export class Replicator {
   }
 
   /**
-   * The owner reset this state: drop the copy (and the state itself if this node owns the
-   * key now), and remember the reset as the owner does, so that nothing counted before it
-   * is merged back here: not this copy promoted, nor a stale one sent later.
+   * The owner reset this state at `resetAt` (unix ms here, rounded down to its second: never
+   * later than the reset): drop the copy (and the state itself if this node owns the key
+   * now), and remember the reset as the owner does, so that nothing counted before it is
+   * merged back here (not this copy promoted, nor a stale one sent later), while what the
+   * owner counted after it is.
    */
-  private applyRemoval(key: string, now: number): void {
+  private applyRemoval(key: string, resetAt: number, now: number): void {
     const { pool, owned, replicaTable } = this.o;
     const ringKey = ringKeyOfStateKey(key);
-    owned.noteReset(ringKey, now);
+    owned.noteReset(ringKey, Math.min(resetAt, now), now);
     replicaTable.delete(key);
-    if (pool.ring.owner(ringKey) === pool.self) owned.remove(key);
+    const state = pool.ring.owner(ringKey) === pool.self ? owned.get(key) : undefined;
+    if (state !== undefined && owned.countedBeforeReset(ringKey, state.born, now)) owned.remove(key);
   }
 
   /** One turn's changes, to the replicas of each. */
@@ -196,7 +199,8 @@ export class Replicator {
     const ringKey = ringKeyOfStateKey(key);
     // Gone since it changed: a reset's removal goes to the replicas (StateTable.remove);
     // a state that moved or lapsed is not sent, its replicas follow the ring or expire.
-    const state = owned.get(key) ?? (owned.wasReset(ringKey, Date.now()) ? REMOVED : undefined);
+    const resetAt = owned.resetAt(ringKey, Date.now());
+    const state = owned.get(key) ?? (resetAt !== undefined ? removalRecord(resetAt) : undefined);
     if (state === undefined) return;
     const targets = this.targets;
     const n = ring.successors(ringKey, replicas, targets);

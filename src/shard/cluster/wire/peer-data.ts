@@ -94,7 +94,7 @@ const AGED_BOUNDS: AgedBounds = Object.freeze({ maxLimit: REQUEST_BOUNDS.limit.m
  * a state that is already equivalent to none (dropped, harmlessly), a removal included.
  * Times are ages (shard/records/state-records.ts), so nothing here depends on this node's clock.
  */
-export function checkState(key: string, state: Omit<AgedState, "origin">): StateVerdict {
+export function checkState(key: string, state: Omit<AgedState, "origin" | "bornAgoS">): StateVerdict {
   const parsed = parseStateKey(key);
   if (parsed === undefined) return "invalid";
   const { algorithmCode, duration, ringKey } = parsed;

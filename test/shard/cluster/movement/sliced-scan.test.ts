@@ -10,7 +10,7 @@ import { StateTable } from "../../../../src/shard/table/state-table.js";
 const NOW = 1_800_000_000_000;
 function tableOf(n: number): StateTable {
   const table = new StateTable(n + 10, NOW);
-  for (let i = 0; i < n; i++) table.set("k" + i, { a: i, b: 0, c: 0, expiresAt: NOW / 1000 + 3600, origin: 1 });
+  for (let i = 0; i < n; i++) table.set("k" + i, { a: i, b: 0, c: 0, expiresAt: NOW / 1000 + 3600, origin: 1, born: 0 });
   return table;
 }
 
@@ -45,7 +45,7 @@ t.test("keys deleted after the start are still visited; keys added are not", asy
   await forEachKeySliced(table, (keys) => {
     if (seen.length === 0) {
       table.delete("k" + (SCAN_SLICE + 1));
-      table.set("added", { a: 0, b: 0, c: 0, expiresAt: NOW / 1000 + 3600, origin: 1 });
+      table.set("added", { a: 0, b: 0, c: 0, expiresAt: NOW / 1000 + 3600, origin: 1, born: 0 });
     }
     seen.push(...keys);
   });

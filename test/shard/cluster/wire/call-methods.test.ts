@@ -7,20 +7,20 @@ import { admitState } from "../../../../src/shard/cluster/wire/peer-data.js";
 
 const T0 = 1_800_000_000_000;
 
-t.test("state records round-trip, non-ASCII keys included; times travel as ages at the send", async (t) => {
+t.test("state records round-trip, non-ASCII keys included; times (expiry, birth) travel as ages at the send", async (t) => {
   const records = [
-    { key: stateKeyOf(2, 60, ringKeyOf("ns.prodé", "用户-1")), state: { a: -12.5e9, b: T0 - 1500, c: 7, expiresAt: 1_800_000_060, origin: 0xfeedbeef } },
-    { key: stateKeyOf(0, 1, ringKeyOf("n", "x".repeat(512))), state: { a: T0, b: 3, c: 0, expiresAt: 1_800_000_001, origin: 1 } },
+    { key: stateKeyOf(2, 60, ringKeyOf("ns.prodé", "用户-1")), state: { a: -12.5e9, b: T0 - 1500, c: 7, expiresAt: 1_800_000_060, origin: 0xfeedbeef, born: 1_799_999_990 } },
+    { key: stateKeyOf(0, 1, ringKeyOf("n", "x".repeat(512))), state: { a: T0, b: 3, c: 0, expiresAt: 1_800_000_001, origin: 1, born: 1_800_000_000 } },
   ];
   t.same(decodeStates(encodeStates(records, T0 + 250)), [
-    { key: records[0]!.key, state: { a: -12.5e9, b: 1750, c: 7, expiresInS: 60, origin: 0xfeedbeef } },
-    { key: records[1]!.key, state: { a: 250, b: 3, c: 0, expiresInS: 1, origin: 1 } },
+    { key: records[0]!.key, state: { a: -12.5e9, b: 1750, c: 7, expiresInS: 60, origin: 0xfeedbeef, bornAgoS: 10 } },
+    { key: records[1]!.key, state: { a: 250, b: 3, c: 0, expiresInS: 1, origin: 1, bornAgoS: 0 } },
   ]);
   t.same(decodeStates(Buffer.alloc(0)), []);
 });
 
 t.test("a batch that cannot be split into records is refused whole; a key that is not UTF-8 decodes to an invalid one", async (t) => {
-  const good = encodeStates([{ key: stateKeyOf(0, 60, ringKeyOf("n", "i")), state: { a: T0, b: 2, c: 0, expiresAt: 3, origin: 7 } }], T0);
+  const good = encodeStates([{ key: stateKeyOf(0, 60, ringKeyOf("n", "i")), state: { a: T0, b: 2, c: 0, expiresAt: 3, origin: 7, born: 0 } }], T0);
   t.throws(() => decodeStates(good.subarray(0, good.length - 1)), RangeError);
   t.throws(() => decodeStates(Buffer.concat([good, Buffer.from([0, 5, 1])])), RangeError);
   const notUtf8 = Buffer.from(good);

@@ -10,7 +10,7 @@ import {
   resetTimeHere,
 } from "../../../../src/shard/cluster/wire/peer-data.js";
 import { ringKeyOf, stateKeyOf } from "../../../../src/shard/ring/state-key.js";
-import { REMOVED, decodeStates, encodeStates, isRemoval } from "../../../../src/shard/records/state-records.js";
+import { removalRecord, decodeStates, encodeStates, isRemoval } from "../../../../src/shard/records/state-records.js";
 
 const NOW = 1_800_000_123_456;
 const D = 60_000;
@@ -81,12 +81,12 @@ t.test("checkState: the forged states of issue 10 are refused or clamped, one by
 
 t.test("admitState: a peer's state is put on this node's clock, its skew is irrelevant", async (t) => {
   // The sender's clock read NOW − 5 min when it wrote these ages; this node reads NOW.
-  const fw = admitState(key(0), { a: 20_000, b: 7, c: 0, expiresInS: 40, origin: 9 }, NOW);
-  t.same(fw, { a: windowStart, b: 7, c: 0, expiresAt: exp(windowStart + D), origin: 9 }, "a window begun 20 s ago is this node's current one, kept to its end");
-  const tb = admitState(key(2), { a: 3 * D, b: 2500, c: 10, expiresInS: 42, origin: 9 }, NOW);
-  t.same(tb, { a: 3 * D, b: NOW - 2500, c: 10, expiresAt: exp(NOW) + 42, origin: 9 }, "a level 2.5 s old is 2.5 s old here");
-  t.equal(admitState(key(0), { a: -1e300, b: 1, c: 0, expiresInS: 60, origin: 9 }, NOW), "invalid");
-  t.equal(admitState(key(0), { a: D, b: 1, c: 0, expiresInS: 1, origin: 9 }, NOW), "expired");
+  const fw = admitState(key(0), { a: 20_000, b: 7, c: 0, expiresInS: 40, origin: 9, bornAgoS: 20 }, NOW);
+  t.same(fw, { a: windowStart, b: 7, c: 0, expiresAt: exp(windowStart + D), origin: 9, born: Math.floor(NOW / 1000) - 20 }, "a window begun 20 s ago is this node's current one, kept to its end, born 20 s ago here");
+  const tb = admitState(key(2), { a: 3 * D, b: 2500, c: 10, expiresInS: 42, origin: 9, bornAgoS: 0 }, NOW);
+  t.same(tb, { a: 3 * D, b: NOW - 2500, c: 10, expiresAt: exp(NOW) + 42, origin: 9, born: Math.floor(NOW / 1000) }, "a level 2.5 s old is 2.5 s old here");
+  t.equal(admitState(key(0), { a: -1e300, b: 1, c: 0, expiresInS: 60, origin: 9, bornAgoS: 0 }, NOW), "invalid");
+  t.equal(admitState(key(0), { a: D, b: 1, c: 0, expiresInS: 1, origin: 9, bornAgoS: 0 }, NOW), "expired");
 });
 
 t.test("replyWithinContract: the forged answers of issue 10 fail open, sound ones pass", async (t) => {
@@ -109,8 +109,9 @@ t.test("replyWithinContract: the forged answers of issue 10 fail open, sound one
 
 t.test("checkState: a removal record (a reset's) passes the key checks and reads as expired, so a receiver that does not know removals drops it", async (t) => {
   for (const { code } of ALGORITHMS) {
-    const [record] = decodeStates(encodeStates([{ key: key(code), state: REMOVED }], NOW));
+    const [record] = decodeStates(encodeStates([{ key: key(code), state: removalRecord(NOW - 3000) }], NOW));
     t.ok(isRemoval(record!.state), "still a removal once its times are ages");
+    t.equal(record!.state.bornAgoS, 3, "it carries the reset's time, as an age");
     t.equal(checkState(key(code), record!.state), "expired", algorithmByCode(code)!.name);
   }
   t.equal(checkState("not a key", { a: 0, b: 0, c: 0, expiresInS: 0 }), "invalid", "a forged key is still refused");
