@@ -117,7 +117,11 @@ export type ResetOutcome = { ok: true; removed: RemovedState[] } | { ok: false; 
  * is only valid for the duration of the call.
  */
 export interface Decider {
-  decide(query: LimitQuery, now: number, done: (decision: Decision) => void): void;
+  /**
+   * `done` returns whether the answer reached its caller: false when the caller left while the
+   * decision was on its way (a forward), and the decider then gives back what it counted.
+   */
+  decide(query: LimitQuery, now: number, done: (decision: Decision) => boolean): void;
   /**
    * Optional fast path: the decision when it can be made synchronously (a key this node
    * owns), or undefined to go through decide(). Same validity as decide()'s Decision: until

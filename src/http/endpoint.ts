@@ -29,7 +29,8 @@ export interface Endpoint<Q, O> {
   /** the outcome now when it can be had synchronously (a local decision), sparing a closure; undefined: decide() */
   decideNow(decider: Decider, query: Q, now: number): O | undefined;
   /** ask the decider; `done` is called once, now or later */
-  decide(decider: Decider, query: Q, now: number, done: (outcome: O) => void): void;
+  /** `done` returns false when the caller had left: its answer was not written (Decider.decide) */
+  decide(decider: Decider, query: Q, now: number, done: (outcome: O) => boolean): void;
   /** the outcome when the decision threw: the fail-open answer, or undefined when this endpoint cannot fail open (500) */
   failOpen(query: Q, now: number, reason: DegradedReason): O | undefined;
   /** why an outcome is not an exact answer (counted; 500/503 with FAIL_OPEN=false), or null */

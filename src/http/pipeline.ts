@@ -80,29 +80,41 @@ export class DecisionPipeline<R> {
     }
   }
 
-  /** The decider's outcome (now or later): through the guard to the endpoint's answer and the door. */
-  settle(x: Exchange<R>, outcome: unknown): void {
-    if (x.done) return;
+  /**
+   * The decider's outcome (now or later): through the guard to the endpoint's answer and the
+   * door. False when the caller had left and nothing was written (the decider gives back
+   * what it counted for an answer nobody received).
+   */
+  settle(x: Exchange<R>, outcome: unknown): boolean {
+    if (x.done) return !x.aborted;
     if (x.aborted) {
       // The caller left while a forwarded decision was on its way: its handle is gone.
       x.done = true;
-      return this.finish(x);
+      this.finish(x);
+      return false;
     }
     const endpoint = x.endpoint;
     const reason = endpoint.degraded(outcome);
     if (reason !== null) {
       this.deps.metrics.countDegraded(reason);
-      if (!this.failOpen) return this.refuse(x, reason === "internal" ? Errors.internal : Errors.unavailable);
+      if (!this.failOpen) {
+        this.refuse(x, reason === "internal" ? Errors.internal : Errors.unavailable);
+        return true;
+      }
     }
     const answer = this.answer;
     answer.receivedAt = x.receivedAt;
     answer.processingMs = performance.now() - x.startedAt;
     const refusal = endpoint.answer(answer, x.query, outcome);
-    if (refusal !== undefined) return this.refuse(x, refusal);
+    if (refusal !== undefined) {
+      this.refuse(x, refusal);
+      return true;
+    }
     x.done = true;
     this.door.write(x, answer.statusLine, answer.headers, answer.body);
     endpoint.countAnswer(this.deps.metrics, answer, x.query, outcome);
     this.finish(x);
+    return true;
   }
 
   /** Refuse with an error (counted), once; `close` also closes the connection after it. */

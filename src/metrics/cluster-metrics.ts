@@ -16,6 +16,8 @@ export interface PeerStateSample {
 export class ClusterMetrics {
   private readonly outcomes = new Float64Array(OUTCOMES.length);
   private readonly roundTrip: FastHistogram;
+  /** allowed forwards whose caller left before the answer was written, given back on their owner */
+  givenBack = 0;
 
   constructor(
     registry: Registry,
@@ -50,6 +52,12 @@ export class ClusterMetrics {
       "ringlimit_forward_expired_total",
       "Forwarded decisions received by this node after their sender's deadline budget ran out: dropped, not decided, not counted",
       sources.expiredForwards,
+    );
+    pulledCounter(
+      registry,
+      "ringlimit_forward_given_back_total",
+      "Forwarded decisions allowed and counted by their owner whose caller left before the answer was written (a closed connection, an aborted request): given back on the owner (docs/api.md, Pipelining)",
+      () => this.givenBack,
     );
     this.roundTrip = new FastHistogram(
       "ringlimit_peer_round_trip_seconds",

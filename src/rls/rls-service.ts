@@ -101,9 +101,12 @@ export class RlsService {
     for (let i = 0; i < items.length; i++) {
       const item = items[i]!;
       if (item.kind !== COUNTED) continue;
+      // A gRPC call cancelled meanwhile still counts its descriptors (the stream's end is not
+      // tracked per descriptor): delivered, as far as the decider is told.
       decider.decide(item.query!, now, (decision) => {
         record(item, decision, now);
         if (--pending === 0) done(this.degradedFailure(items));
+        return true;
       });
     }
   }

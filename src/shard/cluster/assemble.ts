@@ -97,6 +97,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     blockedCache,
     clusterMetrics,
     new BatchForwarder(view, local, config.peerTimeoutMs, batchHoldMs(config.peerTimeoutMs)),
+    config.peerTimeoutMs,
   );
   const moving = coordinator;
   const inbound = new InboundHandler(view, local, {

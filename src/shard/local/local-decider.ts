@@ -19,7 +19,7 @@ export class LocalDecider implements Decider {
     this.reservations = new Reservations(table);
   }
 
-  decide(query: LimitQuery, now: number, done: (decision: Decision) => void): void {
+  decide(query: LimitQuery, now: number, done: (decision: Decision) => boolean): void {
     done(this.decideSync(query, now));
   }
 

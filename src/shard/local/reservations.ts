@@ -47,15 +47,7 @@ export class Reservations {
     const r = this.held.get(id);
     if (r === undefined) return false;
     this.held.delete(id);
-    const out: LimitState = { a: 0, b: 0, c: 0 };
-    for (const c of r.counted) {
-      const state = this.table.get(c.key);
-      const algorithm = algorithmByCode(c.algorithmCode);
-      // Gone (reset, expired, handed over): nothing is left here to give back.
-      if (state === undefined || algorithm === undefined) continue;
-      algorithm.refund(state, c.cost, c.at, c.duration * 1000, now, out);
-      this.table.set(c.key, { a: out.a, b: out.b, c: out.c, expiresAt: state.expiresAt, origin: state.origin, born: state.born }, KEEP_WEIGHT);
-    }
+    for (const c of r.counted) giveBack(this.table, c.key, c.algorithmCode, c.duration, c.cost, c.at, now);
     return true;
   }
 
@@ -70,4 +62,19 @@ export class Reservations {
     this.expired += n;
     return n;
   }
+}
+
+const refunded: LimitState = { a: 0, b: 0, c: 0 };
+
+/**
+ * Give back `cost` counted at `countedAt` on the state at `key` (Algorithm.refund): a released
+ * reservation, or a forwarded decision whose caller left before its answer was written.
+ * A state that is gone (reset, expired, handed over) has nothing left here to give back.
+ */
+export function giveBack(table: StateTable, key: string, algorithmCode: number, duration: number, cost: number, countedAt: number, now: number): void {
+  const state = table.get(key);
+  const algorithm = algorithmByCode(algorithmCode);
+  if (state === undefined || algorithm === undefined) return;
+  algorithm.refund(state, cost, countedAt, duration * 1000, now, refunded);
+  table.set(key, { a: refunded.a, b: refunded.b, c: refunded.c, expiresAt: state.expiresAt, origin: state.origin, born: state.born }, KEEP_WEIGHT);
 }

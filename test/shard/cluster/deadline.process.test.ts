@@ -52,6 +52,8 @@ t.test("a slow owner: A's degraded answers are not counted by B", async (t) => {
   const { a, b, relay, ownedByB, countAtB } = await slowOwnerPair(t);
   const ids = ownedByB("slow", 30);
   t.equal((await hit(a, "warm-" + ids[0], 1000)).status, 200);
+  // On a loaded machine the warm-up itself may arrive late at B: count only the burst's drops.
+  const expiredBefore = (await metric(b, "ringlimit_forward_expired_total")) ?? 0;
   relay.delayMs.toServer = relay.delayMs.toClient = 150;
   await sleep(1_500); // A's heartbeats measure the slow round trip (~300 ms)
   const answers = await Promise.all(ids.map((id) => hit(a, id, 1000)));
@@ -67,7 +69,7 @@ t.test("a slow owner: A's degraded answers are not counted by B", async (t) => {
     ids.map(() => 0),
     "B counted none of them",
   );
-  t.equal(await metric(b, "ringlimit_forward_expired_total"), ids.length, "B dropped each of them: their budget was spent on the way");
+  t.equal(((await metric(b, "ringlimit_forward_expired_total")) ?? 0) - expiredBefore, ids.length, "B dropped each of them: their budget was spent on the way");
   t.equal(await metric(a, "ringlimit_forward_late_allowed_total"), 0, "no late answer came back to A");
 });
 

@@ -99,7 +99,7 @@ async function startPair(): Promise<{ nodes: RunningNode[]; members: string[] }>
 }
 
 function decide(node: RunningNode, query: LimitQuery): Promise<Decision> {
-  return new Promise((resolve) => node.cluster!.decider.decide(query, Date.now(), (d) => resolve({ ...d })));
+  return new Promise((resolve) => node.cluster!.decider.decide(query, Date.now(), (d) => (resolve({ ...d }), true)));
 }
 
 t.test("two real nodes: its decisions are forwarded to the owner, and its states handed over on a leave", async (t) => {

@@ -9,6 +9,8 @@ import type { BatchForwarder } from "./batch-forwarding.js";
 import { degradedReasonOf } from "./degraded-reason.js";
 import { ownership, type Ownership, type OwnershipView } from "./ownership.js";
 import { replyWithinContract, resetTimeHere } from "../wire/peer-data.js";
+import { encodeGiveBack } from "../wire/batch-wire.js";
+import { CallMethod } from "../wire/call-methods.js";
 import { ringKeyOf, stateKeyOf } from "../../ring/state-key.js";
 
 /** What the decider needs to know about the cluster at the moment of a decision. */
@@ -35,6 +37,8 @@ export class ClusterDecider implements Decider {
     private readonly blocked: BlockedCache,
     private readonly metrics: ClusterMetrics,
     private readonly batches: BatchForwarder,
+    /** deadline of a GIVE_BACK call (PEER_TIMEOUT_MS) */
+    private readonly timeoutMs: number,
   ) {}
 
   /**
@@ -59,7 +63,7 @@ export class ClusterDecider implements Decider {
     return undefined;
   }
 
-  decide(query: LimitQuery, now: number, done: (decision: Decision) => void): void {
+  decide(query: LimitQuery, now: number, done: (decision: Decision) => boolean): void {
     let ringKey: string;
     let verdict: Ownership;
     if (this.syncQuery === query && this.syncNow === now && this.syncVerdict !== undefined) {
@@ -71,10 +75,14 @@ export class ClusterDecider implements Decider {
     }
     this.syncQuery = undefined;
     this.syncVerdict = undefined;
-    if (verdict.kind === "decide") return done(this.local.decideNow(query, ringKey, now));
+    if (verdict.kind === "decide") {
+      done(this.local.decideNow(query, ringKey, now));
+      return;
+    }
     if (verdict.kind === "fail_open") {
       if (verdict.reason === "peer_unavailable") this.metrics.forwardOutcome("unavailable");
-      return done(failOpenDecision(query, now, verdict.reason, newDecision()));
+      done(failOpenDecision(query, now, verdict.reason, newDecision()));
+      return;
     }
 
     const stateKey = stateKeyOf(query.algorithm.code, query.duration, ringKey);
@@ -90,13 +98,15 @@ export class ClusterDecider implements Decider {
       d.resetTime = block.resetTime;
       d.retryAfterMs = block.until - now;
       d.degraded = null;
-      return done(d);
+      done(d);
+      return;
     }
 
     const client = this.view.client(verdict.owner);
     if (client === undefined) {
       this.metrics.forwardOutcome("unavailable");
-      return done(failOpenDecision(query, now, "peer_unavailable", newDecision()));
+      done(failOpenDecision(query, now, "peer_unavailable", newDecision()));
+      return;
     }
     const sentAt = performance.now();
     const owner = verdict.owner;
@@ -125,8 +135,21 @@ export class ClusterDecider implements Decider {
       d.degraded = null;
       if (!d.allowed && cacheable) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
       this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
-      done(d);
+      const counted = d.allowed && query.cost > 0;
+      // The caller left while the answer was on its way (a closed connection, a pipelining
+      // client uWebSockets.js cut off): what the owner counted for it is given back, so a
+      // key's count holds only answers that were delivered.
+      if (!done(d) && counted) this.giveBack(client, query, sentAt);
     });
+  }
+
+  /**
+   * Ask the owner to give back an allowed decision nobody received. Not waited for, and
+   * best effort: if it is lost, the decision stays counted, as before (never over-admits).
+   */
+  private giveBack(client: PeerClient, query: LimitQuery, sentAt: number): void {
+    this.metrics.givenBack++;
+    client.call(CallMethod.GIVE_BACK, encodeGiveBack(performance.now() - sentAt, query), this.timeoutMs).catch(() => {});
   }
 
   /** See BatchForwarder: one owner decides in one step, several reserve then commit or release. */

@@ -1,9 +1,9 @@
 import { decideBatchOn } from "../../local/batch.js";
 import type { LocalDecider } from "../../local/local-decider.js";
-import type { Reservations } from "../../local/reservations.js";
+import { giveBack, type Reservations } from "../../local/reservations.js";
 import { resetOn } from "../../local/reset.js";
-import { ringKeyOf } from "../../ring/state-key.js";
-import { BatchMode, decodeBatchRequest, decodeReservation, decodeResetRequest, encodeBatchReply, encodeRemoved } from "../wire/batch-wire.js";
+import { ringKeyOf, stateKeyOf } from "../../ring/state-key.js";
+import { BatchMode, decodeBatchRequest, decodeGiveBack, decodeReservation, decodeResetRequest, encodeBatchReply, encodeRemoved } from "../wire/batch-wire.js";
 import { CallMethod } from "../wire/call-methods.js";
 import { ownership, type OwnershipView } from "./ownership.js";
 
@@ -34,6 +34,13 @@ export function onBatchCall(method: number, payload: Buffer, from: string, view:
     case CallMethod.BATCH_RELEASE:
       reservations.release(`${from}/${decodeReservation(payload)}`, now);
       return Buffer.alloc(0);
+    case CallMethod.GIVE_BACK: {
+      // Counted at most ageMs ago on this clock: the earliest moment is taken, so a window that
+      // turned meanwhile is left as it is (never given back from a window it was not counted in).
+      const { ageMs, query: q } = decodeGiveBack(payload);
+      giveBack(local.table, stateKeyOf(q.algorithm.code, q.duration, ringKeyOf(q.namespace, q.identifier)), q.algorithm.code, q.duration, q.cost, now - ageMs, now);
+      return Buffer.alloc(0);
+    }
     case CallMethod.RESET: {
       if (view.frozen) throw new Error("leaving: this node's states are moving");
       const q = decodeResetRequest(payload);

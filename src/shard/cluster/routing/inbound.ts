@@ -101,6 +101,7 @@ export class InboundHandler implements PeerServerHandler {
       case CallMethod.BATCH_COMMIT:
       case CallMethod.BATCH_RELEASE:
       case CallMethod.RESET:
+      case CallMethod.GIVE_BACK:
         return onBatchCall(method, payload, from, this.view, this.local, this.local.reservations);
       default:
         throw new Error(`unknown call method ${method}`);

@@ -218,3 +218,23 @@ export function decodeRemoved(buf: Buffer): RemovedState[] {
   }
   return removed;
 }
+
+/** GIVE_BACK: u32 age (ms since the decision was sent), then the query as a one-item BATCH body (same checks). */
+export function encodeGiveBack(ageMs: number, query: LimitQuery): Buffer {
+  const body = encodeBatchRequest(BatchMode.DECIDE, 0, 0, [query]);
+  const buf = Buffer.allocUnsafe(4 + body.length);
+  buf.writeUInt32BE(Math.min(0xffffffff, Math.max(0, Math.ceil(ageMs))), 0);
+  body.copy(buf, 4);
+  return buf;
+}
+
+export function decodeGiveBack(buf: Buffer): { ageMs: number; query: LimitQuery } {
+  if (buf.length < 4) throw new RangeError("GIVE_BACK too short");
+  const ageMs = buf.readUInt32BE(0);
+  const request = decodeBatchRequest(buf.subarray(4));
+  if (request.queries.length !== 1 || ageMs > MAX_GIVE_BACK_AGE_MS) throw new RangeError("GIVE_BACK out of bounds");
+  return { ageMs, query: request.queries[0]! };
+}
+
+/** A decision older than this is not given back: its answer would have been written long before (a forward's deadline is far shorter). */
+export const MAX_GIVE_BACK_AGE_MS = 60_000;

@@ -23,6 +23,12 @@ export const CallMethod = Object.freeze({
   BATCH_RELEASE: 12,
   /** payload: the states of one identifier to remove. Reply: those removed. */
   RESET: 13,
+  /**
+   * payload: u32 ms since the sender sent the decision, then its query as a one-item BATCH
+   * body. The owner gives back what that forwarded decision counted: its caller left before
+   * the answer was written. No reply body.
+   */
+  GIVE_BACK: 14,
 });
 
 /** A batch is cut at this size (plus one record), within the peer channel's 512 KiB frame limit. */
