@@ -21,7 +21,7 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 COPY test ./test
-RUN npx tspc -p . && cp -r src/rls/proto dist/src/rls/ && rm -rf dist/test
+RUN npx tspc -p . && cp -r src/rls/wire/proto dist/src/rls/wire/ && rm -rf dist/test
 
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app

@@ -53,7 +53,7 @@ try {
 }
 installCleanup()
 
-// --- protobuf, by hand: the few fields of a RateLimitRequest (src/rls/proto) ---
+// --- protobuf, by hand: the few fields of a RateLimitRequest (src/rls/wire/proto) ---
 const varint = (n) => {
   const out = []
   while (n > 127) {

@@ -161,7 +161,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
       ...(config.metricsPort !== undefined ? { metricsPort: config.metricsPort } : {}),
       ...(config.metricsToken !== undefined ? { metricsToken: config.metricsToken } : {}),
     },
-    { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory },
+    { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls },
   );
   const { port, metricsPort } = await frontEnd.listen().catch(async (err: unknown) => {
     await grpc?.close(0);

@@ -8,6 +8,7 @@ import type { AnyEndpoint } from "./endpoint.js";
 import { batchEndpoint } from "./endpoints/batch.js";
 import { clusterEndpoint, type RingDirectory } from "./endpoints/cluster.js";
 import { serveHealth } from "./endpoints/health.js";
+import { jsonEndpoint, type RlsDecisions } from "./endpoints/json.js";
 import { limitEndpoint } from "./endpoints/limit.js";
 import { resetEndpoint } from "./endpoints/reset.js";
 import { errorBody } from "./envelope.js";
@@ -47,6 +48,8 @@ export interface FrontEndDeps {
   /** the ring as clients see it: GET /cluster and the ring-version header */
   directory: RingDirectory;
   clock?: () => number;
+  /** the RLS service behind POST /json (docs/envoy.md); unset: no /json route */
+  rls?: RlsDecisions;
 }
 
 /**
@@ -74,7 +77,8 @@ export class FrontEnd {
     this.app = options.tls !== undefined ? SSLApp({ cert_file_name: options.tls.certFile, key_file_name: options.tls.keyFile }) : App();
     const app = this.app;
     const door = this.door;
-    for (const endpoint of POST_ENDPOINTS) {
+    const endpoints = deps.rls === undefined ? POST_ENDPOINTS : [...POST_ENDPOINTS, jsonEndpoint(deps.rls)];
+    for (const endpoint of endpoints) {
       app.post(endpoint.path, (res, req) => door.onPost(res, req, endpoint));
       app.any(endpoint.path, (res) => this.endError(res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "POST"), Errors.methodNotAllowed));
     }

@@ -12,7 +12,7 @@ import {
   type RlsCurrentLimit,
   type RlsDescriptor,
   type RlsStatus,
-} from "./wire.js";
+} from "./wire/messages.js";
 
 /** What a descriptor asks for, once matched. */
 export const NO_RULE = 0;

@@ -2,12 +2,12 @@ import { readFileSync } from "node:fs";
 import http2, { type Http2Server, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import { KeyScope, type ApiKeyVerifier } from "../http/auth.js";
 import type { Logger } from "../logger.js";
-import { decodeHealthCheckRequest, decodeRateLimitRequest, DecodeError, encodeHealthCheckResponse, encodeRateLimitResponse } from "./codec.js";
+import { decodeHealthCheckRequest, decodeRateLimitRequest, DecodeError, encodeHealthCheckResponse, encodeRateLimitResponse } from "./wire/codec.js";
 import { RLS_ERRORS, type RlsErrorKind, type RlsFailure } from "./errors.js";
 import { HealthService } from "./health-service.js";
-import { HEALTH_SERVICE_NAME, RLS_SERVICE_NAME } from "./protos.js";
+import { HEALTH_SERVICE_NAME, RLS_SERVICE_NAME } from "./wire/protos.js";
 import type { RlsService } from "./rls-service.js";
-import type { RlsResponse } from "./wire.js";
+import type { RlsResponse } from "./wire/messages.js";
 
 export interface GrpcOptions {
   host: string;

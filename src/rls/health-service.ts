@@ -1,4 +1,4 @@
-import { RLS_SERVICE_NAME } from "./protos.js";
+import { RLS_SERVICE_NAME } from "./wire/protos.js";
 
 /** grpc.health.v1.HealthCheckResponse.ServingStatus */
 export const SERVING = 1;

@@ -1,5 +1,5 @@
 import { COUNTED, OVER, type Item } from "./descriptor-item.js";
-import type { RlsHeader } from "./wire.js";
+import type { RlsHeader } from "./wire/messages.js";
 
 /**
  * The RateLimit and RateLimit-Policy fields of draft-ietf-httpapi-ratelimit-headers-10 for

@@ -1,5 +1,5 @@
 import { REQUEST_BOUNDS } from "../decision.js";
-import { overrideUnitNumber, type RlsRequest } from "./wire.js";
+import { overrideUnitNumber, type RlsRequest } from "./wire/messages.js";
 
 /**
  * What one RLS request may hold. Envoy sends one descriptor per rate limit action of a

@@ -6,7 +6,7 @@ import { RLS_ERRORS, type RlsFailure } from "./errors.js";
 import { rateLimitHeaders } from "./ratelimit-headers.js";
 import { requestProblem } from "./request-check.js";
 import type { RlsMetrics } from "./rls-metrics.js";
-import { CODE_OK, CODE_OVER_LIMIT, type RlsRequest, type RlsResponse, type RlsStatus } from "./wire.js";
+import { CODE_OK, CODE_OVER_LIMIT, type RlsRequest, type RlsResponse, type RlsStatus } from "./wire/messages.js";
 
 export interface RlsServiceOptions {
   /** FAIL_OPEN: an owner that cannot decide gives OK (true) or UNAVAILABLE (false) */

@@ -12,6 +12,7 @@ import t, { type Test } from "tap";
 import { parse } from "yaml";
 import { AUTH_HEADER, limit, post, type Reply, request, TEST_KEY } from "../harness/http-client.js";
 import { useTestNode } from "../harness/in-process-node.js";
+import { clearOfWindowEnd } from "../harness/contract.js";
 import { ALGORITHM_NAMES } from "../../src/algorithms/index.js";
 
 // ajv-formats is CommonJS with a default export.
@@ -156,4 +157,36 @@ t.test("POST /limit/batch: 200, 429, 400, 405; POST /limit/reset: 200, 400", asy
   const badReset = await post(node.url, "/limit/reset", { namespace: "docs", identifier: "b1", duration: 0 });
   t.equal(badReset.status, 400);
   conforms(t, "/limit/reset", "post", badReset);
+});
+
+t.test("POST /json: 200, 429, 400, 401, 403, 405", async (t) => {
+  // No POLICY_PATH on this node: a descriptor's own limit is what it is counted against.
+  const call = (hitsAddend: number | string) => ({
+    domain: "docs",
+    hitsAddend,
+    descriptors: [{ entries: [{ key: "user", value: "openapi" }], limit: { requestsPerUnit: 2, unit: "HOUR" } }, { entries: [{ key: "none", value: "x" }] }],
+  });
+  await clearOfWindowEnd(3600, 20_000);
+  const ok = await post(node.url, "/json", call("2"));
+  t.equal(ok.status, 200);
+  t.equal(ok.json.statuses[0].currentLimit.requestsPerUnit, 2);
+  conforms(t, "/json", "post", ok);
+  const over = await post(node.url, "/json", call(1));
+  t.equal(over.status, 429);
+  t.equal(over.json.overallCode, "OVER_LIMIT");
+  conforms(t, "/json", "post", over);
+  const replies: Reply[] = [
+    await post(node.url, "/json", { domain: "docs", descriptors: [{ entries: [{ key: "" }] }] }),
+    await post(node.url, "/json", { domain: "docs", descriptors: [], unknown: true }),
+    await post(node.url, "/json", call(1), { authorization: "Bearer svc_sk_" + "x".repeat(40) }),
+    await post(node.url, "/json", call(1), { authorization: `Bearer ${SCOPED_KEY}` }),
+    await request(node.url + "/json", { headers: AUTH_HEADER }),
+  ];
+  t.same(
+    replies.map((r) => r.status),
+    [400, 400, 401, 403, 405],
+  );
+  for (const reply of replies) conforms(t, "/json", "post", reply);
+  const validate = ajv.compile(relocate({ $ref: "#/components/schemas/RlsResponse" }));
+  t.notOk(validate({ ...ok.json, overall_code: "OK" }), "a .proto name in an answer fails");
 });

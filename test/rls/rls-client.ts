@@ -1,6 +1,6 @@
 import { credentials, loadPackageDefinition, Metadata, type Client, type ServiceError } from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
-import { HEALTH_PROTO, PROTO_DIR, RLS_PROTO } from "../../src/rls/protos.js";
+import { HEALTH_PROTO, PROTO_DIR, RLS_PROTO } from "../../src/rls/wire/protos.js";
 
 /** A real gRPC client of the node's gRPC port, on grpc-js and the package's own .proto files, enums as names. */
 const definition = loadSync([RLS_PROTO, HEALTH_PROTO], {

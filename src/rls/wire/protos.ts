@@ -6,11 +6,11 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 
 /**
  * Where the .proto files are at run time: copied next to the compiled code by the build
- * (dist/src/rls/proto), else in the sources of the package root (src/rls/proto). They
+ * (dist/src/rls/wire/proto), else in the sources of the package root (src/rls/wire/proto). They
  * ship in the package; clients may be generated from them (docs/envoy.md).
  */
 export const PROTO_DIR: string =
-  [path.join(HERE, "proto"), path.resolve(HERE, "../../../src/rls/proto")].find((dir) => existsSync(dir)) ?? path.join(HERE, "proto");
+  [path.join(HERE, "proto"), path.resolve(HERE, "../../../../src/rls/wire/proto")].find((dir) => existsSync(dir)) ?? path.join(HERE, "proto");
 
 export const RLS_PROTO = "envoy/service/ratelimit/v3/rls.proto";
 export const HEALTH_PROTO = "grpc/health/v1/health.proto";

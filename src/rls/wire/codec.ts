@@ -1,4 +1,4 @@
-import type { RlsDescriptor, RlsEntry, RlsRequest, RlsResponse } from "./wire.js";
+import type { RlsDescriptor, RlsEntry, RlsRequest, RlsResponse } from "./messages.js";
 
 /**
  * The protobuf encoding of the few messages this service reads and writes, by hand

@@ -1,4 +1,4 @@
-import type { RlsUnit } from "../policy/types.js";
+import type { RlsUnit } from "../../policy/types.js";
 
 /**
  * The RLS v3 messages as this service reads and writes them (proto/envoy/...): plain

@@ -6,9 +6,9 @@
 import path from "node:path";
 import protobuf from "protobufjs";
 import t from "tap";
-import { decodeHealthCheckRequest, decodeRateLimitRequest, DecodeError, encodeHealthCheckResponse, encodeRateLimitResponse } from "../../src/rls/codec.js";
-import { HEALTH_PROTO, PROTO_DIR, RLS_PROTO } from "../../src/rls/protos.js";
-import type { RlsResponse } from "../../src/rls/wire.js";
+import { decodeHealthCheckRequest, decodeRateLimitRequest, DecodeError, encodeHealthCheckResponse, encodeRateLimitResponse } from "../../../src/rls/wire/codec.js";
+import { HEALTH_PROTO, PROTO_DIR, RLS_PROTO } from "../../../src/rls/wire/protos.js";
+import type { RlsResponse } from "../../../src/rls/wire/messages.js";
 
 const root = new protobuf.Root();
 root.resolvePath = (_origin, target) => (target.startsWith("google/protobuf/") ? target : path.join(PROTO_DIR, target));
