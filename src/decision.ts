@@ -11,6 +11,11 @@ export interface LimitQuery {
   algorithm: Algorithm;
   /** what this request weighs: 1 by default, 0 is a peek (counts nothing); never above `limit` */
   cost: number;
+  /**
+   * true for POST /limit and /limit/batch: the owner applies the operator's overrides and
+   * shadow mode (docs/policy.md). Absent for the keys of RLS descriptors, which the RLS rules govern.
+   */
+  overridable?: boolean;
 }
 
 /**
@@ -69,6 +74,17 @@ export class SlugCache {
 export const DEGRADED_REASONS = ["internal", "peer_timeout", "peer_unavailable", "peer_error", "handoff"] as const;
 export type DegradedReason = (typeof DEGRADED_REASONS)[number];
 
+/**
+ * The limit an operator's override (docs/policy.md) made the owner apply instead of the
+ * one asked: what the answer's limit, algorithm and RateLimit headers show.
+ */
+export interface AppliedLimit {
+  limit: number;
+  /** seconds */
+  duration: number;
+  algorithm: Algorithm;
+}
+
 /** The answer to one query, whoever computed it. */
 export interface Decision {
   allowed: boolean;
@@ -79,6 +95,10 @@ export interface Decision {
   retryAfterMs: number;
   /** set when this is a fail-open answer rather than a real decision */
   degraded: DegradedReason | null;
+  /** the limit the owner applied when an override replaced the query's; null: the query's own */
+  applied: AppliedLimit | null;
+  /** allowed only because of shadow mode: the limit applied would have blocked it */
+  shadow: boolean;
 }
 
 /**
@@ -141,6 +161,8 @@ export function failOpenDecision(query: LimitQuery, now: number, reason: Degrade
   out.resetTime = Math.ceil((now + query.duration * 1000) / 1000);
   out.retryAfterMs = 0;
   out.degraded = reason;
+  out.applied = null;
+  out.shadow = false;
   return out;
 }
 
@@ -150,5 +172,5 @@ export function failOpenBatch(queries: readonly LimitQuery[], now: number, reaso
 }
 
 export function newDecision(): Decision {
-  return { allowed: false, remaining: 0, resetTime: 0, retryAfterMs: 0, degraded: null };
+  return { allowed: false, remaining: 0, resetTime: 0, retryAfterMs: 0, degraded: null, applied: null, shadow: false };
 }

@@ -123,7 +123,13 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
     const watcher = new PolicyWatcher({
       path: config.policyPath,
       initial: loadPolicy(config.policyPath),
-      onChange: (next) => logger.info({ version: next.version }, "policy reloaded"),
+      onChange: (next) => {
+        // The owner decides with the new policy from its next decision; a block this node
+        // remembers for a forwarded key may no longer stand under it.
+        local.setPolicy(next, config.shadowMode);
+        cluster?.blockedCache.clear();
+        logger.info({ version: next.version }, "policy reloaded");
+      },
       logger,
       metrics: new PolicyMetrics(metrics.registry),
     });
@@ -131,6 +137,8 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
     policyWatcher = watcher;
     policy = () => watcher.policy;
   }
+  // POST /limit's overrides and SHADOW_MODE are applied by each key's owner (docs/policy.md).
+  local.setPolicy(policy?.(), config.shadowMode);
   // Envoy's rate limit service: one more front door on the same decider (docs/envoy.md).
   const rls = new RlsService(
     { failOpen: config.failOpen, shadowMode: config.shadowMode, allOrNothing: config.rlsAllOrNothing, rateLimitHeaders: config.rlsRateLimitHeaders },

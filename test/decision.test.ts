@@ -9,6 +9,7 @@ import { InboundHandler } from "../src/shard/cluster/routing/inbound.js";
 import { HashRing } from "../src/shard/ring/ring.js";
 import { LocalDecider } from "../src/shard/local/local-decider.js";
 import { StateTable } from "../src/shard/table/state-table.js";
+import { newDecideResult } from "../src/peer/index.js";
 
 const VALID = { namespace: "ns", identifier: "id", limit: 10, duration: 60 };
 type Field = keyof typeof REQUEST_BOUNDS;
@@ -31,7 +32,7 @@ function inbound() {
     replicate: () => 0,
   };
   const handler = new InboundHandler(view, new LocalDecider(new StateTable(1000, Date.now())), events);
-  const out = { code: 0, remaining: 0, resetTime: 0, retryAfterMs: 0 };
+  const out = newDecideResult();
   return (q: { namespace: string; identifier: string; limit: number; duration: number }) => {
     try {
       handler.decide({ ...q, algorithm: { code: 0 }, cost: 1 }, out, Date.now());

@@ -65,24 +65,29 @@ export function formatMs(ms: number): number {
   return Math.round(ms * 1000) / 1000;
 }
 
-/** `"namespace":…,"identifier":…,"limit":…,"remaining":`, which every decided answer and batch result opens with. */
-function keyFields(q: LimitQuery): string {
-  return '"namespace":' + jsonString(q.namespace) + ',"identifier":' + jsonString(q.identifier) + ',"limit":' + q.limit + ',"remaining":';
+/**
+ * `"namespace":…,"identifier":…,"limit":…,"remaining":`, which every decided answer and batch
+ * result opens with. `limit` is the one applied: an operator's override's, else the query's.
+ */
+function keyFields(q: LimitQuery, limit: number): string {
+  return '"namespace":' + jsonString(q.namespace) + ',"identifier":' + jsonString(q.identifier) + ',"limit":' + limit + ',"remaining":';
 }
 
 /** The fields of an allowed decision: the single answer's `data` and a batch result alike. */
 export function allowedFields(q: LimitQuery, d: Decision): string {
+  const a = d.applied;
+  const limit = a !== null ? a.limit : q.limit;
   return (
     '"allowed":true,' +
-    keyFields(q) +
+    keyFields(q, limit) +
     d.remaining +
     ',"reset_time":' +
     d.resetTime +
     ',"count":' +
-    (q.limit - d.remaining) +
+    (limit - d.remaining) +
     ',"algorithm":"' +
-    q.algorithm.name +
-    (d.degraded !== null ? '","degraded":true' : '"')
+    (a !== null ? a.algorithm.name : q.algorithm.name) +
+    (d.degraded !== null ? '","degraded":true' : d.shadow ? '","shadow":true' : '"')
   );
 }
 
@@ -90,12 +95,12 @@ export function allowedFields(q: LimitQuery, d: Decision): string {
 export function blockedResultFields(q: LimitQuery, d: Decision): string {
   return (
     '"allowed":false,' +
-    keyFields(q) +
+    keyFields(q, d.applied !== null ? d.applied.limit : q.limit) +
     d.remaining +
     ',"reset_time":' +
     d.resetTime +
     ',"algorithm":"' +
-    q.algorithm.name +
+    (d.applied !== null ? d.applied.algorithm.name : q.algorithm.name) +
     '","retry_after":' +
     d.retryAfterMs / 1000
   );
@@ -110,7 +115,7 @@ export function blockedBody(id: string, timestamp: number, q: LimitQuery, d: Dec
   return (
     envelopeHead(id, timestamp, ENVELOPE.error) +
     RATE_LIMITED_FIELDS +
-    keyFields(q) +
+    keyFields(q, d.applied !== null ? d.applied.limit : q.limit) +
     '0,"reset_time":' +
     d.resetTime +
     ',"retry_after":' +

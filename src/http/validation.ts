@@ -88,6 +88,7 @@ export function toLimitQuery(body: unknown, prefix = ""): ParseResult {
       duration: valid.duration,
       algorithm: algorithmByName(valid.algorithm ?? DEFAULT_ALGORITHM)!,
       cost,
+      overridable: true,
     },
   };
 }

@@ -4,6 +4,9 @@ import { Counter, type Registry } from "prom-client";
 export const Outcome = Object.freeze({ allowed: 0, blocked: 1, degraded: 2 });
 export type Outcome = (typeof Outcome)[keyof typeof Outcome];
 const OUTCOME_NAMES = ["allowed", "blocked", "degraded"] as const;
+/** A slot's place after its outcomes: the answers shadow mode let through (ringlimit_shadow_allowed_total). */
+const SHADOW = OUTCOME_NAMES.length;
+const SLOT_LENGTH = SHADOW + 1;
 
 /** The label value of every namespace past the first `maxNamespaces`. */
 export const OTHER_NAMESPACE = "other";
@@ -22,7 +25,7 @@ export const OTHER_NAMESPACE = "other";
  */
 export class NamespaceOutcomes {
   private readonly slots = new Map<string, Float64Array>();
-  private readonly other = new Float64Array(OUTCOME_NAMES.length);
+  private readonly other = new Float64Array(SLOT_LENGTH);
 
   constructor(
     registry: Registry,
@@ -44,6 +47,24 @@ export class NamespaceOutcomes {
         add(OTHER_NAMESPACE, other);
       },
     });
+    new Counter({
+      name: "ringlimit_shadow_allowed_total",
+      help: `Answers to POST /limit and /limit/batch items let through by shadow mode (an override's shadow: true, or SHADOW_MODE) that the limit applied would have blocked, by effective namespace; labelled like ringlimit_namespace_requests_total (the rest count as "${OTHER_NAMESPACE}")`,
+      labelNames: ["namespace"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [namespace, counts] of slots) if (counts[SHADOW]! > 0) this.inc({ namespace }, counts[SHADOW]!);
+        if (other[SHADOW]! > 0) this.inc({ namespace: OTHER_NAMESPACE }, other[SHADOW]!);
+      },
+    });
+  }
+
+  /** Count one answer of `namespace` that shadow mode let through (it is counted as allowed too). */
+  countShadow(namespace: string): void {
+    let counts = this.slots.get(namespace);
+    if (counts === undefined) counts = this.assign(namespace);
+    counts[SHADOW]!++;
   }
 
   /** Count one answer for `namespace`. */
@@ -57,7 +78,7 @@ export class NamespaceOutcomes {
   private assign(namespace: string): Float64Array {
     // A namespace that is literally "other" shares the overflow's series rather than a second one of that name.
     if (this.slots.size >= this.maxNamespaces || namespace === OTHER_NAMESPACE) return this.other;
-    const counts = new Float64Array(OUTCOME_NAMES.length);
+    const counts = new Float64Array(SLOT_LENGTH);
     this.slots.set(namespace, counts);
     return counts;
   }

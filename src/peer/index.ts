@@ -5,10 +5,10 @@ export type { PeerServerHandler, PeerServerOptions, PeerServerStats } from "./in
 export { PeerClient } from "./outbound/peer-client.js";
 export type { PeerClientOptions, PeerClientState } from "./outbound/peer-client.js";
 export type { DecideCallback } from "./outbound/pending-requests.js";
-export { MAX_CALL_PAYLOAD_BYTES } from "./wire/messages.js";
+export { MAX_CALL_PAYLOAD_BYTES, newDecideResult } from "./wire/messages.js";
 export type { DecideQuery, DecideResult } from "./wire/messages.js";
 export { PeerError } from "./errors.js";
 export type { PeerErrorCode } from "./errors.js";
 export type { PeerLogger } from "./logger.js";
 export type { PeerTlsOptions } from "./link/transport.js";
-export { DecideCode, HANDSHAKE_TIMEOUT_MS, MAX_FRAME_BYTES, PEER_DEFAULTS } from "./wire/constants.js";
+export { DecideCode, DecideFlag, HANDSHAKE_TIMEOUT_MS, MAX_FRAME_BYTES, PEER_DEFAULTS } from "./wire/constants.js";

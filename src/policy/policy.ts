@@ -20,8 +20,11 @@ class LoadedPolicy implements Policy {
     private readonly domains: ReadonlyMap<string, RlsDomain>,
     private readonly overrides: OverrideIndex,
   ) {
+    this.overrideCount = overrides.size;
     Object.freeze(this);
   }
+
+  readonly overrideCount: number;
 
   /** how many RLS domains and override entries it holds (for logs) */
   get counts(): { domains: number; overrides: number } {

@@ -15,6 +15,8 @@ export interface Policy {
    * another matched rule's `replaces`.
    */
   matchRequest(domain: string, descriptors: readonly RlsDescriptorEntries[]): (RlsMatch | undefined)[];
+  /** how many override entries it holds: 0 lets the owner skip the lookup altogether */
+  readonly overrideCount: number;
   /** The most specific override for an effective namespace and identifier, if any. */
   matchOverride(namespace: string, identifier: string): Override | undefined;
 }

@@ -91,6 +91,8 @@ const decision = (over: Partial<Decision> = {}): Decision => ({
   resetTime: 1_800_000_000,
   retryAfterMs: 0,
   degraded: null,
+  applied: null,
+  shadow: false,
   ...over,
 });
 

@@ -96,8 +96,8 @@ t.test("errors are per item: a throwing handler fails only its own items", async
       [null, 0],
     ],
   );
-  t.same(got[3]!.r, { code: 1, remaining: 0, resetTime: 1_700_000_100, retryAfterMs: 1234.5 });
-  t.same(got[1]!.r, { code: 2, remaining: 0, resetTime: 0, retryAfterMs: 0 });
+  t.same(got[3]!.r, { code: 1, remaining: 0, resetTime: 1_700_000_100, retryAfterMs: 1234.5, flags: 0, limit: 0, duration: 0, algorithm: 0 });
+  t.same(got[1]!.r, { code: 2, remaining: 0, resetTime: 0, retryAfterMs: 0, flags: 0, limit: 0, duration: 0, algorithm: 0 });
   t.equal(server.stats.decideFrames, 1);
   t.equal(server.stats.decideErrors, 2);
   t.equal(client.state, "up", "connection unaffected");

@@ -35,9 +35,11 @@ export const batchEndpoint: Endpoint<readonly LimitQuery[], BatchOutcome> = {
     const body = batchBlockedBody(a.ids.error(), a.receivedAt, queries, outcome.decisions, wait, a.processingMs);
     return a.set(429, Errors.rateLimited.statusLine, headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(wait / 1000)), body);
   },
-  countAnswer(metrics, a, queries) {
+  countAnswer(metrics, a, queries, outcome) {
     metrics.countEndpoint("/limit/batch", a.status);
     metrics.countBatchItems(queries.length);
+    const decisions = outcome.decisions;
+    for (let i = 0; i < decisions.length; i++) if (decisions[i]!.shadow) metrics.namespaces.countShadow(queries[i]!.namespace);
   },
   countRefusal: (metrics, status) => metrics.countEndpoint("/limit/batch", status),
 };

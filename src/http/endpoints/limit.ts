@@ -25,7 +25,12 @@ export const limitEndpoint: Endpoint<LimitQuery, Decision> = {
     const now = a.receivedAt;
     const secondsToReset = Math.max(0, d.resetTime - Math.floor(now / 1000));
     // The joined header values hold only algorithm names and integers, never caller input.
-    const headers = decisionHeaders(query.algorithm.name, query.limit, query.duration, d.remaining, secondsToReset, a.ringVersion);
+    // They are the applied limit's: an operator's override's when the owner applied one.
+    const p = d.applied;
+    const headers =
+      p === null
+        ? decisionHeaders(query.algorithm.name, query.limit, query.duration, d.remaining, secondsToReset, a.ringVersion)
+        : decisionHeaders(p.algorithm.name, p.limit, p.duration, d.remaining, secondsToReset, a.ringVersion);
     if (d.allowed) return a.set(200, undefined, headers, allowedBody(a.ids.ok(), now, query, d, a.processingMs));
     const blockedHeaders = headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(d.retryAfterMs / 1000));
     return a.set(429, Errors.rateLimited.statusLine, blockedHeaders, blockedBody(a.ids.error(), now, query, d, a.processingMs));
@@ -33,6 +38,7 @@ export const limitEndpoint: Endpoint<LimitQuery, Decision> = {
   countAnswer(metrics, a, query, d) {
     metrics.countRequest(a.status, query.algorithm.code);
     metrics.namespaces.count(query.namespace, d.degraded !== null ? Outcome.degraded : d.allowed ? Outcome.allowed : Outcome.blocked);
+    if (d.shadow) metrics.namespaces.countShadow(query.namespace);
     metrics.decisionSeconds.observe(a.processingMs / 1000);
   },
   countRefusal(metrics, status, query) {

@@ -3,7 +3,7 @@
 
 import { performance } from "node:perf_hooks";
 import type { PendingConnection } from "../link/admission.js";
-import { CallStatus, DecideCode, FrameType, MAX_CALL_ERROR_BYTES, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, NO_BUDGET } from "../wire/constants.js";
+import { CallStatus, DecideCode, DecideItemFlag, FrameType, MAX_CALL_ERROR_BYTES, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, NO_BUDGET } from "../wire/constants.js";
 import { FrameAuthError, FrameError } from "../errors.js";
 import { FrameDecoder } from "../wire/frame.js";
 import { HandshakeError, ServerHandshake, readyFrame } from "../link/handshake.js";
@@ -197,7 +197,7 @@ export class InboundConnection implements PendingConnection {
       stats.decideExpired += n;
       return;
     }
-    const { reqIds, algorithms, limits, durations, costs, namespaces, identifiers } = reader;
+    const { reqIds, algorithms, limits, durations, costs, flags, namespaces, identifiers } = reader;
     replies.begin(n);
     // One wall-clock read for the frame, not one per item: Date.now() is past 2^31, so each
     // read is a clock call and a heap number (~90-150 ns here, microbenchmark).
@@ -207,12 +207,14 @@ export class InboundConnection implements PendingConnection {
       out.remaining = 0;
       out.resetTime = 0;
       out.retryAfterMs = 0;
+      out.flags = 0;
       query.namespace = namespaces[i]!;
       query.identifier = identifiers[i]!;
       query.algorithm.code = algorithms[i]!;
       query.limit = limits[i]!;
       query.duration = durations[i]!;
       query.cost = costs[i]!;
+      query.overridable = (flags[i]! & DecideItemFlag.OVERRIDABLE) !== 0;
       let code: number;
       try {
         handler.decide(query, out, now);
@@ -224,7 +226,7 @@ export class InboundConnection implements PendingConnection {
         replies.put(reqIds[i]!, DecideCode.ERROR, 0, 0, 0);
         continue;
       }
-      replies.put(reqIds[i]!, code, out.remaining, out.resetTime, out.retryAfterMs);
+      replies.put(reqIds[i]!, code, out.remaining, out.resetTime, out.retryAfterMs, out.flags, out.limit, out.duration, out.algorithm);
     }
     this.send(replies.finish());
   }

@@ -9,7 +9,7 @@ import { PEER_DEFAULTS, idleTimeoutFor } from "../wire/constants.js";
 import { secretKey } from "../link/handshake.js";
 import { InboundConnection, type ConnectionHost, type PeerServerHandler, type PeerServerStats } from "./inbound-connection.js";
 import { NOOP_LOGGER, type PeerLogger } from "../logger.js";
-import { DecideBatchReader, DecideReplyWriter, newDecodedQuery, type DecideResult, type DecodedQuery } from "../wire/messages.js";
+import { DecideBatchReader, DecideReplyWriter, newDecideResult, newDecodedQuery, type DecideResult, type DecodedQuery } from "../wire/messages.js";
 import { RefusalLog } from "../link/refusal-log.js";
 import { createListener, type PeerSocket, type PeerTlsOptions } from "../link/transport.js";
 import type { KeyObject } from "node:crypto";
@@ -78,7 +78,7 @@ export class PeerServer implements ConnectionHost {
   /** @internal */
   readonly replies = new DecideReplyWriter();
   /** @internal */
-  readonly out: DecideResult = { code: 0, remaining: 0, resetTime: 0, retryAfterMs: 0 };
+  readonly out: DecideResult = newDecideResult();
   /** @internal */
   readonly query: DecodedQuery = newDecodedQuery();
   private readonly server: net.Server;

@@ -3,10 +3,10 @@
 // timer per connection expires them (PeerClient owns the connection around it).
 
 import { performance } from "node:perf_hooks";
-import { DecideCode } from "../wire/constants.js";
+import { DecideCode, DecideItemFlag } from "../wire/constants.js";
 import { TIMEOUT_ERROR, type PeerError } from "../errors.js";
 import { ForwardBudget } from "./forward-budget.js";
-import { DecideBatchWriter, type DecideQuery, type DecideResult } from "../wire/messages.js";
+import { DecideBatchWriter, newDecideResult, type DecideQuery, type DecideResult } from "../wire/messages.js";
 import { PendingRequests, invokeSafely, type DecideCallback } from "./pending-requests.js";
 
 export class DecideQueue {
@@ -21,13 +21,23 @@ export class DecideQueue {
   private turnStart = 0;
   private deadlineTimer: NodeJS.Timeout | null = null;
   // Handed to every callback; see PeerClient.decide().
-  private readonly result: DecideResult = { code: 0, remaining: 0, resetTime: 0, retryAfterMs: 0 };
+  private readonly result: DecideResult = newDecideResult();
 
   // Bound once, not per call.
   private readonly flushBound = (): void => this.flush();
   private readonly onDeadlineBound = (): void => this.onDeadline();
   /** Hand to readDecideReply: one call per answered item, plain numbers, nothing allocated. */
-  readonly onReplyItem = (reqId: number, code: number, remaining: number, resetTime: number, retryAfterMs: number): void => {
+  readonly onReplyItem = (
+    reqId: number,
+    code: number,
+    remaining: number,
+    resetTime: number,
+    retryAfterMs: number,
+    flags: number,
+    limit: number,
+    duration: number,
+    algorithm: number,
+  ): void => {
     const cb = this.pending.take(reqId);
     // Expired (or an id we never sent: a peer that does so is broken anyway).
     if (cb === null) {
@@ -40,6 +50,10 @@ export class DecideQueue {
     r.remaining = remaining;
     r.resetTime = resetTime;
     r.retryAfterMs = retryAfterMs;
+    r.flags = flags;
+    r.limit = limit;
+    r.duration = duration;
+    r.algorithm = algorithm;
     invokeSafely(cb, null, r);
   };
 
@@ -60,7 +74,7 @@ export class DecideQueue {
 
   /** Queue one decision for this turn's batch; false (nothing queued) when it cannot be encoded. */
   add(q: DecideQuery, cb: DecideCallback): boolean {
-    if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, q.cost)) return false;
+    if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, q.cost, q.overridable === true ? DecideItemFlag.OVERRIDABLE : 0)) return false;
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       // One clock read per turn: the whole batch shares a deadline, counted

@@ -50,13 +50,16 @@ export const MAX_DECIDE_ITEMS = 512;
 export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
 
 /**
- * Version byte at the start of HELLO; a server refuses any other. Protocol 5: a DECIDE frame
+ * Version byte at the start of HELLO; a server refuses any other. Protocol 6: a DECIDE_REPLY
+ * item carries a flag byte and, when the owner's policy applied an override, the limit,
+ * window and algorithm it applied; a PONG carries the server's policy version; BATCH replies
+ * carry the same per item (docs/peer-protocol.md). Protocol 5: a DECIDE frame
  * carries the sender's deadline budget. Protocol 4: state records (MERGE_STATES, REPLICATE)
  * carry ages instead of the sender's clock readings, which a node of protocol 3 would misread
  * by decades. Protocol 3: DECIDE items carry `cost` (protocol 2 introduced the bound
  * handshake and per-frame tags).
  */
-export const PROTOCOL_VERSION = 5;
+export const PROTOCOL_VERSION = 6;
 /** Nonce and proof (HMAC-SHA256) sizes in the handshake. */
 export const NONCE_BYTES = 32;
 export const MAC_BYTES = 32;
@@ -78,11 +81,25 @@ export const DecideCode = { ALLOWED: 0, BLOCKED: 1, ERROR: 2 } as const;
 
 /**
  * Fixed part of one DECIDE item: reqId u32, algorithm u8, limit u32, duration u32, nsLen u16,
- * idLen u16, cost u32 (what the request weighs; 0 is a peek: docs/api.md).
+ * idLen u16, cost u32 (what the request weighs; 0 is a peek: docs/api.md), flags u8
+ * (DecideItemFlag).
  */
-export const DECIDE_ITEM_FIXED_BYTES = 21;
-/** One DECIDE_REPLY item: reqId u32, code u8, remaining u32, resetTime u32, retryAfterMs f64. */
-export const DECIDE_REPLY_ITEM_BYTES = 21;
+export const DECIDE_ITEM_FIXED_BYTES = 22;
+/** Bits of a DECIDE item's flag byte. OVERRIDABLE: the owner's overrides and shadow mode apply to it (a POST /limit key, not an RLS descriptor's). */
+export const DecideItemFlag = { OVERRIDABLE: 1 } as const;
+/**
+ * One DECIDE_REPLY item: reqId u32, code u8, remaining u32, resetTime u32, retryAfterMs f64,
+ * flags u8 (DecideFlag), then only with APPLIED: limit u32, duration u32, algorithm u8.
+ */
+export const DECIDE_REPLY_ITEM_BYTES = 22;
+/** What an APPLIED reply item carries after its fixed part. */
+export const DECIDE_REPLY_APPLIED_BYTES = 9;
+/**
+ * Bits of a DECIDE_REPLY item's flag byte. APPLIED: the owner decided with a limit other than
+ * the one asked (an operator's override), which follows. SHADOW: the answer is ALLOWED only
+ * because the owner's policy runs this key in shadow mode (it would have been BLOCKED).
+ */
+export const DecideFlag = { APPLIED: 1, SHADOW: 2 } as const;
 /** u32 item count at the start of DECIDE and DECIDE_REPLY bodies. */
 export const BATCH_COUNT_BYTES = 4;
 /**

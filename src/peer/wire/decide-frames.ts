@@ -9,7 +9,7 @@ import {
   BATCH_COUNT_BYTES,
   DECIDE_BUDGET_BYTES,
   DECIDE_ITEM_FIXED_BYTES,
-  DECIDE_REPLY_ITEM_BYTES,
+  DecideItemFlag,
   FRAME_HEADER_BYTES,
   FrameType,
   MAX_ALGORITHM_CODE,
@@ -20,7 +20,7 @@ import {
   TAG_BYTES,
 } from "./constants.js";
 import { FrameError } from "../errors.js";
-import { sealedFrameBytes, writeFrameHeader } from "./frame.js";
+import { writeFrameHeader } from "./frame.js";
 
 // ------------------------------------------------------------------ DECIDE
 
@@ -55,7 +55,7 @@ export class DecideBatchWriter {
    * encoded: an algorithm code that is not a u8, limit, duration or cost not
    * a u32, or a string over 65535 UTF-8 bytes.
    */
-  add(reqId: number, algorithm: number, limit: number, duration: number, ns: string, identifier: string, cost = 1): boolean {
+  add(reqId: number, algorithm: number, limit: number, duration: number, ns: string, identifier: string, cost = 1, flags = 0): boolean {
     if (!(algorithm >= 0 && algorithm <= MAX_ALGORITHM_CODE && (algorithm | 0) === algorithm)) return false;
     if (!isU32(limit) || !isU32(duration) || !isU32(cost)) return false;
     // A UTF-16 code unit never takes more than 3 UTF-8 bytes: reserve the
@@ -89,6 +89,7 @@ export class DecideBatchWriter {
     buf[at + 15] = idLen >>> 8;
     buf[at + 16] = idLen & 0xff;
     putU32(buf, at + 17, cost);
+    buf[at + 21] = flags & DecideItemFlag.OVERRIDABLE;
     this.off = at + itemBytes;
     this.frameItems++;
     this.count++;
@@ -141,7 +142,7 @@ export class DecideBatchWriter {
   }
 }
 
-function putU32(buf: Buffer, at: number, v: number): void {
+export function putU32(buf: Buffer, at: number, v: number): void {
   buf[at] = v >>> 24;
   buf[at + 1] = (v >>> 16) & 0xff;
   buf[at + 2] = (v >>> 8) & 0xff;
@@ -184,6 +185,7 @@ export class DecideBatchReader {
   limits = new Uint32Array(256);
   durations = new Uint32Array(256);
   costs = new Uint32Array(256);
+  flags = new Uint8Array(256);
   namespaces: string[] = [];
   identifiers: string[] = [];
 
@@ -198,7 +200,7 @@ export class DecideBatchReader {
       throw new FrameError(`DECIDE item count ${n} outside 1..${MAX_DECIDE_ITEMS} or does not fit ${end} bytes`);
     }
     if (n > this.reqIds.length) this.grow(n);
-    const { reqIds, algorithms, limits, durations, costs, namespaces, identifiers } = this;
+    const { reqIds, algorithms, limits, durations, costs, flags, namespaces, identifiers } = this;
     let pos = DECIDE_ITEMS_AT;
     let prevNsStart = -1;
     let prevNsLen = -1;
@@ -217,6 +219,9 @@ export class DecideBatchReader {
       limits[i] = getU32(body, pos + 5);
       durations[i] = getU32(body, pos + 9);
       costs[i] = getU32(body, pos + 17);
+      const itemFlags = body[pos + 21]!;
+      if ((itemFlags & ~DecideItemFlag.OVERRIDABLE) !== 0) throw new FrameError(`DECIDE item ${i}: unknown flags ${itemFlags}`);
+      flags[i] = itemFlags;
       // A batch usually repeats a few namespaces: reuse the previous item's
       // string when the bytes are the same instead of decoding again.
       if (nsLen === prevNsLen && sameBytes(body, prevNsStart, nsStart, nsLen)) {
@@ -242,10 +247,11 @@ export class DecideBatchReader {
     this.limits = new Uint32Array(cap);
     this.durations = new Uint32Array(cap);
     this.costs = new Uint32Array(cap);
+    this.flags = new Uint8Array(cap);
   }
 }
 
-function getU32(buf: Buffer, at: number): number {
+export function getU32(buf: Buffer, at: number): number {
   return ((buf[at]! << 24) | (buf[at + 1]! << 16) | (buf[at + 2]! << 8) | buf[at + 3]!) >>> 0;
 }
 
@@ -277,6 +283,7 @@ export interface DecideItem {
   limit: number;
   duration: number;
   cost: number;
+  flags: number;
   ns: string;
   identifier: string;
 }
@@ -291,79 +298,10 @@ export function decodeDecideItems(body: Buffer): DecideItem[] {
       limit: r.limits[i]!,
       duration: r.durations[i]!,
       cost: r.costs[i]!,
+      flags: r.flags[i]!,
       ns: r.namespaces[i]!,
       identifier: r.identifiers[i]!,
     });
   }
   return items;
-}
-
-// ------------------------------------------------------------ DECIDE_REPLY
-
-/** One decision: what a DECIDE_REPLY item carries. */
-export interface DecideResult {
-  /** 0 allowed, 1 blocked, 2 error (see DecideCode). */
-  code: number;
-  remaining: number;
-  /** Unix seconds. */
-  resetTime: number;
-  retryAfterMs: number;
-}
-
-/** Writes one DECIDE_REPLY frame of a known item count. */
-export class DecideReplyWriter {
-  private buf: Buffer = Buffer.alloc(0);
-  private at = 0;
-
-  /** Start a reply for `count` items. The frame is a fresh buffer handed to the socket. */
-  begin(count: number): void {
-    const payload = BATCH_COUNT_BYTES + count * DECIDE_REPLY_ITEM_BYTES;
-    this.buf = Buffer.allocUnsafe(sealedFrameBytes(payload));
-    writeFrameHeader(this.buf, 0, FrameType.DECIDE_REPLY, payload);
-    this.buf.writeUInt32BE(count, FRAME_HEADER_BYTES);
-    this.at = BATCH_START;
-  }
-
-  put(reqId: number, code: number, remaining: number, resetTime: number, retryAfterMs: number): void {
-    const b = this.buf;
-    const at = this.at;
-    putU32(b, at, reqId);
-    b[at + 4] = code;
-    putU32(b, at + 5, clampU32(remaining));
-    putU32(b, at + 9, clampU32(resetTime));
-    b.writeDoubleBE(retryAfterMs > 0 ? retryAfterMs : 0, at + 13); // NaN and negatives become 0
-    this.at = at + DECIDE_REPLY_ITEM_BYTES;
-  }
-
-  finish(): Buffer {
-    const b = this.buf;
-    this.buf = Buffer.alloc(0);
-    return b;
-  }
-}
-
-/** A handler's number made safe for a u32 field (NaN and negatives become 0). */
-function clampU32(n: number): number {
-  if (!(n > 0)) return 0;
-  if (n >= 0xffffffff) return 0xffffffff;
-  return Math.floor(n);
-}
-
-/** Receives one DECIDE_REPLY item; called with plain numbers so nothing is allocated. */
-export type DecideReplySink = (reqId: number, code: number, remaining: number, resetTime: number, retryAfterMs: number) => void;
-
-/** Validate a DECIDE_REPLY body (count matches size, codes known), then hand each item to `sink`. */
-export function readDecideReply(body: Buffer, sink: DecideReplySink): number {
-  if (body.length < BATCH_COUNT_BYTES) throw new FrameError("DECIDE_REPLY without item count");
-  const n = body.readUInt32BE(0);
-  if (n > MAX_DECIDE_ITEMS || body.length !== BATCH_COUNT_BYTES + n * DECIDE_REPLY_ITEM_BYTES) {
-    throw new FrameError(`DECIDE_REPLY count ${n} does not match ${body.length} bytes`);
-  }
-  for (let i = 0, at = BATCH_COUNT_BYTES; i < n; i++, at += DECIDE_REPLY_ITEM_BYTES) {
-    if (body[at + 4]! > 2) throw new FrameError(`DECIDE_REPLY item ${i}: unknown code ${body[at + 4]}`);
-  }
-  for (let i = 0, at = BATCH_COUNT_BYTES; i < n; i++, at += DECIDE_REPLY_ITEM_BYTES) {
-    sink(getU32(body, at), body[at + 4]!, getU32(body, at + 5), getU32(body, at + 9), body.readDoubleBE(at + 13));
-  }
-  return n;
 }

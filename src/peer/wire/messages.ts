@@ -135,6 +135,7 @@ export function decodePong(body: Buffer, out: { echoMs: number; wallMs: number }
 }
 
 export * from "./decide-frames.js";
+export * from "./decide-reply.js";
 
 // -------------------------------------------------------------------- CALL
 
@@ -214,6 +215,8 @@ export interface DecideQuery {
   readonly duration: number;
   /** what the request weighs; 0 is a peek */
   readonly cost: number;
+  /** the owner's overrides and shadow mode apply (DecideItemFlag.OVERRIDABLE); absent: false */
+  readonly overridable?: boolean;
 }
 
 /** The server's reused DecideQuery, filled from a DECIDE item. */
@@ -224,8 +227,9 @@ export interface DecodedQuery extends DecideQuery {
   limit: number;
   duration: number;
   cost: number;
+  overridable: boolean;
 }
 
 export function newDecodedQuery(): DecodedQuery {
-  return { namespace: "", identifier: "", algorithm: { code: 0 }, limit: 0, duration: 0, cost: 0 };
+  return { namespace: "", identifier: "", algorithm: { code: 0 }, limit: 0, duration: 0, cost: 0, overridable: false };
 }

@@ -1,5 +1,6 @@
 import { newStep, type LimitState } from "../../algorithms/index.js";
 import { newDecision, type Decision, type LimitQuery } from "../../decision.js";
+import type { ItemPolicy } from "./item-policy.js";
 import { stateKeyOf } from "../ring/state-key.js";
 import { KEEP_ORIGIN, type StateTable, type StoredState } from "../table/state-table.js";
 
@@ -49,21 +50,31 @@ export function decideBatchOn(
   now: number,
   commit: boolean,
   standing = false,
+  items?: readonly ItemPolicy[],
 ): BatchDecision {
   const step = newStep();
   const overlay = new Map<string, Counted>();
   const decisions: Decision[] = [];
   let allowed = true;
   for (let i = 0; i < queries.length; i++) {
-    const q = queries[i]!;
+    const item = items?.[i];
+    const q = effective(queries[i]!, item);
+    if (item?.denied === true) {
+      const d = toDecision(false, 0, now + q.duration * 1000, q.duration * 1000);
+      decisions.push(withPolicy(d, item));
+      if (!d.allowed) allowed = false;
+      continue;
+    }
     const key = stateKeyOf(q.algorithm.code, q.duration, ringKeys[i]!);
     const pending = overlay.get(key);
     const state: LimitState | null = pending !== undefined ? pending.state : (table.get(key) ?? null);
     const D = q.duration * 1000;
     q.algorithm.step(state, q.limit, D, now, step, q.cost);
-    decisions.push(toDecision(step.allowed, step.remaining, step.resetMs, step.retryAfterMs));
+    const d = withPolicy(toDecision(step.allowed, step.remaining, step.resetMs, step.retryAfterMs), item);
+    decisions.push(d);
     if (!step.allowed) {
-      allowed = false;
+      // In shadow, a block is answered allowed and the batch goes on; nothing of it is counted.
+      if (!d.allowed) allowed = false;
       continue;
     }
     if (q.cost === 0) continue;
@@ -86,10 +97,10 @@ export function decideBatchOn(
   }
   if (!allowed) {
     // Nothing is counted: items that passed show the state as it stands.
-    const views = standingViews(table, queries, ringKeys, now, decisions);
+    const views = standingViews(table, queries, ringKeys, now, decisions, items);
     return { decisions: views, allowed, counted: [], ...(standing ? { standing: views } : {}) };
   }
-  const before = standing ? standingViews(table, queries, ringKeys, now, decisions) : undefined;
+  const before = standing ? standingViews(table, queries, ringKeys, now, decisions, items) : undefined;
   const counted = [...overlay.values()];
   if (commit) for (const c of counted) table.set(c.key, c.state, c.weight);
   return { decisions, allowed, counted, ...(before !== undefined ? { standing: before } : {}) };
@@ -102,14 +113,36 @@ function standingViews(
   ringKeys: readonly string[],
   now: number,
   decisions: readonly Decision[],
+  items: readonly ItemPolicy[] | undefined,
 ): Decision[] {
   const step = newStep();
   return decisions.map((d, i) => {
-    if (!d.allowed) return d;
-    const q = queries[i]!;
+    if (!d.allowed || d.shadow) return d;
+    const q = effective(queries[i]!, items?.[i]);
     q.algorithm.step(table.get(stateKeyOf(q.algorithm.code, q.duration, ringKeys[i]!)) ?? null, q.limit, q.duration * 1000, now, step, 0);
-    return toDecision(true, step.remaining, step.resetMs, 0);
+    const view = toDecision(true, step.remaining, step.resetMs, 0);
+    view.applied = d.applied;
+    return view;
   });
+}
+
+/** The item as the owner decides it: its override's limit, window and algorithm in place of its own. */
+function effective(q: LimitQuery, item: ItemPolicy | undefined): LimitQuery {
+  const a = item?.applied;
+  if (a === undefined || a === null) return q;
+  return { namespace: q.namespace, identifier: q.identifier, limit: a.limit, duration: a.duration, algorithm: a.algorithm, cost: q.cost };
+}
+
+/** The decision with what the item's policy says: the applied limit, and a block let through in shadow. */
+function withPolicy(d: Decision, item: ItemPolicy | undefined): Decision {
+  if (item === undefined) return d;
+  d.applied = item.applied;
+  if (item.shadow && !d.allowed) {
+    d.allowed = true;
+    d.shadow = true;
+    d.retryAfterMs = 0;
+  }
+  return d;
 }
 
 function toDecision(allowed: boolean, remaining: number, resetMs: number, retryAfterMs: number): Decision {

@@ -1,22 +1,62 @@
-import { newStep, type Algorithm } from "../../algorithms/index.js";
-import { newDecision, type BatchOutcome, type Decider, type Decision, type ResetOutcome, type ResetQuery } from "../../decision.js";
+import { algorithmByName, newStep, type Algorithm } from "../../algorithms/index.js";
+import { newDecision, type AppliedLimit, type BatchOutcome, type Decider, type Decision, type ResetOutcome, type ResetQuery } from "../../decision.js";
 import type { LimitQuery } from "../../decision.js";
+import type { Policy } from "../../policy/types.js";
 import { decideBatchOn } from "./batch.js";
+import { itemPoliciesOf } from "./item-policy.js";
 import { Reservations } from "./reservations.js";
 import { resetOn } from "./reset.js";
 import { ringKeyOf, stateKeyOf } from "../ring/state-key.js";
 import type { StateTable } from "../table/state-table.js";
 
-/** Decides from this node's own state table. Synchronous. */
+/** One decision of the owner, on fields (a forwarded item has no LimitQuery). */
+type DecideItem = (
+  namespace: string,
+  identifier: string,
+  ringKey: string,
+  algorithm: Algorithm,
+  limit: number,
+  duration: number,
+  now: number,
+  cost: number,
+  overridable: boolean,
+) => Decision;
+
+/**
+ * Decides from this node's own state table, with the policy this node holds (docs/policy.md,
+ * Overrides): every key is decided on its owner, so the owner's policy is the one applied,
+ * whichever member the request came in by. Synchronous.
+ */
 export class LocalDecider implements Decider {
   private readonly step = newStep();
   private readonly decision = newDecision();
+  /** the applied limit of the last overridden decision: valid as long as `decision` is */
+  private readonly applied: AppliedLimit = { limit: 0, duration: 0, algorithm: undefined as unknown as Algorithm };
+  private policy: Policy | undefined = undefined;
+  private shadowMode = false;
 
   /** one owner's parts of batches across owners, held until committed or released */
   readonly reservations: Reservations;
 
   constructor(readonly table: StateTable) {
     this.reservations = new Reservations(table);
+  }
+
+  /**
+   * The policy in force: swapped in one assignment (a reload), so a decision sees the old
+   * policy or the new one, and the new one applies from the next decision. Which path
+   * decides is chosen here, once: with no override loaded and SHADOW_MODE off, decisions
+   * go straight to the table and look nothing up.
+   */
+  setPolicy(policy: Policy | undefined, shadowMode: boolean): void {
+    this.policy = policy;
+    this.shadowMode = shadowMode;
+    this.decideItem = shadowMode || (policy !== undefined && policy.overrideCount > 0) ? this.decideWithPolicy : this.decidePlain;
+  }
+
+  /** the policy and SHADOW_MODE, as batches read them */
+  get policyInForce(): { readonly policy: Policy | undefined; readonly shadowMode: boolean } {
+    return { policy: this.policy, shadowMode: this.shadowMode };
   }
 
   decide(query: LimitQuery, now: number, done: (decision: Decision) => boolean): void {
@@ -28,8 +68,48 @@ export class LocalDecider implements Decider {
   }
 
   decideNow(query: LimitQuery, ringKey: string, now: number): Decision {
-    return this.decideKey(ringKey, query.algorithm, query.limit, query.duration, now, query.cost);
+    return this.decideItem(query.namespace, query.identifier, ringKey, query.algorithm, query.limit, query.duration, now, query.cost, query.overridable === true);
   }
+
+  /** The owner's decision of one item, local or forwarded by a peer: the path setPolicy chose. */
+  decideItem: DecideItem = (namespace, identifier, ringKey, algorithm, limit, duration, now, cost) =>
+    this.decideKey(ringKey, algorithm, limit, duration, now, cost);
+
+  private readonly decidePlain: DecideItem = this.decideItem;
+
+  /**
+   * For a POST /limit key (`overridable`), the most specific override applied: its limit, window and algorithm replace the
+   * asked ones (a changed window or algorithm is another state: a fresh count; a changed
+   * limit keeps what was counted). Limit 0, or a cost above the applied limit, is blocked
+   * without touching a state. Shadow (the entry's or SHADOW_MODE): decided and counted as
+   * usual, a block answered allowed.
+   */
+  private readonly decideWithPolicy: DecideItem = (namespace, identifier, ringKey, algorithm, limit, duration, now, cost, overridable) => {
+    // An RLS descriptor's key: its rules govern it, not overrides.
+    if (!overridable) return this.decideKey(ringKey, algorithm, limit, duration, now, cost);
+    const o = this.policy?.matchOverride(namespace, identifier);
+    let d: Decision;
+    let shadow = this.shadowMode;
+    if (o === undefined) d = this.decideKey(ringKey, algorithm, limit, duration, now, cost);
+    else {
+      if (o.shadow) shadow = true;
+      if (o.limit === undefined) d = this.decideKey(ringKey, algorithm, limit, duration, now, cost);
+      else {
+        const a = this.applied;
+        a.limit = o.limit;
+        a.duration = o.duration ?? duration;
+        a.algorithm = o.algorithm === undefined ? algorithm : algorithmByName(o.algorithm)!;
+        d = a.limit === 0 || cost > a.limit ? this.denied(a.duration, now) : this.decideKey(ringKey, a.algorithm, a.limit, a.duration, now, cost);
+        d.applied = a;
+      }
+    }
+    if (shadow && !d.allowed) {
+      d.allowed = true;
+      d.shadow = true;
+      d.retryAfterMs = 0;
+    }
+    return d;
+  };
 
   /** The entry point for decisions forwarded by peers: they arrive as fields, with no LimitQuery. */
   decideKey(ringKey: string, algorithm: Algorithm, limit: number, duration: number, now: number, cost = 1): Decision {
@@ -41,12 +121,32 @@ export class LocalDecider implements Decider {
     d.resetTime = Math.ceil(step.resetMs / 1000);
     d.retryAfterMs = step.retryAfterMs;
     d.degraded = null;
+    d.applied = null;
+    d.shadow = false;
+    return d;
+  }
+
+  /**
+   * Blocked by the policy itself (limit 0, or a cost the applied limit can never hold): no
+   * state read or written. The wait is the applied window: a caller that retries after it
+   * asks again, under whatever policy is in force then.
+   */
+  private denied(duration: number, now: number): Decision {
+    const d = this.decision;
+    d.allowed = false;
+    d.remaining = 0;
+    d.resetTime = Math.ceil((now + duration * 1000) / 1000);
+    d.retryAfterMs = duration * 1000;
+    d.degraded = null;
+    d.applied = null;
+    d.shadow = false;
     return d;
   }
 
   decideBatch(queries: readonly LimitQuery[], now: number, done: (outcome: BatchOutcome) => void): void {
     const ringKeys = queries.map((q) => ringKeyOf(q.namespace, q.identifier));
-    done({ decisions: decideBatchOn(this.table, queries, ringKeys, now, true).decisions, degraded: null });
+    const items = itemPoliciesOf(this.policy, this.shadowMode, queries);
+    done({ decisions: decideBatchOn(this.table, queries, ringKeys, now, true, false, items).decisions, degraded: null });
   }
 
   reset(query: ResetQuery, now: number, done: (outcome: ResetOutcome) => void): void {

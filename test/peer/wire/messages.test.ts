@@ -4,6 +4,9 @@ import {
   BATCH_COUNT_BYTES,
   DECIDE_BUDGET_BYTES,
   DECIDE_ITEM_FIXED_BYTES,
+  DECIDE_REPLY_APPLIED_BYTES,
+  DECIDE_REPLY_ITEM_BYTES,
+  DecideFlag,
   FRAME_HEADER_BYTES,
   FrameType,
   MAX_DECIDE_ITEMS,
@@ -93,17 +96,18 @@ t.test("handshake messages reject bad bodies", async (t) => {
 });
 
 const items: DecideItem[] = [
-  { reqId: 0, algorithm: 0, limit: 10, duration: 60, cost: 1, ns: "api", identifier: "user-1" },
-  { reqId: 1, algorithm: 1, limit: 0, duration: 1, cost: 0, ns: "api", identifier: "" },
-  { reqId: 2, algorithm: 2, limit: 0xffffffff, duration: 0xffffffff, cost: 0xffffffff, ns: "api.pro", identifier: "ünïcødé-日本語-🚀" },
-  { reqId: 0xfffffffe, algorithm: 3, limit: 5, duration: 3600, cost: 5, ns: "ns-€", identifier: "x".repeat(512) },
-  { reqId: 0xffffffff, algorithm: 3, limit: 5, duration: 3600, cost: 1, ns: "ns-€", identifier: "语".repeat(512) },
-  { reqId: 7, algorithm: 0, limit: 1, duration: 2, cost: 1, ns: "", identifier: "empty-ns" },
+  { reqId: 0, algorithm: 0, limit: 10, duration: 60, cost: 1, flags: 0, ns: "api", identifier: "user-1" },
+  { reqId: 1, algorithm: 1, limit: 0, duration: 1, cost: 0, flags: 0, ns: "api", identifier: "" },
+  { reqId: 2, algorithm: 2, limit: 0xffffffff, duration: 0xffffffff, cost: 0xffffffff, flags: 0, ns: "api.pro", identifier: "ünïcødé-日本語-🚀" },
+  { reqId: 0xfffffffe, algorithm: 3, limit: 5, duration: 3600, cost: 5, flags: 0, ns: "ns-€", identifier: "x".repeat(512) },
+  { reqId: 0xffffffff, algorithm: 3, limit: 5, duration: 3600, cost: 1, flags: 0, ns: "ns-€", identifier: "语".repeat(512) },
+  { reqId: 7, algorithm: 0, limit: 1, duration: 2, cost: 1, flags: 0, ns: "", identifier: "empty-ns" },
+  { reqId: 8, algorithm: 0, limit: 1, duration: 2, cost: 1, flags: 1, ns: "ns", identifier: "overridable" },
 ];
 
 function writeAll(w: DecideBatchWriter, list: DecideItem[]): void {
   for (const it of list) {
-    if (!w.add(it.reqId, it.algorithm, it.limit, it.duration, it.ns, it.identifier, it.cost)) throw new Error(`refused ${it.reqId}`);
+    if (!w.add(it.reqId, it.algorithm, it.limit, it.duration, it.ns, it.identifier, it.cost, it.flags)) throw new Error(`refused ${it.reqId}`);
   }
 }
 
@@ -146,7 +150,7 @@ t.test("DECIDE writer refuses what the wire cannot carry, and stays usable", asy
 t.test("DECIDE batches split at MAX_DECIDE_ITEMS items", async (t) => {
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [];
-  for (let i = 0; i < 2 * MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, ns: "ns", identifier: `k${i}` });
+  for (let i = 0; i < 2 * MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, flags: 0, ns: "ns", identifier: `k${i}` });
   writeAll(w, list);
   const out = frames(w.take()!);
   t.same(
@@ -166,7 +170,7 @@ t.test("DECIDE batches over the frame limit split into several valid frames", as
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [];
   for (let i = 0; i < 1000; i++) {
-    list.push({ reqId: i, algorithm: i % 4, limit: i, duration: 60, cost: 1, ns: "ns", identifier: `${i}-`.padEnd(5000, "z") });
+    list.push({ reqId: i, algorithm: i % 4, limit: i, duration: 60, cost: 1, flags: 0, ns: "ns", identifier: `${i}-`.padEnd(5000, "z") });
   }
   writeAll(w, list);
   const out = frames(w.take()!);
@@ -181,7 +185,7 @@ t.test("DECIDE batches over the frame limit split into several valid frames", as
 t.test("DECIDE frames carry the sender's deadline budget, every frame of a split batch the same", async (t) => {
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [];
-  for (let i = 0; i < MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, ns: "ns", identifier: `k${i}` });
+  for (let i = 0; i < MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, flags: 0, ns: "ns", identifier: `k${i}` });
   writeAll(w, list);
   const out = frames(w.take(87_654.9)!);
   t.equal(out.length, 2);
@@ -248,12 +252,12 @@ t.test("DECIDE decoder rejects invalid UTF-8", async (t) => {
 t.test("DECIDE decoder reuses a repeated namespace correctly", async (t) => {
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [
-    { reqId: 1, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "aa", identifier: "1" },
-    { reqId: 2, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "aa", identifier: "2" },
-    { reqId: 3, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "ab", identifier: "3" },
-    { reqId: 4, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "ab", identifier: "4" },
-    { reqId: 5, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "a".repeat(100), identifier: "5" },
-    { reqId: 6, algorithm: 0, limit: 1, duration: 1, cost: 1, ns: "a".repeat(99) + "b", identifier: "6" },
+    { reqId: 1, algorithm: 0, limit: 1, duration: 1, cost: 1, flags: 0, ns: "aa", identifier: "1" },
+    { reqId: 2, algorithm: 0, limit: 1, duration: 1, cost: 1, flags: 0, ns: "aa", identifier: "2" },
+    { reqId: 3, algorithm: 0, limit: 1, duration: 1, cost: 1, flags: 0, ns: "ab", identifier: "3" },
+    { reqId: 4, algorithm: 0, limit: 1, duration: 1, cost: 1, flags: 0, ns: "ab", identifier: "4" },
+    { reqId: 5, algorithm: 0, limit: 1, duration: 1, cost: 1, flags: 0, ns: "a".repeat(100), identifier: "5" },
+    { reqId: 6, algorithm: 0, limit: 1, duration: 1, cost: 1, flags: 0, ns: "a".repeat(99) + "b", identifier: "6" },
   ];
   writeAll(w, list);
   t.same(decodeDecideItems(frames(w.take()!)[0]!.body), list);
@@ -261,32 +265,50 @@ t.test("DECIDE decoder reuses a repeated namespace correctly", async (t) => {
 
 t.test("DECIDE_REPLY round trip and count check", async (t) => {
   const rw = new DecideReplyWriter();
-  rw.begin(3);
+  rw.begin(4);
   rw.put(1, 0, 9, 1_700_000_060, 0);
   rw.put(0xffffffff, 1, 0, 1_700_000_061, 1234.567);
   rw.put(3, 2, -5, NaN, -1); // a careless handler's numbers are clamped
+  rw.put(4, 0, 0, 1_700_000_062, 0, DecideFlag.APPLIED | DecideFlag.SHADOW, 0, 3600, 2); // an override applied, in shadow
   const f = frames(rw.finish());
   t.equal(f[0]!.type, FrameType.DECIDE_REPLY);
+  t.equal(f[0]!.body.length, 4 + 4 * DECIDE_REPLY_ITEM_BYTES + DECIDE_REPLY_APPLIED_BYTES, "the applied values only where an override applied");
   const got: number[][] = [];
   t.equal(
     readDecideReply(f[0]!.body, (...a) => got.push(a)),
-    3,
+    4,
   );
   t.same(got, [
-    [1, 0, 9, 1_700_000_060, 0],
-    [0xffffffff, 1, 0, 1_700_000_061, 1234.567],
-    [3, 2, 0, 0, 0],
+    [1, 0, 9, 1_700_000_060, 0, 0, 0, 0, 0],
+    [0xffffffff, 1, 0, 1_700_000_061, 1234.567, 0, 0, 0, 0],
+    [3, 2, 0, 0, 0, 0, 0, 0, 0],
+    [4, 0, 0, 1_700_000_062, 0, 3, 0, 3600, 2],
   ]);
   const b = f[0]!.body;
   t.throws(() => readDecideReply(b.subarray(0, b.length - 1), () => {}), FrameError, "truncated");
   const wrongCount = Buffer.from(b);
-  wrongCount.writeUInt32BE(2, 0);
+  wrongCount.writeUInt32BE(3, 0);
   const seen: number[] = [];
   t.throws(() => readDecideReply(wrongCount, (id) => seen.push(id)), FrameError, "count mismatch");
   const badCode = Buffer.from(b);
-  badCode[4 + 21 + 4] = 3;
+  badCode[4 + DECIDE_REPLY_ITEM_BYTES + 4] = 3;
   t.throws(() => readDecideReply(badCode, (id) => seen.push(id)), FrameError, "unknown code");
+  const badFlags = Buffer.from(b);
+  badFlags[4 + 21] = 4;
+  t.throws(() => readDecideReply(badFlags, (id) => seen.push(id)), FrameError, "unknown flags");
+  const flagWithoutValues = Buffer.from(b.subarray(0, 4 + 3 * DECIDE_REPLY_ITEM_BYTES));
+  flagWithoutValues.writeUInt32BE(3, 0);
+  flagWithoutValues[4 + 21] = DecideFlag.APPLIED;
+  t.throws(() => readDecideReply(flagWithoutValues, (id) => seen.push(id)), FrameError, "APPLIED without its values");
   t.same(seen, [], "nothing from a bad reply is delivered");
+});
+
+t.test("DECIDE: an item with unknown flags refuses the frame", async (t) => {
+  const w = new DecideBatchWriter();
+  w.add(1, 0, 1, 1, "ns", "id", 1, 1);
+  const body = frames(w.take()!)[0]!.body;
+  body[8 + 21] = 2;
+  t.throws(() => decodeDecideItems(body), FrameError);
 });
 
 t.test("CALL and CALL_REPLY round trip", async (t) => {

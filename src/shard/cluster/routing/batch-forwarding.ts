@@ -9,6 +9,7 @@ import {
 } from "../../../decision.js";
 import type { PeerClient } from "../../../peer/index.js";
 import { decideBatchOn } from "../../local/batch.js";
+import { itemPoliciesOf } from "../../local/item-policy.js";
 import type { LocalDecider } from "../../local/local-decider.js";
 import { ringKeyOf } from "../../ring/state-key.js";
 import {
@@ -139,7 +140,8 @@ export class BatchForwarder {
 
   /** This node's part of a batch across owners: counted now, held like a remote owner's. */
   private reserveHere(part: Part, reservation: number, now: number): PartResult {
-    const r = decideBatchOn(this.local.table, part.queries, part.ringKeys, now, true, true);
+    const { policy, shadowMode } = this.local.policyInForce;
+    const r = decideBatchOn(this.local.table, part.queries, part.ringKeys, now, true, true, itemPoliciesOf(policy, shadowMode, part.queries));
     if (r.allowed) this.local.reservations.hold(this.reservationId(this.view.self, reservation), r.counted, now + this.holdMs);
     return { ok: true, reply: { allowed: r.allowed, decisions: r.decisions, standing: r.standing ?? r.decisions } };
   }

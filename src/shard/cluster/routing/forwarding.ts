@@ -1,7 +1,8 @@
-import { newDecision, failOpenDecision, type BatchOutcome, type Decider, type Decision } from "../../../decision.js";
+import { algorithmByCode, type Algorithm } from "../../../algorithms/index.js";
+import { newDecision, failOpenDecision, type AppliedLimit, type BatchOutcome, type Decider, type Decision } from "../../../decision.js";
 import type { ResetOutcome, ResetQuery } from "../../../decision.js";
 import type { LimitQuery } from "../../../decision.js";
-import type { PeerClient, PeerError } from "../../../peer/index.js";
+import { DecideFlag, type PeerClient, type PeerError } from "../../../peer/index.js";
 import type { BlockedCache } from "./blocked-cache.js";
 import type { ClusterMetrics } from "../../../metrics/cluster-metrics.js";
 import type { LocalDecider } from "../../local/local-decider.js";
@@ -30,6 +31,8 @@ export class ClusterDecider implements Decider {
   private readonly cachedBlock: Decision = newDecision();
   /** A forward's answer: valid only for the `done` call it is passed to (see Decider), so one object serves every forward. */
   private readonly forwarded: Decision = newDecision();
+  /** A forward's applied limit, with the same validity as `forwarded`. */
+  private readonly appliedScratch: AppliedLimit = { limit: 0, duration: 0, algorithm: undefined as unknown as Algorithm };
 
   constructor(
     private readonly view: ClusterView,
@@ -98,6 +101,8 @@ export class ClusterDecider implements Decider {
       d.resetTime = block.resetTime;
       d.retryAfterMs = block.until - now;
       d.degraded = null;
+      d.applied = null;
+      d.shadow = false;
       done(d);
       return;
     }
@@ -133,13 +138,26 @@ export class ClusterDecider implements Decider {
       d.resetTime = r.resetTime;
       d.retryAfterMs = r.retryAfterMs;
       d.degraded = null;
-      if (!d.allowed && cacheable) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
+      d.shadow = (r.flags & DecideFlag.SHADOW) !== 0;
+      if ((r.flags & DecideFlag.APPLIED) !== 0) {
+        const a = this.appliedScratch;
+        a.limit = r.limit;
+        a.duration = r.duration;
+        a.algorithm = algorithmByCode(r.algorithm)!;
+        d.applied = a;
+      } else d.applied = null;
+      // A block under an override is not remembered: the cache answers with the asked limit, and
+      // an operator's change must apply from the owner's next decision.
+      if (!d.allowed && cacheable && d.applied === null) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
       this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
-      const counted = d.allowed && query.cost > 0;
+      // Shadow mode let a block through: nothing was counted.
+      const counted = d.allowed && !d.shadow && query.cost > 0;
+      // Read before done(): the answer and its applied limit are reused by the next forward.
+      const given = counted ? givenBackQuery(query, d.applied) : undefined;
       // The caller left while the answer was on its way (a closed connection, a pipelining
       // client uWebSockets.js cut off): what the owner counted for it is given back, so a
       // key's count holds only answers that were delivered.
-      if (!done(d) && counted) this.giveBack(client, query, sentAt);
+      if (!done(d) && given !== undefined) this.giveBack(client, given, sentAt);
     });
   }
 
@@ -161,4 +179,14 @@ export class ClusterDecider implements Decider {
   reset(query: ResetQuery, now: number, done: (outcome: ResetOutcome) => void): void {
     this.batches.reset(query, now, done);
   }
+}
+
+/**
+ * What a give-back names: the state the owner counted in, which is the applied limit's
+ * when an override applied (another window or algorithm is another state). Built only for
+ * an allowed, counted forward.
+ */
+function givenBackQuery(query: LimitQuery, applied: AppliedLimit | null): LimitQuery {
+  if (applied === null) return query;
+  return { namespace: query.namespace, identifier: query.identifier, limit: applied.limit, duration: applied.duration, algorithm: applied.algorithm, cost: query.cost };
 }

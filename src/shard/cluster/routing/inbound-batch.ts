@@ -1,4 +1,5 @@
 import { decideBatchOn } from "../../local/batch.js";
+import { itemPoliciesOf } from "../../local/item-policy.js";
 import type { LocalDecider } from "../../local/local-decider.js";
 import { giveBack, type Reservations } from "../../local/reservations.js";
 import { resetOn } from "../../local/reset.js";
@@ -24,7 +25,9 @@ export function onBatchCall(method: number, payload: Buffer, from: string, view:
         if (verdict.kind !== "decide") throw new Error(verdict.kind === "fail_open" ? verdict.why : "not decided here");
       });
       const reserve = request.mode === BatchMode.RESERVE;
-      const r = decideBatchOn(local.table, request.queries, ringKeys, now, true, reserve);
+      // The owner's policy: each item gets its override here, whoever coordinates the batch.
+      const { policy, shadowMode } = local.policyInForce;
+      const r = decideBatchOn(local.table, request.queries, ringKeys, now, true, reserve, itemPoliciesOf(policy, shadowMode, request.queries));
       if (reserve && r.allowed) reservations.hold(`${from}/${request.reservation}`, r.counted, now + request.holdMs);
       return encodeBatchReply(r.allowed, r.decisions, r.standing);
     }

@@ -1,5 +1,5 @@
 import { algorithmByCode } from "../../../algorithms/index.js";
-import { DecideCode, type DecideQuery, type DecideResult, type PeerServerHandler } from "../../../peer/index.js";
+import { DecideCode, DecideFlag, type DecideQuery, type DecideResult, type PeerServerHandler } from "../../../peer/index.js";
 import type { LocalDecider } from "../../local/local-decider.js";
 import { ringKeyOf } from "../../ring/state-key.js";
 import { CallMethod, decodeStates, mergeStates, type StateRecord } from "../wire/call-methods.js";
@@ -45,6 +45,7 @@ export class InboundHandler implements PeerServerHandler {
    */
   decide(query: DecideQuery, out: DecideResult, now: number): void {
     const { namespace, identifier, limit, duration, cost } = query;
+    const overridable = query.overridable === true;
     const algorithm = algorithmByCode(query.algorithm.code);
     if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, namespace, identifier))
       throw new RangeError("forwarded decision out of contract");
@@ -52,11 +53,19 @@ export class InboundHandler implements PeerServerHandler {
     const verdict = ownership(this.view, ringKey, algorithm.code, duration, now, "forwarded");
     if (verdict.kind !== "decide") throw new Error(verdict.kind === "fail_open" ? verdict.why : "not decided here");
     if (verdict.stray) this.events.strayState();
-    const d = this.local.decideKey(ringKey, algorithm, limit, duration, now, cost);
+    // Decided with this owner's policy: the override applied, and shadow, travel back with the answer.
+    const d = this.local.decideItem(namespace, identifier, ringKey, algorithm, limit, duration, now, cost, overridable);
     out.code = d.allowed ? DecideCode.ALLOWED : DecideCode.BLOCKED;
     out.remaining = d.remaining;
     out.resetTime = d.resetTime;
     out.retryAfterMs = d.retryAfterMs;
+    const applied = d.applied;
+    out.flags = (applied !== null ? DecideFlag.APPLIED : 0) | (d.shadow ? DecideFlag.SHADOW : 0);
+    if (applied !== null) {
+      out.limit = applied.limit;
+      out.duration = applied.duration;
+      out.algorithm = applied.algorithm.code;
+    }
   }
 
   async call(method: number, payload: Buffer, from: string): Promise<Buffer> {

@@ -21,8 +21,15 @@ export const BatchMode = Object.freeze({
 /** Bounds a peer cannot exceed: a batch's items and how long an owner holds a reservation. */
 export const MAX_WIRE_BATCH_ITEMS = 100;
 export const MAX_HOLD_MS = 10_000;
-const ITEM_FIXED_BYTES = 1 + 4 + 4 + 4 + 2 + 2;
-const REPLY_ITEM_BYTES = 1 + 4 + 4 + 8 + 4 + 4;
+const ITEM_FIXED_BYTES = 1 + 4 + 4 + 4 + 1 + 2 + 2;
+/** A BATCH item's flags: the owner's overrides and shadow mode apply (LimitQuery.overridable). */
+const OVERRIDABLE = 1;
+const REPLY_ITEM_BYTES = 1 + 4 + 4 + 8 + 4 + 4 + 1;
+/** After a reply item with APPLIED: u32 limit, u32 duration, u8 algorithm. */
+const REPLY_APPLIED_BYTES = 4 + 4 + 1;
+/** A reply item's flags: the owner applied an override's limit (it follows); answered allowed in shadow mode. */
+const APPLIED = 1;
+const SHADOW = 2;
 
 export interface BatchRequest {
   mode: number;
@@ -32,7 +39,7 @@ export interface BatchRequest {
   queries: LimitQuery[];
 }
 
-/** BATCH: u8 mode, u32 reservation, u32 holdMs, u16 n, n × (u8 alg, u32 limit, u32 duration, u32 cost, u16 nsLen, u16 idLen, ns, id). */
+/** BATCH: u8 mode, u32 reservation, u32 holdMs, u16 n, n × (u8 alg, u32 limit, u32 duration, u32 cost, u8 flags, u16 nsLen, u16 idLen, ns, id). */
 export function encodeBatchRequest(mode: number, reservation: number, holdMs: number, queries: readonly LimitQuery[]): Buffer {
   const strings = queries.map((q) => [Buffer.from(q.namespace, "utf8"), Buffer.from(q.identifier, "utf8")] as const);
   let size = 11;
@@ -48,6 +55,7 @@ export function encodeBatchRequest(mode: number, reservation: number, holdMs: nu
     o = buf.writeUInt32BE(q.limit, o);
     o = buf.writeUInt32BE(q.duration, o);
     o = buf.writeUInt32BE(q.cost, o);
+    o = buf.writeUInt8(q.overridable === true ? OVERRIDABLE : 0, o);
     o = buf.writeUInt16BE(ns.length, o);
     o = buf.writeUInt16BE(id.length, o);
     o += ns.copy(buf, o);
@@ -72,15 +80,17 @@ export function decodeBatchRequest(buf: Buffer): BatchRequest {
     const limit = buf.readUInt32BE(o + 1);
     const duration = buf.readUInt32BE(o + 5);
     const cost = buf.readUInt32BE(o + 9);
-    const nsLen = buf.readUInt16BE(o + 13);
-    const idLen = buf.readUInt16BE(o + 15);
+    const flags = buf.readUInt8(o + 13);
+    const nsLen = buf.readUInt16BE(o + 14);
+    const idLen = buf.readUInt16BE(o + 16);
+    if ((flags & ~OVERRIDABLE) !== 0) throw new RangeError("BATCH item: unknown flags");
     o += ITEM_FIXED_BYTES;
     if (o + nsLen + idLen > buf.length) throw new RangeError("BATCH item strings truncated");
     const namespace = strictUtf8(buf, o, o + nsLen);
     const identifier = strictUtf8(buf, o + nsLen, o + nsLen + idLen);
     o += nsLen + idLen;
     if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, namespace, identifier)) throw new RangeError("BATCH item out of contract");
-    queries.push({ namespace, identifier, limit, duration, algorithm, cost });
+    queries.push({ namespace, identifier, limit, duration, algorithm, cost, overridable: flags === OVERRIDABLE });
   }
   if (o !== buf.length) throw new RangeError("BATCH has trailing bytes");
   return { mode, reservation, holdMs, queries };
@@ -99,9 +109,15 @@ export interface BatchReply {
   standing: Decision[];
 }
 
-/** Reply: u8 allowed, n × (u8 allowed, u32 remaining, u32 resetTime, f64 retryAfterMs, u32 standing remaining, u32 standing resetTime). */
+/**
+ * Reply: u8 allowed, n × (u8 allowed, u32 remaining, u32 resetTime, f64 retryAfterMs, u32
+ * standing remaining, u32 standing resetTime, u8 flags [APPLIED: u32 limit, u32 duration, u8
+ * algorithm]): the owner's policy travels with each item, as on a DECIDE reply.
+ */
 export function encodeBatchReply(allowed: boolean, decisions: readonly Decision[], standing: readonly Decision[] | undefined): Buffer {
-  const buf = Buffer.allocUnsafe(1 + decisions.length * REPLY_ITEM_BYTES);
+  let size = 1 + decisions.length * REPLY_ITEM_BYTES;
+  for (const d of decisions) if (d.applied !== null) size += REPLY_APPLIED_BYTES;
+  const buf = Buffer.allocUnsafe(size);
   let o = buf.writeUInt8(allowed ? 1 : 0, 0);
   decisions.forEach((d, i) => {
     const s = standing?.[i] ?? d;
@@ -111,18 +127,25 @@ export function encodeBatchReply(allowed: boolean, decisions: readonly Decision[
     o = buf.writeDoubleBE(d.retryAfterMs > 0 ? d.retryAfterMs : 0, o);
     o = buf.writeUInt32BE(u32(s.remaining), o);
     o = buf.writeUInt32BE(u32(s.resetTime), o);
+    o = buf.writeUInt8((d.applied !== null ? APPLIED : 0) | (d.shadow ? SHADOW : 0), o);
+    if (d.applied !== null) {
+      o = buf.writeUInt32BE(u32(d.applied.limit), o);
+      o = buf.writeUInt32BE(u32(d.applied.duration), o);
+      o = buf.writeUInt8(d.applied.algorithm.code, o);
+    }
   });
   return buf;
 }
 
 /** The reply to a BATCH of `queries`; an answer out of bounds (more remaining than the limit) is refused. */
 export function decodeBatchReply(buf: Buffer, queries: readonly LimitQuery[]): BatchReply {
-  if (buf.length !== 1 + queries.length * REPLY_ITEM_BYTES) throw new RangeError("BATCH reply does not match its request");
+  if (buf.length < 1 + queries.length * REPLY_ITEM_BYTES) throw new RangeError("BATCH reply does not match its request");
   const allowed = buf.readUInt8(0) === 1;
   const decisions: Decision[] = [];
   const standing: Decision[] = [];
   let o = 1;
   for (const q of queries) {
+    if (o + REPLY_ITEM_BYTES > buf.length) throw new RangeError("BATCH reply does not match its request");
     const d = newDecision();
     d.allowed = buf.readUInt8(o) === 1;
     d.remaining = buf.readUInt32BE(o + 1);
@@ -134,13 +157,35 @@ export function decodeBatchReply(buf: Buffer, queries: readonly LimitQuery[]): B
     s.resetTime = buf.readUInt32BE(o + 21);
     // A blocked item is shown as it is; only an allowed one has a peek view of its own.
     if (!d.allowed) s.retryAfterMs = d.retryAfterMs;
+    const flags = buf.readUInt8(o + 25);
     o += REPLY_ITEM_BYTES;
-    if (d.remaining > q.limit || s.remaining > q.limit || !(d.retryAfterMs >= 0 && d.retryAfterMs <= q.duration * 2000)) {
+    if ((flags & ~(APPLIED | SHADOW)) !== 0) throw new RangeError("BATCH reply: unknown flags");
+    let limit = q.limit;
+    let duration = q.duration;
+    if ((flags & APPLIED) !== 0) {
+      if (o + REPLY_APPLIED_BYTES > buf.length) throw new RangeError("BATCH reply does not match its request");
+      const algorithm = algorithmByCode(buf.readUInt8(o + 8));
+      limit = buf.readUInt32BE(o);
+      duration = buf.readUInt32BE(o + 4);
+      o += REPLY_APPLIED_BYTES;
+      if (algorithm === undefined || limit > REQUEST_BOUNDS.limit.max || !(duration >= REQUEST_BOUNDS.duration.min && duration <= REQUEST_BOUNDS.duration.max)) {
+        throw new RangeError("BATCH reply: applied limit out of contract");
+      }
+      d.applied = { limit, duration, algorithm };
+      s.applied = d.applied;
+    }
+    if ((flags & SHADOW) !== 0) {
+      if (!d.allowed) throw new RangeError("BATCH reply: a shadowed item must be allowed");
+      d.shadow = true;
+      s.shadow = true;
+    }
+    if (d.remaining > limit || s.remaining > limit || !(d.retryAfterMs >= 0 && d.retryAfterMs <= duration * 2000)) {
       throw new RangeError("BATCH reply out of bounds");
     }
     decisions.push(d);
     standing.push(s);
   }
+  if (o !== buf.length) throw new RangeError("BATCH reply does not match its request");
   return { allowed, decisions, standing };
 }
 

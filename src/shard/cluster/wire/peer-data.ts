@@ -1,6 +1,6 @@
 import { algorithmByCode, type AgedBounds, type AgedVerdict } from "../../../algorithms/index.js";
 import { REQUEST_BOUNDS, type LimitQuery } from "../../../decision.js";
-import type { DecideResult } from "../../../peer/index.js";
+import { DecideCode, DecideFlag, type DecideResult } from "../../../peer/index.js";
 import type { StoredState } from "../../table/state-table.js";
 import { parseStateKey, stateKeyOf } from "../../ring/state-key.js";
 import { rebaseState, type AgedState } from "../../records/state-records.js";
@@ -59,16 +59,28 @@ export function forwardedWithinContract(limit: number, duration: number, cost: n
  * one item: the caller gets the fail-open answer instead of NaN or a negative count.
  */
 export function replyWithinContract(r: DecideResult, query: LimitQuery, now: number): boolean {
-  const reach = 2 * query.duration * 1000 + CLOCK_SKEW_MS;
+  // An owner that applied an override answers for the limit it applied (within the contract, 0 a deny list).
+  const applied = (r.flags & DecideFlag.APPLIED) !== 0;
+  if (applied && !appliedWithinContract(r)) return false;
+  // Shadow mode answers only what would have been blocked, and answers it allowed.
+  if ((r.flags & DecideFlag.SHADOW) !== 0 && r.code !== DecideCode.ALLOWED) return false;
+  const limit = applied ? r.limit : query.limit;
+  const reach = 2 * (applied ? r.duration : query.duration) * 1000 + CLOCK_SKEW_MS;
   return (
     Number.isInteger(r.remaining) &&
     r.remaining >= 0 &&
-    r.remaining <= query.limit &&
+    r.remaining <= limit &&
     r.resetTime * 1000 >= now - CLOCK_SKEW_MS &&
     r.resetTime * 1000 <= now + reach &&
     r.retryAfterMs >= 0 &&
     r.retryAfterMs <= reach
   );
+}
+
+/** The limit, window and algorithm of an APPLIED reply: what POST /limit accepts, and limit 0. */
+function appliedWithinContract(r: DecideResult): boolean {
+  const b = REQUEST_BOUNDS;
+  return r.limit <= b.limit.max && r.duration >= b.duration.min && r.duration <= b.duration.max && algorithmByCode(r.algorithm) !== undefined;
 }
 
 export type StateVerdict = AgedVerdict;

@@ -9,6 +9,7 @@ import {
   replyWithinContract,
   resetTimeHere,
 } from "../../../../src/shard/cluster/wire/peer-data.js";
+import { DecideFlag, newDecideResult } from "../../../../src/peer/index.js";
 import { ringKeyOf, stateKeyOf } from "../../../../src/shard/ring/state-key.js";
 import { removalRecord, decodeStates, encodeStates, isRemoval } from "../../../../src/shard/records/state-records.js";
 
@@ -91,9 +92,19 @@ t.test("admitState: a peer's state is put on this node's clock, its skew is irre
 
 t.test("replyWithinContract: the forged answers of issue 10 fail open, sound ones pass", async (t) => {
   const query = { namespace: "ns", identifier: "id", limit: 5, duration: 60, algorithm: algorithmByCode(0)!, cost: 1 };
-  const good = { code: 0, remaining: 4, resetTime: exp(NOW + D), retryAfterMs: 0 };
+  const good = { ...newDecideResult(), code: 0, remaining: 4, resetTime: exp(NOW + D), retryAfterMs: 0 };
   t.ok(replyWithinContract(good, query, NOW));
-  t.ok(replyWithinContract({ code: 1, remaining: 0, resetTime: exp(NOW + 2 * D), retryAfterMs: 2 * D }, query, NOW), "a sliding window's reach");
+  t.ok(replyWithinContract({ ...good, code: 1, remaining: 0, resetTime: exp(NOW + 2 * D), retryAfterMs: 2 * D }, query, NOW), "a sliding window's reach");
+  // An override applied on the owner: the answer is checked against the limit it applied.
+  const applied = { ...good, flags: DecideFlag.APPLIED, limit: 500, duration: 3600, algorithm: 0, remaining: 400, resetTime: exp(NOW + 3600_000) };
+  t.ok(replyWithinContract(applied, query, NOW), "remaining and reset within the applied limit and window");
+  t.ok(replyWithinContract({ ...applied, limit: 0, remaining: 0, code: 1, retryAfterMs: 3600_000 }, query, NOW), "limit 0: a deny list");
+  t.notOk(replyWithinContract({ ...applied, remaining: 501 }, query, NOW), "remaining beyond the applied limit");
+  t.notOk(replyWithinContract({ ...applied, algorithm: 200 }, query, NOW), "an unknown applied algorithm");
+  t.notOk(replyWithinContract({ ...applied, duration: 0 }, query, NOW), "an applied window out of contract");
+  t.notOk(replyWithinContract({ ...applied, limit: 2_000_000, remaining: 0 }, query, NOW), "an applied limit out of contract");
+  t.notOk(replyWithinContract({ ...good, remaining: 0, code: 1, flags: DecideFlag.SHADOW }, query, NOW), "shadow on a blocked answer");
+  t.ok(replyWithinContract({ ...good, remaining: 0, flags: DecideFlag.SHADOW }, query, NOW), "shadow on an allowed answer");
   for (const [name, bad] of [
     ["remaining beyond the limit (count -4294967290)", { remaining: 4294967295 }],
     ["retry_after NaN", { retryAfterMs: NaN }],
