@@ -4,7 +4,9 @@
  * v4 or later) renders the base and every overlay, and each rendered set is checked: every
  * environment variable is one `ringlimit --help` lists, and a real node started with the
  * StatefulSet's own settings becomes ready, requires its METRICS_TOKEN on /metrics and
- * exports MAX_KEYS and the snapshot interval that the alerts read; the image is set in one
+ * exports MAX_KEYS and the snapshot interval that the alerts read, and with the policy ConfigMap's
+ * files as POLICY_PATH answers Envoy's calls and grpc.health.v1 on its GRPC_PORT (the readiness
+ * probe), and exports the policy version RinglimitPolicyMismatch reads; the image is set in one
  * place; no Secret value is committed; the pods meet the restricted Pod Security Standard;
  * probes, ServiceMonitor and NetworkPolicy use the ports the container declares; the admin
  * port is open to the scraper's namespace only; the base holds no custom resource, so it
@@ -24,6 +26,8 @@ import { spawnNode, type NodeProcess } from "../harness/node-process.js";
 import { freePort } from "../harness/ports.js";
 import { MAIN, ROOT } from "../harness/paths.js";
 import { createHash } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { oneDescriptor, rlsClient } from "../rls/rls-client.js";
 
 t.teardown(closeAgents);
 
@@ -81,19 +85,32 @@ const SKIP_RENDER = kustomize.ok ? false : `kustomize cannot run here: ${kustomi
 
 const kinds = (objects: Doc[], kind: string): Doc[] => objects.filter((o) => o.kind === kind);
 const containerOf = (objects: Doc[]) => kinds(objects, "StatefulSet")[0].spec.template.spec.containers[0];
+/** The ConfigMap the StatefulSet mounts at POLICY_PATH. */
+function policyConfigMap(objects: Doc[]): Doc {
+  const statefulSet = kinds(objects, "StatefulSet")[0];
+  const container = containerOf(objects);
+  const policyPath = (container.env as Doc[]).find((e) => e.name === "POLICY_PATH").value;
+  const mount = (container.volumeMounts as Doc[]).find((m) => m.mountPath === policyPath);
+  const volume = (statefulSet.spec.template.spec.volumes as Doc[]).find((v) => v.name === mount.name);
+  return kinds(objects, "ConfigMap").find((c) => c.metadata.name === volume.configMap.name);
+}
 
 // ---- a real node, started with the StatefulSet's own settings ----
 
 interface RealNode {
   exported: Set<string>;
   metrics: string;
+  /** 127.0.0.1:<GRPC_PORT> */
+  grpcAddress: string;
 }
 let realNode: Promise<RealNode> | undefined;
 let started: NodeProcess | undefined;
 const stateDir = mkdtempSync(path.join(tmpdir(), "manifests-state-"));
+const policyDir = mkdtempSync(path.join(tmpdir(), "manifests-policy-"));
 t.teardown(async () => {
   await started?.kill();
   rmSync(stateDir, { recursive: true, force: true });
+  rmSync(policyDir, { recursive: true, force: true });
 });
 /** Started once: the StatefulSet's environment, with ports, addresses and secrets of this machine. */
 function startRealNode(): Promise<RealNode> {
@@ -103,6 +120,10 @@ function startRealNode(): Promise<RealNode> {
     for (const e of container.env as Doc[]) if (e.value !== undefined) env[e.name] = String(e.value);
     const peerPort = await freePort();
     delete env.PEERS_DNS; // a Kubernetes Service name: a one-member static ring stands in
+    // The policy ConfigMap's files, in a folder as the pod's volume holds them.
+    const policy = policyConfigMap(written);
+    for (const [name, text] of Object.entries(policy.data as Record<string, string>)) writeFileSync(path.join(policyDir, name), text);
+    const grpcPort = await freePort();
     Object.assign(env, {
       PORT: String(await freePort()),
       PEER_PORT: String(peerPort),
@@ -110,6 +131,8 @@ function startRealNode(): Promise<RealNode> {
       PEER_HOST: "127.0.0.1",
       PEERS: `127.0.0.1:${peerPort}`,
       STATE_DIR: stateDir,
+      POLICY_PATH: policyDir,
+      GRPC_PORT: String(grpcPort),
       LOG_LEVEL: "warn",
       METRICS_CACHE_MS: "0",
       // What the Secrets of docs/operations.md hold.
@@ -128,7 +151,7 @@ function startRealNode(): Promise<RealNode> {
       exported.add(m[1]!);
       if (m[2] === "histogram") for (const suffix of ["_bucket", "_sum", "_count"]) exported.add(m[1]! + suffix);
     }
-    return { exported, metrics: text };
+    return { exported, metrics: text, grpcAddress: `127.0.0.1:${grpcPort}` };
   })();
   return realNode;
 }
@@ -181,10 +204,28 @@ function checkPods(t: Test, objects: Doc[]): void {
   t.equal(String(ports.get("metrics")), env.get("METRICS_PORT"), "the metrics port is METRICS_PORT");
   t.equal(String(ports.get("peer")), env.get("PEER_PORT"));
   t.equal(String(ports.get("http")), env.get("PORT"));
-  for (const probe of ["startupProbe", "readinessProbe", "livenessProbe"]) {
+  for (const probe of ["startupProbe", "livenessProbe"]) {
     t.equal(container[probe].httpGet.port, "metrics", `${probe} on the admin port (plain HTTP even with TLS on)`);
+    t.equal(container[probe].httpGet.path, "/health", `${probe}: /health`);
   }
-  t.equal(container.readinessProbe.httpGet.path, "/ready");
+  // gRPC: Kubernetes' own probe of grpc.health.v1, which takes a port number, not a name.
+  t.equal(String(ports.get("grpc")), env.get("GRPC_PORT"), "the grpc port is GRPC_PORT");
+  t.same(container.readinessProbe.grpc, { port: ports.get("grpc") }, "readiness: grpc.health.v1 on GRPC_PORT");
+  t.ok(
+    kinds(objects, "Service").some((s) => s.metadata.name === "ringlimit" && s.spec.ports.some((p: Doc) => p.name === "grpc" && p.targetPort === "grpc")),
+    "the ringlimit Service serves the grpc port",
+  );
+  // POLICY_PATH: the ConfigMap, mounted read-only as a folder (not subPath: a subPath never sees an update).
+  const mount = (container.volumeMounts as Doc[]).find((m) => m.mountPath === env.get("POLICY_PATH"));
+  t.ok(mount, "a volume is mounted at POLICY_PATH");
+  t.equal(mount.readOnly, true, "read-only");
+  t.equal(mount.subPath, undefined, "the whole folder, so ConfigMap updates reach it");
+  const configMap = policyConfigMap(objects);
+  t.ok(configMap, "the volume is a ConfigMap of these objects");
+  t.ok(
+    Object.keys(configMap.data).length > 0 && Object.keys(configMap.data).every((k) => /\.ya?ml$/.test(k)),
+    "its keys are *.yaml files, the names POLICY_PATH's folder reads",
+  );
   const drainMs = Number(env.get("DRAIN_TIMEOUT_MS"));
   t.ok(pod.terminationGracePeriodSeconds * 1000 > drainMs + 5000, "grace period > preStop + DRAIN_TIMEOUT_MS");
   const dnsName = env.get("PEERS_DNS")!.split(":")[0];
@@ -202,6 +243,10 @@ function checkNetworkPolicy(t: Test, objects: Doc[]): void {
   const podLabels = kinds(objects, "StatefulSet")[0].spec.template.metadata.labels;
   t.same(policy.spec.podSelector.matchLabels, { "app.kubernetes.io/name": podLabels["app.kubernetes.io/name"] });
   const rulesFor = (port: string) => policy.spec.ingress.filter((r: Doc) => r.ports.some((p: Doc) => p.port === port));
+  t.ok(
+    rulesFor("grpc").some((r: Doc) => r.from === undefined),
+    "callers (Envoy, wherever it runs) reach the grpc port",
+  );
   t.equal(rulesFor("peer").length, 1, "one rule opens the peer port");
   t.same(rulesFor("peer")[0].from, [{ podSelector: { matchLabels: { "app.kubernetes.io/name": "ringlimit" } } }], "from ringlimit pods only");
   const metrics = rulesFor("metrics");
@@ -250,6 +295,8 @@ async function checkAlerts(t: Test, objects: Doc[]): Promise<void> {
   );
   t.match(byName("RinglimitMemoryNearlyFull"), /ringlimit_stored_bytes > 0\.9 \* ringlimit_stored_bytes_limit/);
   t.equal(sample(metrics, "ringlimit_stored_bytes_limit"), Number(env.get("MAX_MEMORY_MB")) * 1024 * 1024, "ringlimit_stored_bytes_limit is MAX_MEMORY_MB");
+  t.match(byName("RinglimitPolicyMismatch"), /count\(count by \(version\) \(ringlimit_policy_info\)\) > 1/);
+  t.match(metrics, /^ringlimit_policy_info\{version="[0-9a-f]+"\} 1$/m, "the node exports the version of the policy it runs");
 
   // The alerts docs/operations.md lists are the ones the PrometheusRule has.
   const table = ops.slice(ops.indexOf("## Metrics and the alerts worth setting"));
@@ -344,6 +391,17 @@ t.test("kustomize renders the base and every overlay", { skip: SKIP_RENDER }, as
     [...rendered.values()].some((objects) => kinds(objects, "ServiceMonitor").length === 1),
     "an overlay brings the ServiceMonitor and PrometheusRule",
   );
+});
+
+t.test("the policy ConfigMap is what a node started with the StatefulSet's settings runs, and its readiness probe answers", async (t) => {
+  const { grpcAddress } = await startRealNode();
+  const rls = rlsClient(grpcAddress, { key: TEST_KEY });
+  t.teardown(() => rls.close());
+  t.same(await rls.check(), { status: "SERVING" }, "grpc.health.v1 Check with no service name, as Kubernetes' gRPC probe asks");
+  const answer = await rls.shouldRateLimit(oneDescriptor("edge", [["remote_address", "198.51.100.1"]]));
+  t.same(answer.statuses[0].current_limit, { requests_per_unit: 100, unit: "MINUTE" }, "the example policy's rule for a client address");
+  const health = await rls.shouldRateLimit(oneDescriptor("edge", [["generic_key", "health"]]));
+  t.equal(health.statuses[0].limit_remaining, 4_294_967_295, "its unlimited rule");
 });
 
 t.test("docker compose: restart, drain time, ADVERTISE_URL and a state volume per node", async (t) => {
