@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { lookalikeVariables, usage, version } from "./cli.js";
-import { generateApiKey } from "./http/auth.js";
+import { generateApiKey } from "./auth/api-keys.js";
 import { generateClusterSecret } from "./peer/link/cluster-secret.js";
 import { ConfigError, configFrom, parseCommandLine, type Config } from "./config.js";
 

@@ -1,4 +1,4 @@
-import { ApiKeyVerifier, generateApiKey } from "./http/auth.js";
+import { ApiKeyVerifier, generateApiKey } from "./auth/api-keys.js";
 import { ConfigError, type Config } from "./config.js";
 import type { Decider } from "./decision.js";
 import { FrontEnd } from "./http/server.js";

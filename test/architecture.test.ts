@@ -119,6 +119,11 @@ t.test("rls/ (Envoy's rate limit service) reaches shard/ only through the compos
   t.same(violations(inside("rls"), inside("shard")), []);
 });
 
+t.test("rls/ imports nothing from http/; auth/ imports nothing of src/", async (t) => {
+  t.same(violations(inside("rls"), inside("http")), []);
+  t.same(violations(inside("auth"), (d) => d.startsWith(SRC) && !inside("auth")(d)), []);
+});
+
 t.test(`src/ root holds at most ${MAX_ROOT_FILES} files`, async (t) => {
   const root = readdirSync(SRC).filter((name) => statSync(path.join(SRC, name)).isFile());
   t.ok(root.length <= MAX_ROOT_FILES, `src/: ${root.join(", ")}`);

@@ -1,7 +1,7 @@
 // Imported rather than the global: see pipeline.ts.
 import { performance } from "node:perf_hooks";
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
-import type { ApiKeyVerifier } from "./auth.js";
+import type { ApiKeyVerifier } from "../auth/api-keys.js";
 import type { AnyEndpoint } from "./endpoint.js";
 import { errorBody, RING_VERSION_HEADER } from "./envelope.js";
 import { Errors, type ErrorDef, type FieldProblem } from "./errors.js";

@@ -1,6 +1,6 @@
 import type { Decider, DegradedReason } from "../decision.js";
 import type { Metrics } from "../metrics/metrics.js";
-import type { KeyScope } from "./auth.js";
+import type { KeyScope } from "../auth/api-keys.js";
 import type { ErrorDef, FieldProblem } from "./errors.js";
 import type { IdGenerator } from "./ids.js";
 

@@ -1,4 +1,4 @@
-import { KeyScope } from "./auth.js";
+import { KeyScope } from "../auth/api-keys.js";
 import type { AnyEndpoint } from "./endpoint.js";
 
 /**

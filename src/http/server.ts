@@ -2,7 +2,7 @@ import { App, SSLApp, us_listen_socket_close, type HttpRequest, type HttpRespons
 import type { Decider } from "../decision.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";
-import { BearerSecret, type ApiKeyVerifier } from "./auth.js";
+import { BearerSecret, type ApiKeyVerifier } from "../auth/api-keys.js";
 import { HttpDoor } from "./door.js";
 import type { AnyEndpoint } from "./endpoint.js";
 import { batchEndpoint } from "./endpoints/batch.js";

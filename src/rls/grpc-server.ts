@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import http2, { type Http2Server, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
-import { KeyScope, type ApiKeyVerifier } from "../http/auth.js";
+import { KeyScope, type ApiKeyVerifier } from "../auth/api-keys.js";
 import type { Logger } from "../logger.js";
 import { decodeHealthCheckRequest, decodeRateLimitRequest, DecodeError, encodeHealthCheckResponse, encodeRateLimitResponse } from "./wire/codec.js";
 import { RLS_ERRORS, type RlsErrorKind, type RlsFailure } from "./errors.js";

@@ -1,4 +1,4 @@
-import type { KeyScope } from "../http/auth.js";
+import type { KeyScope } from "../auth/api-keys.js";
 import type { BatchOutcome, Decider, DegradedReason } from "../decision.js";
 import type { Policy, RlsDescriptorEntries } from "../policy/types.js";
 import { COUNTED, OVER, planItem, record, statusOf, type Item } from "./descriptor-item.js";

@@ -4,7 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { generateClusterSecret } from "../peer/link/cluster-secret.js";
-import { generateApiKey } from "../http/auth.js";
+import { generateApiKey } from "../auth/api-keys.js";
 
 /**
  * `npm run cluster -- [--nodes 3] [--port 8080] [--peer-port 9080] [--host 127.0.0.1]`: a

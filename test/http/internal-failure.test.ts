@@ -5,7 +5,7 @@
  */
 import { Directory } from "../../src/shard/cluster/membership/directory.js";
 import t from "tap";
-import { ApiKeyVerifier } from "../../src/http/auth.js";
+import { ApiKeyVerifier } from "../../src/auth/api-keys.js";
 import type { Decider } from "../../src/decision.js";
 import { FrontEnd } from "../../src/http/server.js";
 import { IdGenerator } from "../../src/http/ids.js";

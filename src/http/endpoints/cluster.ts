@@ -1,5 +1,5 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
-import type { ApiKeyVerifier } from "../auth.js";
+import type { ApiKeyVerifier } from "../../auth/api-keys.js";
 import { ENVELOPE, envelopeHead, errorBody, jsonString, RING_VERSION_HEADER } from "../envelope.js";
 import { Errors } from "../errors.js";
 import type { IdGenerator } from "../ids.js";

@@ -3,7 +3,7 @@ import type { RlsFailure, RlsErrorKind } from "../../rls/errors.js";
 import type { RlsService } from "../../rls/rls-service.js";
 import { isOverLimit, JsonFieldError, rlsRequestFromJson, rlsResponseJson } from "../../rls/wire/json.js";
 import type { RlsRequest, RlsResponse } from "../../rls/wire/messages.js";
-import { KeyScope } from "../auth.js";
+import { KeyScope } from "../../auth/api-keys.js";
 import type { Endpoint, Parsed } from "../endpoint.js";
 import { jsonHeaders } from "../envelope.js";
 import { Errors, type ErrorDef } from "../errors.js";

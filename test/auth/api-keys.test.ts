@@ -5,7 +5,7 @@
  */
 import { createHash } from "node:crypto";
 import t from "tap";
-import { ApiKeyVerifier, bearerToken, generateApiKey, sha256 } from "../../src/http/auth.js";
+import { ApiKeyVerifier, bearerToken, generateApiKey, sha256 } from "../../src/auth/api-keys.js";
 import { show } from "../harness/contract.js";
 import { newApiKey } from "../harness/http-client.js";
 
