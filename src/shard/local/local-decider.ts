@@ -5,7 +5,7 @@ import type { Policy } from "../../policy/types.js";
 import { decideBatchOn } from "./batch.js";
 import { itemPoliciesOf } from "./item-policy.js";
 import { Reservations } from "./reservations.js";
-import { resetOn } from "./reset.js";
+import { ResetQueue } from "./reset-queue.js";
 import { ringKeyOf, stateKeyOf } from "../ring/state-key.js";
 import type { StateTable } from "../table/state-table.js";
 
@@ -37,9 +37,12 @@ export class LocalDecider implements Decider {
 
   /** one owner's parts of batches across owners, held until committed or released */
   readonly reservations: Reservations;
+  /** resets of this table, a budget per turn (reset-queue.ts): for POST /limit/reset here and RESET from peers */
+  readonly resets: ResetQueue;
 
   constructor(readonly table: StateTable) {
     this.reservations = new Reservations(table);
+    this.resets = new ResetQueue(table);
   }
 
   /**
@@ -149,7 +152,8 @@ export class LocalDecider implements Decider {
     done({ decisions: decideBatchOn(this.table, queries, ringKeys, now, true, false, items).decisions, degraded: null });
   }
 
-  reset(query: ResetQuery, now: number, done: (outcome: ResetOutcome) => void): void {
-    done({ ok: true, removed: resetOn(this.table, ringKeyOf(query.namespace, query.identifier), query.algorithm, query.duration, now) });
+  /** Applied by the reset queue, now or in a later turn, at the time it runs. */
+  reset(query: ResetQuery, _now: number, done: (outcome: ResetOutcome) => void): void {
+    this.resets.submit(ringKeyOf(query.namespace, query.identifier), query.algorithm, query.duration, (removed) => done({ ok: true, removed }));
   }
 }

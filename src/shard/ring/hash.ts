@@ -6,11 +6,12 @@
  *
  * The ring must use the default seed (every node computes the same placement). A table
  * indexed by caller-chosen strings passes a random seed, so that nobody can precompute
- * identifiers that all land in one probe run.
+ * identifiers that all land in one probe run. `from`: hash `s` from that index on (a part of
+ * a key without slicing it).
  */
-export function hash32(s: string, seed = 0x811c9dc5): number {
+export function hash32(s: string, seed = 0x811c9dc5, from = 0): number {
   let h = seed;
-  for (let i = 0; i < s.length; i++) {
+  for (let i = from; i < s.length; i++) {
     h ^= s.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }

@@ -5,9 +5,9 @@ import { OriginSource } from "./origins.js";
 import { sampleVictim } from "./eviction.js";
 import { MIN_BYTES } from "./key-bytes.js";
 import { SlotCosts, UNKNOWN_WEIGHT } from "./slot-costs.js";
-import { DurationSet } from "./durations.js";
-import { parseStateKey } from "../ring/state-key.js";
+import { IdentifierIndex } from "./identifier-index.js";
 import { ResetMemory } from "./reset-memory.js";
+import { ringKeyOfStateKey } from "../ring/state-key.js";
 import { SweepLists } from "./sweep-lists.js";
 import { widened } from "./widen.js";
 
@@ -62,7 +62,8 @@ export interface TableCopy {
  * Memory per key is what bounds a node, so states live in parallel typed arrays indexed
  * by a dense slot number (a removed slot is filled by moving the last one into it), and
  * the only per-key object is the key string, found through an open-addressing index
- * (KeyIndex). A key costs 56 bytes of arrays + ~12 of index + its string; bounded in
+ * (KeyIndex). A key costs 56 bytes of arrays + ~12 of index + ~16 of identifier index
+ * (IdentifierIndex: a reset finds its states without a scan) + its string; bounded in
  * states (MAX_KEYS) and in bytes (MAX_MEMORY_MB), since callers choose the keys.
  * Expiry is a per-second sweep over lists of slots by second (SweepLists): no timer per key.
  */
@@ -89,8 +90,8 @@ export class StateTable {
   private readonly lists: SweepLists;
   private count = 0;
 
-  /** every duration (seconds) stored states have had: resets look keys up instead of scanning */
-  private readonly durations = new DurationSet();
+  /** ring key → its states' slots: a reset finds what it removes without a scan */
+  private readonly identifiers: IdentifierIndex;
   private changes: ChangeLog | undefined; // see trackChanges
 
   private readonly resets: ResetMemory;
@@ -113,6 +114,7 @@ export class StateTable {
     this.born = new Uint32Array(capacity);
     this.costs = new SlotCosts(capacity);
     this.lists = new SweepLists(capacity, now);
+    this.identifiers = new IdentifierIndex(capacity);
   }
 
   get size(): number {
@@ -120,11 +122,12 @@ export class StateTable {
   }
 
   /**
-   * Bytes held as V8 lays them out: keys, arrays at capacity, index, the change log when
-   * tracked (replication), remembered resets. bench/table-bytes.mjs: within 1 % of measured.
+   * Bytes held as V8 lays them out: keys, arrays at capacity, the key and identifier indexes,
+   * the change log when tracked (replication), remembered resets. bench/table-bytes.mjs: within 1 % of measured.
    */
   get bytes(): number {
-    return this.costs.keyBytes + this.a.length * this.slotBytes + this.index.bytes + (this.changes?.pendingBytes ?? 0) + this.resets.bytes;
+    const indexes = this.index.bytes + this.identifiers.bytes;
+    return this.costs.keyBytes + this.a.length * this.slotBytes + indexes + (this.changes?.pendingBytes ?? 0) + this.resets.bytes;
   }
 
   /**
@@ -145,7 +148,6 @@ export class StateTable {
     if (!out.allowed || cost === 0) return;
     if (slot === undefined) {
       slot = this.insert(key);
-      this.durations.note(durationMs / 1000);
       this.origin[slot] = this.origins.next();
       this.born[slot] = Math.floor(now / 1000);
     }
@@ -169,7 +171,6 @@ export class StateTable {
     let slot = this.index.get(key);
     if (slot === undefined) {
       slot = this.insert(key);
-      this.durations.note(parseStateKey(key)?.duration);
       this.origin[slot] = state.origin >>> 0 || this.origins.next();
       this.born[slot] = state.born >>> 0;
       this.costs.weight[slot] = UNKNOWN_WEIGHT;
@@ -229,20 +230,17 @@ export class StateTable {
     return this.resets.at(ringKey, now);
   }
 
-  /**
-   * Whether a state of `ringKey` born in unix second `born` was counted before a reset
-   * remembered at `now`: only a state whose whole birth second precedes the reset is, so a
-   * state begun in the reset's own second is kept (it may have been counted after it).
-   */
+  /** Whether a state of `ringKey` born in unix second `born` was counted before a reset remembered at `now` (born in the reset's own second: no, it may not have been). */
   countedBeforeReset(ringKey: string, born: number, now: number): boolean {
     const at = this.resets.at(ringKey, now);
     return at !== undefined && (born + 1) * 1000 <= at;
   }
 
-  /** The durations (seconds) stored states have had, or undefined when too many to track (then scan with forEach). */
-  knownDurations(): ReadonlySet<number> | undefined {
-    return this.durations.known;
+  /** The state keys of one identifier (its ring key), found through the identifier index: no scan. */
+  keysOf(ringKey: string): string[] {
+    return this.identifiers.slotsOf(ringKey, this.keyOf).map(this.keyOf);
   }
+  private readonly keyOf = (slot: number): string => this.keys[slot]!;
 
   /** Visit every stored state (hand-off send path). The visitor must not modify the table. */
   forEach(visit: (key: string, state: StoredState) => void): void {
@@ -304,6 +302,8 @@ export class StateTable {
     if (this.index.size !== this.count) return `index has ${this.index.size} keys for ${this.count} slots`;
     for (let i = 0; i < this.count; i++) if (this.index.get(this.keys[i]!) !== i) return `slot ${i} not indexed`;
     for (let i = 0; i < this.count; i++) if (this.keys.indexOf(this.keys[i]!) !== i) return `key of slot ${i} stored twice`;
+    for (let i = 0; i < this.count; i++)
+      if (!this.identifiers.slotsOf(ringKeyOfStateKey(this.keys[i]!), this.keyOf).includes(i)) return `slot ${i} not in its identifier's chain`;
     return this.lists.check(this.count);
   }
 
@@ -340,6 +340,7 @@ export class StateTable {
     const slot = this.count++;
     this.keys[slot] = key;
     this.index.add(key, slot);
+    this.identifiers.add(slot, key);
     this.lists.reset(slot);
     this.changes?.reset(slot);
     this.costs.add(slot, cost);
@@ -356,6 +357,7 @@ export class StateTable {
     const last = this.count - 1;
     this.lists.unlink(slot);
     this.index.remove(this.keys[slot]!, slot);
+    this.identifiers.remove(slot);
     this.costs.remove(slot);
     if (slot !== last) {
       const movedKey = this.keys[last]!;
@@ -370,6 +372,7 @@ export class StateTable {
       this.changes?.move(last, slot);
       this.lists.move(last, slot);
       this.index.move(movedKey, last, slot);
+      this.identifiers.move(last, slot);
     }
     this.keys.length = last;
     this.count = last;
@@ -377,7 +380,7 @@ export class StateTable {
 
   /** Double the arrays, or less when the byte bound leaves less room; false when not one more slot fits. */
   private grow(nextKeyCost: number): boolean {
-    const room = Math.floor((this.maxBytes - this.bytes - nextKeyCost) / this.slotBytes);
+    const room = Math.floor((this.maxBytes - this.bytes - nextKeyCost) / (this.slotBytes + IdentifierIndex.SLOT_BYTES));
     const capacity = Math.min(this.maxKeys, this.a.length * 2, this.a.length + room);
     if (capacity <= this.a.length) return false;
     this.a = widened(this.a, capacity);
@@ -389,6 +392,7 @@ export class StateTable {
     this.changes?.grow(capacity);
     this.lists.grow(capacity);
     this.costs.grow(capacity);
+    this.identifiers.grow(capacity, this.count);
     return true;
   }
 }

@@ -1,6 +1,7 @@
 /**
- * Reset in the table: what is removed, the lookup by known durations and the scan beyond
- * them, and that a state of a reset identifier handed over afterwards is not merged back.
+ * Reset in the table: what is removed, found through the identifier index whatever the
+ * table has seen, and that a state of a reset identifier handed over afterwards is not
+ * merged back unless it was born after the reset.
  */
 import t from "tap";
 import { ALGORITHMS } from "../../../src/algorithms/index.js";
@@ -13,7 +14,7 @@ import { RESET_MEMORY_MS, StateTable } from "../../../src/shard/table/state-tabl
 const T0 = 1_800_000_000_000;
 const q = (identifier: string, duration: number, alg = 0) => ({ namespace: "ns", identifier, limit: 5, duration, algorithm: ALGORITHMS[alg]!, cost: 1 });
 
-t.test("removes every state of one identifier, by known durations", async (t) => {
+t.test("removes every state of one identifier", async (t) => {
   const table = new StateTable(1000, T0);
   const d = new LocalDecider(table);
   for (const [dur, alg] of [
@@ -26,19 +27,60 @@ t.test("removes every state of one identifier, by known durations", async (t) =>
   const removed = resetOn(table, ringKeyOf("ns", "u"), undefined, undefined, T0);
   t.same(removed.map((r) => `${r.algorithm}/${r.duration}`).sort(), ["fixed-window/3600", "fixed-window/60", "token-bucket/60"]);
   t.equal(table.size, 1, "the other identifier stays");
-  t.same(table.knownDurations(), new Set([60, 3600]));
 });
 
-t.test("past thousands of distinct durations, a reset scans the table", async (t) => {
-  const table = new StateTable(10_000, T0);
+t.test("one algorithm, one duration, or both: only the matching states go", async (t) => {
+  const table = new StateTable(1000, T0);
+  const d = new LocalDecider(table);
+  for (const [dur, alg] of [
+    [60, 0],
+    [3600, 0],
+    [60, 2],
+    [3600, 2],
+  ] as const)
+    d.decideSync(q("u", dur, alg), T0);
+  const u = ringKeyOf("ns", "u");
+  t.same(resetOn(table, u, undefined, 60, T0), [
+    { algorithm: "fixed-window", duration: 60 },
+    { algorithm: "token-bucket", duration: 60 },
+  ]);
+  t.same(resetOn(table, u, ALGORITHMS[2], 3600, T0), [{ algorithm: "token-bucket", duration: 3600 }]);
+  t.same(resetOn(table, u, ALGORITHMS[2], undefined, T0), [], "nothing of token-bucket left");
+  t.same(resetOn(table, u, ALGORITHMS[0], undefined, T0), [{ algorithm: "fixed-window", duration: 3600 }]);
+  t.equal(table.size, 0);
+});
+
+t.test("thousands of distinct durations and identifiers sharing a prefix or a suffix: the index finds exactly the identifier's states", async (t) => {
+  const table = new StateTable(20_000, T0);
   const d = new LocalDecider(table);
   for (let dur = 1; dur <= 4200; dur++) d.decideSync(q(`x${dur}`, dur), T0);
+  for (let dur = 1; dur <= 3000; dur++) d.decideSync(q("many", dur, dur % 4), T0);
+  // "u" is a suffix of the ring key of "uu" and of namespace "nsu"'s "u"... and the ring key "2:nsu" ends in it too.
   d.decideSync(q("u", 7), T0);
   d.decideSync(q("u", 4100, 1), T0);
-  t.equal(table.knownDurations(), undefined, "too many to track");
-  const removed = resetOn(table, ringKeyOf("ns", "u"), undefined, undefined, T0);
-  t.same(removed.map((r) => `${r.algorithm}/${r.duration}`).sort(), ["fixed-window/7", "sliding-window/4100"]);
+  d.decideSync(q("uu", 7), T0);
+  d.decideSync({ ...q("u", 7), namespace: "nsu" }, T0);
+  d.decideSync({ ...q("su", 7), namespace: "n" }, T0);
   t.equal(table.checkInvariants(), undefined);
+  const removed = resetOn(table, ringKeyOf("ns", "u"), undefined, undefined, T0);
+  t.same(
+    removed.map((r) => `${r.algorithm}/${r.duration}`),
+    ["fixed-window/7", "sliding-window/4100"],
+  );
+  t.equal(resetOn(table, ringKeyOf("ns", "many"), undefined, undefined, T0).length, 3000);
+  t.equal(table.size, 4200 + 3, "the others stay");
+  t.equal(table.checkInvariants(), undefined);
+});
+
+t.test("the index follows slots as they expire, are evicted and move, and as the table grows", async (t) => {
+  const table = new StateTable(3000, T0);
+  const d = new LocalDecider(table);
+  for (let i = 0; i < 6000; i++) d.decideSync(q(`id${i % 500}`, 1 + (i % 40)), T0 + i); // evictions past 3,000
+  d.decideSync(q("short", 1), T0);
+  table.sweep(T0 + 3000);
+  t.equal(table.checkInvariants(), undefined);
+  for (let i = 0; i < 500; i++) resetOn(table, ringKeyOf("ns", `id${i}`), undefined, undefined, T0 + 3000);
+  t.equal(table.size, 0, "every remaining state found by its identifier");
 });
 
 t.test("a state handed over after a reset is not merged back, until the reset is forgotten", async (t) => {

@@ -2,7 +2,6 @@ import { decideBatchOn } from "../../local/batch.js";
 import { itemPoliciesOf } from "../../local/item-policy.js";
 import type { LocalDecider } from "../../local/local-decider.js";
 import { giveBack, type Reservations } from "../../local/reservations.js";
-import { resetOn } from "../../local/reset.js";
 import { ringKeyOf, stateKeyOf } from "../../ring/state-key.js";
 import { BatchMode, decodeBatchRequest, decodeGiveBack, decodeReservation, decodeResetRequest, encodeBatchReply, encodeRemoved } from "../wire/batch-wire.js";
 import { CallMethod } from "../wire/call-methods.js";
@@ -14,7 +13,14 @@ import { ownership, type OwnershipView } from "./ownership.js";
  * be decided here now (moved, joining, leaving) the call fails and the coordinator fails
  * the batch open. Reservations are named by the coordinator: `from/number`.
  */
-export function onBatchCall(method: number, payload: Buffer, from: string, view: OwnershipView, local: LocalDecider, reservations: Reservations): Buffer {
+export function onBatchCall(
+  method: number,
+  payload: Buffer,
+  from: string,
+  view: OwnershipView,
+  local: LocalDecider,
+  reservations: Reservations,
+): Buffer | Promise<Buffer> {
   const now = Date.now();
   switch (method) {
     case CallMethod.BATCH: {
@@ -47,7 +53,10 @@ export function onBatchCall(method: number, payload: Buffer, from: string, view:
     case CallMethod.RESET: {
       if (view.frozen) throw new Error("leaving: this node's states are moving");
       const q = decodeResetRequest(payload);
-      return encodeRemoved(resetOn(local.table, ringKeyOf(q.namespace, q.identifier), q.algorithm, q.duration, now));
+      // Through the reset queue: a storm of resets from peers waits its turn like one from callers.
+      return new Promise((resolve) =>
+        local.resets.submit(ringKeyOf(q.namespace, q.identifier), q.algorithm, q.duration, (removed) => resolve(encodeRemoved(removed))),
+      );
     }
     default:
       throw new Error(`unknown call method ${method}`);
