@@ -18,7 +18,7 @@ import { DurabilityMetrics } from "./metrics/durability-metrics.js";
 import { clusterIdentity } from "./shard/records/snapshot-file.js";
 import { Snapshotter } from "./shard/records/snapshotter.js";
 import type { Policy } from "./policy/types.js";
-import { loadPolicy, PolicyWatcher } from "./policy/index.js";
+import { loadPolicy, NO_POLICY_VERSION, PolicyWatcher } from "./policy/index.js";
 import { PolicyMetrics } from "./metrics/policy-metrics.js";
 import { RlsGrpcServer } from "./rls/grpc-server.js";
 import { RlsMetrics } from "./rls/rls-metrics.js";
@@ -87,8 +87,34 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
     },
     config.metricsCacheMs,
   );
+  // POLICY_PATH (docs/policy.md): loaded once here (config checked it already), then kept in
+  // step with its files (the watcher starts once the cluster is built); a reload swaps the
+  // policy in one assignment.
+  let policyWatcher: PolicyWatcher | undefined;
+  let policy = options.policy;
+  if (policy === undefined && config.policyPath !== undefined) {
+    const watcher = new PolicyWatcher({
+      path: config.policyPath,
+      initial: loadPolicy(config.policyPath),
+      onChange: (next) => {
+        // The owner decides with the new policy from its next decision; the cluster forgets
+        // blocks that may not stand under it and logs the members that now differ.
+        local.setPolicy(next, config.shadowMode);
+        cluster?.policyChanged();
+        logger.info({ version: next.version }, "policy reloaded");
+      },
+      logger,
+      metrics: new PolicyMetrics(metrics.registry),
+    });
+    policyWatcher = watcher;
+    policy = () => watcher.policy;
+  }
+  const policyVersion = (): string => policy?.()?.version ?? NO_POLICY_VERSION;
+  // POST /limit's overrides and SHADOW_MODE are applied by each key's owner (docs/policy.md),
+  // from before the peer listener takes forwarded decisions.
+  local.setPolicy(policy?.(), config.shadowMode);
   const cluster = clustered
-    ? assembleCluster(config, { local, metrics, logger, tls: readPeerTls(config), replicaTable, blockedCacheBytes: budget.blockedCacheBytes })
+    ? assembleCluster(config, { local, metrics, logger, tls: readPeerTls(config), replicaTable, blockedCacheBytes: budget.blockedCacheBytes, policyVersion })
     : undefined;
   const decider: Decider = cluster?.decider ?? local;
   const durability = new DurabilityMetrics(metrics.registry, config.stateDir === undefined ? 0 : config.snapshotIntervalMs / 1000);
@@ -113,32 +139,9 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
     throw new ConfigError("PEER_PORT", `cannot listen on ${config.peerHost}:${config.peerPort}: ${describeListenError(err.code ?? "UNKNOWN")}`);
   });
   // A single node is a ring of one; a cluster's directory follows its ring.
-  const directory = cluster?.directory ?? new Directory(config.nodeId ?? "", "");
+  const directory = cluster?.directory ?? new Directory(config.nodeId ?? "", "", () => policyVersion());
 
-  // POLICY_PATH (docs/policy.md): loaded once here (config checked it already), then kept in
-  // step with its files; a reload swaps the policy in one assignment.
-  let policyWatcher: PolicyWatcher | undefined;
-  let policy = options.policy;
-  if (policy === undefined && config.policyPath !== undefined) {
-    const watcher = new PolicyWatcher({
-      path: config.policyPath,
-      initial: loadPolicy(config.policyPath),
-      onChange: (next) => {
-        // The owner decides with the new policy from its next decision; a block this node
-        // remembers for a forwarded key may no longer stand under it.
-        local.setPolicy(next, config.shadowMode);
-        cluster?.blockedCache.clear();
-        logger.info({ version: next.version }, "policy reloaded");
-      },
-      logger,
-      metrics: new PolicyMetrics(metrics.registry),
-    });
-    watcher.start();
-    policyWatcher = watcher;
-    policy = () => watcher.policy;
-  }
-  // POST /limit's overrides and SHADOW_MODE are applied by each key's owner (docs/policy.md).
-  local.setPolicy(policy?.(), config.shadowMode);
+  policyWatcher?.start();
   // Envoy's rate limit service: one more front door on the same decider (docs/envoy.md).
   const rls = new RlsService(
     { failOpen: config.failOpen, shadowMode: config.shadowMode, allOrNothing: config.rlsAllOrNothing, rateLimitHeaders: config.rlsRateLimitHeaders },

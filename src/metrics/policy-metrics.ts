@@ -38,3 +38,19 @@ export class PolicyMetrics {
     this.loads.inc({ result: "error" });
   }
 }
+
+/**
+ * ringlimit_policy_version_mismatch: the ring's members whose heartbeats tell another policy
+ * version than this node runs (docs/policy.md, One policy across the ring). Read when
+ * /metrics is rendered; every clustered node exports it (0 when all agree).
+ */
+export function policyMismatchGauge(registry: Registry, mismatches: () => number): void {
+  new Gauge({
+    name: "ringlimit_policy_version_mismatch",
+    help: "Members on this node's ring whose heartbeats tell another policy version than this node runs (POLICY_PATH); 0 when all agree",
+    registers: [registry],
+    collect() {
+      this.set(mismatches());
+    },
+  });
+}

@@ -27,7 +27,7 @@ t.test("a single node: members = [itself] at the URL it listens on", async (t) =
   t.equal(r.json.object, "cluster");
   t.match(r.json.data.ring_version, /^[0-9a-f]{16}$/);
   t.equal(r.headers["ringlimit-ring-version"], r.json.data.ring_version);
-  t.same(r.json.data.members, [{ id: r.json.data.self, url: node.url }]);
+  t.same(r.json.data.members, [{ id: r.json.data.self, url: node.url, policy_version: "none" }], "no POLICY_PATH: version none");
 });
 
 t.test("every answer of POST /limit but a 401 carries the ring version", async (t) => {

@@ -151,7 +151,7 @@ t.test("PEER_PORT in the environment is the base of the peer ports", async (t) =
   const url = `http://127.0.0.1:${port}`;
   await until("the node ready", () => ready(url), 60_000);
   const cluster = (await request(url + "/cluster", { headers: { authorization: `Bearer ${apiKey(tool)}` } })).json.data;
-  t.same(cluster.members, [{ id: `127.0.0.1:${peerPort}`, url }], "PORT and PEER_PORT are used, not overwritten");
+  t.same(cluster.members, [{ id: `127.0.0.1:${peerPort}`, url, policy_version: "none" }], "PORT and PEER_PORT are used, not overwritten");
   t.ok(await listening(peerPort));
   process.kill(tool.pid, "SIGINT");
   t.equal((await tool.exited).code, 0, "Ctrl-C stops it too");

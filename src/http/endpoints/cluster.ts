@@ -14,6 +14,8 @@ export interface RingDirectory {
   readonly self: string;
   readonly version: string;
   readonly members: readonly ClusterMemberView[];
+  /** the policy version `member` runs (docs/policy.md); null until its heartbeat told it */
+  policyVersionOf(member: string): string | null;
 }
 
 /**
@@ -27,13 +29,20 @@ export function clusterEndpoint(verifier: ApiKeyVerifier, ids: IdGenerator, cloc
       res.end(errorBody(ids.error(), clock(), Errors.unauthorized));
       return;
     }
-    const body = clusterBody(ids.ok(), clock(), directory.version, directory.self, directory.members);
+    const body = clusterBody(ids.ok(), clock(), directory.version, directory.self, directory.members, (m) => directory.policyVersionOf(m));
     res.writeStatus("200 OK").writeHeader(RING_VERSION_HEADER, directory.version).writeHeader("Content-Type", "application/json").end(body);
   };
 }
 
 /** GET /cluster (cold path: a client asks once per ring change). */
-export function clusterBody(id: string, timestamp: number, ringVersion: string, self: string, members: readonly ClusterMemberView[]): string {
+export function clusterBody(
+  id: string,
+  timestamp: number,
+  ringVersion: string,
+  self: string,
+  members: readonly ClusterMemberView[],
+  policyVersionOf: (member: string) => string | null = () => null,
+): string {
   return (
     envelopeHead(id, timestamp, ENVELOPE.cluster) +
     '"ring_version":' +
@@ -41,7 +50,7 @@ export function clusterBody(id: string, timestamp: number, ringVersion: string, 
     ',"self":' +
     jsonString(self) +
     ',"members":' +
-    JSON.stringify(members.map((m) => ({ id: m.id, url: m.url }))) +
+    JSON.stringify(members.map((m) => ({ id: m.id, url: m.url, policy_version: policyVersionOf(m.id) }))) +
     "}}"
   );
 }

@@ -62,7 +62,7 @@ export interface PeerServerStats {
 export interface ConnectionHost {
   readonly key: KeyObject;
   readonly nodeId: string;
-  readonly opts: { readonly handler: PeerServerHandler; readonly handshakeTimeoutMs: number; readonly idleTimeoutMs: number };
+  readonly opts: { readonly handler: PeerServerHandler; readonly handshakeTimeoutMs: number; readonly idleTimeoutMs: number; readonly pongTag: () => string };
   readonly log: PeerLogger;
   readonly stats: PeerServerStats;
   readonly pending: PendingConnections;
@@ -147,7 +147,7 @@ export class InboundConnection implements PendingConnection {
         this.onDecide(body);
         return;
       case FrameType.PING:
-        this.send(encodePong(decodePing(body), Date.now()));
+        this.send(encodePong(decodePing(body), Date.now(), this.server.opts.pongTag()));
         return;
       case FrameType.CALL:
         this.onCall(body);

@@ -37,7 +37,11 @@ export interface PeerServerOptions {
   /** The same from one source address; default 16. */
   maxPendingPerSource?: number;
   logger?: PeerLogger;
+  /** the tag each PONG carries (this node's policy version; printable ASCII, at most 64 bytes); default none */
+  pongTag?: () => string;
 }
+
+const noTag = (): string => "";
 
 export class PeerServer implements ConnectionHost {
   readonly stats: PeerServerStats = {
@@ -97,6 +101,7 @@ export class PeerServer implements ConnectionHost {
       idleTimeoutMs: opts.idleTimeoutMs ?? idleTimeoutFor(opts.heartbeatIntervalMs),
       maxPendingHandshakes: opts.maxPendingHandshakes ?? PEER_DEFAULTS.maxPendingHandshakes,
       maxPendingPerSource: opts.maxPendingPerSource ?? PEER_DEFAULTS.maxPendingPerSource,
+      pongTag: opts.pongTag ?? noTag,
     };
     this.pending = new PendingConnections(this.opts.maxPendingHandshakes, this.opts.maxPendingPerSource);
     this.tlsHandshakes = opts.tls === undefined ? null : new Map();

@@ -28,6 +28,8 @@ export interface PeerClient {
   on(event: "up", listener: () => void): this;
   on(event: "down", listener: (reason: string) => void): this;
   on(event: "rtt", listener: (ms: number) => void): this;
+  /** the peer's PONG tag (its policy version) changed, or came for the first time */
+  on(event: "tag", listener: (tag: string) => void): this;
   once(event: "up", listener: () => void): this;
   once(event: "down", listener: (reason: string) => void): this;
   once(event: "rtt", listener: (ms: number) => void): this;
@@ -48,6 +50,8 @@ export class PeerClient extends EventEmitter {
   /** The peer's node id (options.serverNodeId, proven by its CHALLENGE); null before the first handshake. */
   remoteNodeId: string | null = null;
   private readonly roundTrip = new RoundTrip();
+  /** the last PONG tag told through "tag"; undefined before the first PONG (of this connection) */
+  private lastTag: string | undefined = undefined;
 
   private readonly key: KeyObject;
   private readonly log: PeerLogger;
@@ -257,6 +261,10 @@ export class PeerClient extends EventEmitter {
         const rttMs = this.roundTrip.measure(body, performance.now(), Date.now());
         this.queue.budget.onRoundTrip(rttMs, this.roundTrip.echoMs);
         this.emit("rtt", rttMs);
+        if (this.roundTrip.tag !== this.lastTag) {
+          this.lastTag = this.roundTrip.tag;
+          this.emit("tag", this.lastTag);
+        }
         return;
       }
       case FrameType.CALL_REPLY:
@@ -342,6 +350,8 @@ export class PeerClient extends EventEmitter {
   private setDown(reason: string): void {
     // Answered now; their unsent batch is dropped so the peer never decides what was already answered.
     this.queue.failAll(UNAVAILABLE_ERROR);
+    // The next connection may reach a restarted peer: its tag is told again.
+    this.lastTag = undefined;
     if (this.state === "down") return;
     const wasUp = this.state === "up";
     this.state = "down";

@@ -9,7 +9,12 @@ export class RoundTrip {
    * a round trip; NaN until measured (or when the peer sends no wall clock).
    */
   clockOffsetMs = NaN;
-  private readonly pong = { echoMs: 0, wallMs: 0 };
+  private readonly pong = { echoMs: 0, wallMs: 0, tag: "" };
+
+  /** The tag of the last PONG: the peer's policy version ("" from a peer that tells none). */
+  get tag(): string {
+    return this.pong.tag;
+  }
 
   /** The timestamp the last PONG echoed: when (performance.now()) its PING was sent. */
   get echoMs(): number {

@@ -115,23 +115,40 @@ export function decodePing(body: Buffer): number {
   return body.readDoubleBE(0);
 }
 
+/** The longest tag a PONG carries (the server's policy version is 12 hex digits, or "none"). */
+export const MAX_PONG_TAG_BYTES = 64;
+
 /**
  * PONG body: the PING's f64 timestamp echoed, then f64 the server's wall clock (unix ms)
- * when it answered, from which the client estimates the offset between their clocks. An
- * 8-byte PONG (an older peer) carries no wall clock: NaN.
+ * when it answered, from which the client estimates the offset between their clocks, then
+ * u8 n and n bytes of printable ASCII: the server's tag (its policy version, so members
+ * exchange their policy versions with every heartbeat). An 8-byte PONG carries no wall
+ * clock (NaN), a 16-byte one no tag ("").
  */
-export function encodePong(echoMs: number, wallMs: number): Buffer {
-  const frame = Buffer.allocUnsafe(sealedFrameBytes(16));
-  writeFrameHeader(frame, 0, FrameType.PONG, 16);
+export function encodePong(echoMs: number, wallMs: number, tag = ""): Buffer {
+  const n = isPongTag(tag) ? tag.length : 0;
+  const frame = Buffer.allocUnsafe(sealedFrameBytes(17 + n));
+  writeFrameHeader(frame, 0, FrameType.PONG, 17 + n);
   frame.writeDoubleBE(echoMs, FRAME_HEADER_BYTES);
   frame.writeDoubleBE(wallMs, FRAME_HEADER_BYTES + 8);
+  frame[FRAME_HEADER_BYTES + 16] = n;
+  if (n > 0) frame.write(tag, FRAME_HEADER_BYTES + 17, "latin1");
   return frame;
 }
 
-export function decodePong(body: Buffer, out: { echoMs: number; wallMs: number }): void {
-  if (body.length !== 8 && body.length !== 16) throw new FrameError("PONG body must be 8 or 16 bytes");
+export function decodePong(body: Buffer, out: { echoMs: number; wallMs: number; tag: string }): void {
+  if (body.length !== 8 && body.length !== 16 && !(body.length >= 17 && body.length === 17 + body[16]!)) {
+    throw new FrameError("PONG body must be 8 or 16 bytes, or 17 and its tag");
+  }
   out.echoMs = body.readDoubleBE(0);
-  out.wallMs = body.length === 16 ? body.readDoubleBE(8) : NaN;
+  out.wallMs = body.length >= 16 ? body.readDoubleBE(8) : NaN;
+  const tag = body.length > 17 ? body.toString("latin1", 17) : "";
+  if (tag.length > MAX_PONG_TAG_BYTES || !isPongTag(tag)) throw new FrameError("PONG tag must be printable ASCII");
+  out.tag = tag;
+}
+
+function isPongTag(tag: string): boolean {
+  return tag.length <= MAX_PONG_TAG_BYTES && /^[\x21-\x7e]*$/.test(tag);
 }
 
 export * from "./decide-frames.js";

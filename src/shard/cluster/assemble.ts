@@ -9,6 +9,8 @@ import type { StateTable } from "../table/state-table.js";
 import { Cluster } from "./cluster.js";
 import { Directory } from "./membership/directory.js";
 import { MemberPool } from "./membership/member-pool.js";
+import { PolicyVersions } from "./membership/policy-versions.js";
+import { policyMismatchGauge } from "../../metrics/policy-metrics.js";
 import { DnsMembership, StaticMembership } from "./membership/member-sources.js";
 import { splitHostPort } from "./membership/self-address.js";
 import { Coordinator } from "./movement/coordinator.js";
@@ -30,6 +32,8 @@ export interface ClusterParts {
   replicaTable: StateTable | undefined;
   /** the blocked cache's share of the memory budget (memory-budget.ts) */
   blockedCacheBytes: number;
+  /** the version of the policy this node holds now (docs/policy.md): told with every heartbeat */
+  policyVersion: () => string;
 }
 
 /**
@@ -38,7 +42,7 @@ export interface ClusterParts {
  * inbound handler behind the peer listener and the decider the front end asks, and wires
  * their events to each other. Nothing is started here (Cluster.start).
  */
-export function assembleCluster(config: Config, { local, metrics, logger, tls, replicaTable, blockedCacheBytes }: ClusterParts): Cluster {
+export function assembleCluster(config: Config, { local, metrics, logger, tls, replicaTable, blockedCacheBytes, policyVersion }: ClusterParts): Cluster {
   const table = local.table;
   // The pool calls back into parts made after it; none of its callbacks runs before start().
   let coordinator: Coordinator | undefined;
@@ -62,8 +66,11 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
       replicator?.onRingChanged();
     },
     onSettled: () => coordinator!.onSettled(),
+    onPeerPolicyVersion: (member, version) => policyVersions.note(member, version),
   });
-  const directory = new Directory(pool.self, "");
+  const policyVersions = new PolicyVersions(policyVersion, logger);
+  policyMismatchGauge(metrics.registry, () => policyVersions.mismatches(pool.ring.members, pool.self));
+  const directory = new Directory(pool.self, "", (member) => policyVersions.versionOf(member, pool.self));
   coordinator = new Coordinator(pool, table, logger);
   const view = new LiveView(pool, coordinator, table);
   if (config.replicas > 1 && replicaTable !== undefined) {
@@ -126,9 +133,10 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     logger,
     ...(tls.server !== undefined ? { tls: tls.server } : {}),
     handler: inbound,
+    pongTag: policyVersion,
   });
   const dns = config.peersDns !== undefined ? splitHostPort(config.peersDns) : undefined;
   const membership =
     dns !== undefined ? new DnsMembership(dns.host, dns.port, config.dnsIntervalMs, logger, config.dnsServer) : new StaticMembership(config.peers);
-  return new Cluster({ pool, coordinator, directory, replicator, blockedCache, decider, server, membership });
+  return new Cluster({ pool, coordinator, directory, replicator, blockedCache, decider, server, membership, policyVersions });
 }

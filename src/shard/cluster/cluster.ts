@@ -3,6 +3,7 @@ import type { PeerServer } from "../../peer/index.js";
 import type { Directory } from "./membership/directory.js";
 import type { MemberPool } from "./membership/member-pool.js";
 import type { MembershipSource } from "./membership/member-sources.js";
+import type { PolicyVersions } from "./membership/policy-versions.js";
 import { MIN_MEMBERS_FOR_QUORUM } from "./membership/quorum.js";
 import type { Coordinator } from "./movement/coordinator.js";
 import type { HandOffReport } from "./movement/handoff-sender.js";
@@ -20,6 +21,7 @@ export interface ClusterPartsBuilt {
   decider: ClusterDecider;
   server: PeerServer;
   membership: MembershipSource;
+  policyVersions: PolicyVersions;
 }
 
 /**
@@ -39,6 +41,7 @@ export class Cluster {
   private readonly coordinator: Coordinator;
   private readonly server: PeerServer;
   private readonly membership: MembershipSource;
+  private readonly policyVersions: PolicyVersions;
   private stopped = false;
 
   constructor(parts: ClusterPartsBuilt) {
@@ -50,6 +53,16 @@ export class Cluster {
     this.decider = parts.decider;
     this.server = parts.server;
     this.membership = parts.membership;
+    this.policyVersions = parts.policyVersions;
+  }
+
+  /**
+   * This node's policy changed (a reload): blocks remembered for forwarded keys may not stand
+   * under it, and the members that now run another version are logged once.
+   */
+  policyChanged(): void {
+    this.blockedCache.clear();
+    this.policyVersions.ownChanged(this.pool.ring.members, this.pool.self);
   }
 
   async start(): Promise<number> {

@@ -66,12 +66,23 @@ t.test("handshake messages round trip", async (t) => {
   const ping = encodePing(FrameType.PING, 1234.5678);
   t.equal(ping.length, FRAME_HEADER_BYTES + 8 + TAG_BYTES, "sealed frames carry room for their tag");
   t.equal(decodePing(frames(ping)[0]!.body), 1234.5678);
-  const pong = { echoMs: 0, wallMs: 0 };
+  const pong = { echoMs: 0, wallMs: 0, tag: "" };
   decodePong(frames(encodePong(1234.5678, 1_795_000_000_123))[0]!.body, pong);
-  t.same(pong, { echoMs: 1234.5678, wallMs: 1_795_000_000_123 }, "PONG echoes the PING and carries the server's wall clock");
+  t.same(pong, { echoMs: 1234.5678, wallMs: 1_795_000_000_123, tag: "" }, "PONG echoes the PING and carries the server's wall clock");
+  decodePong(frames(encodePong(1, 2, "3f9a0c12e4b7"))[0]!.body, pong);
+  t.same(pong, { echoMs: 1, wallMs: 2, tag: "3f9a0c12e4b7" }, "and the server's tag (its policy version)");
+  decodePong(frames(encodePong(1, 2, "not ascii é"))[0]!.body, pong);
+  t.equal(pong.tag, "", "a tag that is not printable ASCII is not sent");
   decodePong(frames(encodePing(FrameType.PONG, 42))[0]!.body, pong);
-  t.same(pong, { echoMs: 42, wallMs: NaN }, "an 8-byte PONG (an older peer) has no wall clock");
+  t.same(pong, { echoMs: 42, wallMs: NaN, tag: "" }, "an 8-byte PONG (an older peer) has no wall clock");
   t.throws(() => decodePong(Buffer.alloc(12), pong), FrameError);
+  const badLength = Buffer.alloc(20);
+  badLength[16] = 5;
+  t.throws(() => decodePong(badLength, pong), FrameError, "a tag length that does not fill the body");
+  const control = Buffer.alloc(18);
+  control[16] = 1;
+  control[17] = 0x0a;
+  t.throws(() => decodePong(control, pong), FrameError, "a tag with a control character");
 });
 
 t.test("handshake messages reject bad bodies", async (t) => {

@@ -33,7 +33,7 @@ t.test("3 nodes: one view, every URL, one version; a death changes it", async (t
   const nodes = cluster.nodes.map((n) => n!);
   const v = await converged(nodes, 3);
   t.same(
-    v[0].members,
+    v[0].members.map((m: { id: string; url: string }) => ({ id: m.id, url: m.url })),
     cluster.members.map((id, i) => ({ id, url: nodes[i]!.url })).sort((a, b) => (a.id < b.id ? -1 : 1)),
     "members are the ring names, each with its node's URL",
   );

@@ -30,6 +30,8 @@ export class Directory {
     public self: string,
     /** this node's advertise URL ("" until known); setRing() publishes a change */
     public selfUrl: string,
+    /** the policy version a member runs, as its heartbeats tell; null until heard (not part of the ring version) */
+    readonly policyVersionOf: (member: string) => string | null = () => null,
   ) {
     this.ringMembers = [self];
     this.rebuild();

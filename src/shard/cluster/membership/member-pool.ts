@@ -25,6 +25,8 @@ export interface MemberPoolOptions {
   onRingChanged(joined: readonly string[]): void;
   /** every configured member has been reached or found down once (or the failure timeout passed) */
   onSettled(): void;
+  /** a member's heartbeat told its policy version (first on a connection, then on each change) */
+  onPeerPolicyVersion?(member: string, version: string): void;
 }
 
 /**
@@ -225,6 +227,7 @@ export class MemberPool {
       this.slow.noteRtt(member, ms, now);
       this.checkClock(member, client.clockOffsetMs, now);
     });
+    client.on("tag", (version) => o.onPeerPolicyVersion?.(member, version));
     client.on("down", (reason) => {
       const wasSettled = !this.unsettled.delete(member);
       if (wasSettled || this.ring.has(member)) o.logger.warn({ peer: member, reason }, "peer down: leaves the ring");
