@@ -25,13 +25,13 @@ the longest event-loop pause it causes, the file's size, and the time to load it
 const conditions = new RunConditions()
 const { ALGORITHMS, newStep } = await import('../dist/src/algorithms/index.js')
 const { mergeState } = await import('../dist/src/shard/records/merge-states.js')
-const { clusterIdentity, readSnapshot, writeSnapshot } = await import('../dist/src/shard/records/snapshot-file.js')
+const { readSnapshot, snapshotKey, writeSnapshot } = await import('../dist/src/shard/records/snapshot-file.js')
 const { ringKeyOf, stateKeyOf } = await import('../dist/src/shard/ring/state-key.js')
 const { StateTable } = await import('../dist/src/shard/table/state-table.js')
 const KEYS = args.keys
 const dir = mkdtempSync(path.join(args.dir ?? tmpdir(), 'ringlimit-bench-snapshot-'))
 const file = path.join(dir, 'ringlimit.snapshot')
-const identity = { cluster: clusterIdentity('bench-snapshot-secret-0123'), nodeId: '10.0.0.1:9080' }
+const identity = { key: snapshotKey(Buffer.alloc(32, 7)), nodeId: '10.0.0.1:9080' }
 
 const now = Date.now()
 const table = new StateTable(KEYS + 1, now)

@@ -15,8 +15,8 @@ import { LocalDecider } from "./shard/local/local-decider.js";
 import { StateTable } from "./shard/table/state-table.js";
 import { memoryBudget } from "./shard/table/memory-budget.js";
 import { DurabilityMetrics } from "./metrics/durability-metrics.js";
-import { clusterIdentity } from "./shard/records/snapshot-file.js";
 import { Snapshotter } from "./shard/records/snapshotter.js";
+import { clusterKey } from "./peer/link/cluster-secret.js";
 import type { Policy } from "./policy/types.js";
 import { loadPolicy, NO_POLICY_VERSION, PolicyWatcher } from "./policy/index.js";
 import { PolicyMetrics } from "./metrics/policy-metrics.js";
@@ -124,7 +124,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
       : new Snapshotter({
           dir: config.stateDir,
           intervalMs: config.snapshotIntervalMs,
-          cluster: clusterIdentity(config.clusterSecret),
+          clusterKey: config.clusterSecret === undefined ? undefined : clusterKey(config.clusterSecret),
           nodeId: () => cluster?.self ?? config.nodeId ?? "standalone",
           owned: table,
           ...(replicaTable !== undefined ? { replicas: replicaTable } : {}),

@@ -1,38 +1,65 @@
-import { createHmac } from "node:crypto";
-import { open, readFile, rename, unlink } from "node:fs/promises";
+import { createHmac, hkdfSync, randomBytes, timingSafeEqual, type Hmac } from "node:crypto";
+import { open, rename, unlink, type FileHandle } from "node:fs/promises";
+import { constants as fsc } from "node:fs";
 import path from "node:path";
-import { crc32 } from "node:zlib";
-import { forEachRecord, maxRecordBytes, recordLengthAt, writeRecord } from "./state-records.js";
+import { forEachRecord, maxRecordBytes, recordBytes, recordLengthAt, writeRecord, MAX_KEY_BYTES } from "./state-records.js";
 import type { StoredState, TableCopy } from "../table/state-table.js";
+import { syncDirectory, writeFully } from "./durable-io.js";
 
 /**
  * A snapshot file: this node's states on disk, written atomically and read back only when
- * whole, checksummed and written by the same cluster.
+ * whole and authentic: a MAC keyed from the cluster secret, or from the node's own key when
+ * it runs alone (snapshotKey; docs/durability.md, docs/security.md).
  *
- *   header (HEADER_FIXED_BYTES + node id + 4):
+ *   header (HEADER_FIXED_BYTES + node id + TAG_BYTES):
  *     0  magic "RLSNAPSH"          8  u16 format version   10 u16 header length
- *     12 u32 owned records         16 u32 replica records   20 u32 body crc32
+ *     12 u32 owned records         16 u32 replica records   20 u32 zero
  *     24 f64 body length           32 f64 written at (unix ms)
- *     40 16 bytes cluster identity 56 u16 node id length, node id (UTF-8), u32 header crc32
+ *     40 16 bytes key id           56 u16 node id length, node id (UTF-8)
+ *     then the tag: HMAC-SHA256(header key, header before the tag ‖ HMAC-SHA256(body key, body))
  *   body: the owned states' records, then the replica states' records (state-records.ts),
  *   with the table's absolute times, not the peer channel's ages: the file is read back by
  *   this node, on its own clock, after a downtime an age would not know about.
  *
- * Written to `<file>.tmp`, fsynced, renamed over `<file>`, and the directory fsynced: a
- * crash leaves either the old file or the new one, never a mix.
+ * Written to a temporary file of a unique name in the same directory (created with
+ * O_EXCL|O_NOFOLLOW: a link planted at that name is never followed), every byte checked,
+ * fsynced, renamed over `<file>`, and the directory fsynced: a crash or a full disk leaves
+ * the old file or the new one, never a mix. Read with O_NOFOLLOW|O_NONBLOCK and fstat: only
+ * a regular file no larger than this node's tables could have written is read (a link to
+ * /dev/zero, a FIFO or a 1.5 GiB file is refused at once), authenticated in slices before
+ * any record is decoded, then decoded in slices; memory stays a slice, whatever the size.
  */
 const MAGIC = Buffer.from("RLSNAPSH", "latin1");
-/** 2: records carry the state's birth (a reset drops only what was counted before it). */
-export const SNAPSHOT_FORMAT_VERSION = 2;
+/**
+ * 2: records carry the state's birth (a reset drops only what was counted before it).
+ * 3: a MAC instead of checksums (earlier files are refused: a CRC proves nothing about who wrote them).
+ */
+export const SNAPSHOT_FORMAT_VERSION = 3;
 const HEADER_FIXED_BYTES = 58;
+const TAG_BYTES = 32;
+const MAX_NODE_ID_BYTES = 1024;
+const MAX_HEADER_BYTES = HEADER_FIXED_BYTES + MAX_NODE_ID_BYTES + TAG_BYTES;
 /** Encoded per chunk, then written with one await: each chunk is one short event-loop turn (~4 k keys of ~60 bytes, ~2-4 ms). */
 const CHUNK_BYTES = 256 * 1024;
-/** Checksummed and decoded per turn when reading, for the same reason. */
+/** Authenticated and decoded per turn when reading, for the same reason; also all the memory a read holds. */
 const READ_SLICE_BYTES = 1024 * 1024;
 
+/** The keys of this node's snapshots, derived from a root key (the stretched cluster secret, or the node key). */
+export interface SnapshotKey {
+  body: Buffer;
+  header: Buffer;
+  /** names the key in the header, so a file of another cluster or node key is told from a forged one */
+  id: Buffer;
+}
+
+/** HKDF-SHA256 of `root` with this purpose's own label: the snapshot keys are independent of the peer channel's. */
+export function snapshotKey(root: Buffer): SnapshotKey {
+  const out = Buffer.from(hkdfSync("sha256", root, Buffer.alloc(0), "ringlimit snapshot mac v2", 80));
+  return { body: out.subarray(0, 32), header: out.subarray(32, 64), id: out.subarray(64, 80) };
+}
+
 export interface SnapshotIdentity {
-  /** 16 bytes derived from the cluster secret (zeros for a node without one): a file of another cluster is foreign */
-  cluster: Buffer;
+  key: SnapshotKey;
   nodeId: string;
 }
 
@@ -43,10 +70,16 @@ export interface WrittenSnapshot {
   longestStepMs: number;
 }
 
-/** The 16 bytes that tell this cluster's snapshots from another's, derived from CLUSTER_SECRET without revealing it (zeros alone). */
-export function clusterIdentity(clusterSecret: string | undefined): Buffer {
-  if (clusterSecret === undefined) return Buffer.alloc(16);
-  return createHmac("sha256", clusterSecret).update("ringlimit snapshot identity v1").digest().subarray(0, 16);
+/**
+ * The largest snapshot tables of these bounds could write: a record is 38 bytes and its key's
+ * UTF-8, which is at most twice what the table counts for the key's string (Latin-1 text:
+ * 1 byte in V8, 2 in UTF-8), and at most MAX_KEY_BYTES; the tables count at least 52 bytes
+ * per key besides. So neither MAX_KEYS nor MAX_MEMORY_MB can be exceeded by a file within it.
+ */
+export function maxSnapshotBytes(tables: readonly { maxKeys: number; maxBytes: number }[]): number {
+  let body = 0;
+  for (const t of tables) body += Math.min(t.maxKeys * (recordBytes("") + MAX_KEY_BYTES), 2 * t.maxBytes);
+  return MAX_HEADER_BYTES + body;
 }
 
 /** Thrown by readSnapshot for a file that must not be loaded; `message` says why. */
@@ -65,11 +98,12 @@ export async function writeSnapshot(
   now: number,
 ): Promise<WrittenSnapshot> {
   const header = encodeHeader(identity, owned.keys.length, replicas?.keys.length ?? 0, now);
-  const tmp = file + ".tmp";
-  const fh = await open(tmp, "w", 0o600);
+  const tmp = path.join(path.dirname(file), `${path.basename(file)}.${process.pid}-${randomBytes(6).toString("hex")}.tmp`);
+  // O_EXCL|O_NOFOLLOW: a file or link already at this name (someone else's) is never written through.
+  const fh = await open(tmp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, 0o600);
   let longestStepMs = 0;
   let position = header.length;
-  let crc = 0;
+  const bodyMac = createHmac("sha256", identity.key.body);
   try {
     const chunk = Buffer.allocUnsafe(CHUNK_BYTES);
     for (const copy of replicas === undefined ? [owned] : [owned, replicas]) {
@@ -82,27 +116,41 @@ export async function writeSnapshot(
           if (o + maxRecordBytes(key) > CHUNK_BYTES) break;
           o = writeRecord(chunk, o, key, copy.a[i]!, copy.b[i]!, copy.c[i]!, copy.expiry[i]!, copy.origin[i]!, copy.born[i]!);
         }
-        crc = crc32(chunk.subarray(0, o), crc);
+        bodyMac.update(chunk.subarray(0, o));
         longestStepMs = Math.max(longestStepMs, performance.now() - started);
-        await fh.write(chunk, 0, o, position);
+        await writeFully(fh, chunk, o, position);
         position += o;
       }
     }
-    const bodyLength = position - header.length;
-    header.writeUInt32LE(crc >>> 0, 20);
-    header.writeDoubleLE(bodyLength, 24);
-    header.writeUInt32LE(crc32(header.subarray(0, header.length - 4)) >>> 0, header.length - 4);
-    await fh.write(header, 0, header.length, 0);
+    header.writeDoubleLE(position - header.length, 24);
+    tag(identity.key, header, bodyMac).copy(header, header.length - TAG_BYTES);
+    await writeFully(fh, header, header.length, 0);
     await fh.sync();
+    await fh.close();
   } catch (err) {
     await fh.close().catch(() => undefined);
-    await unlink(tmp).catch(() => undefined);
+    await unlinkQuietly(tmp);
     throw err;
   }
-  await fh.close();
-  await rename(tmp, file);
+  try {
+    await rename(tmp, file);
+  } catch (err) {
+    await unlinkQuietly(tmp);
+    throw err;
+  }
   await syncDirectory(path.dirname(file));
   return { keys: owned.keys.length + (replicas?.keys.length ?? 0), bytes: position, longestStepMs };
+}
+
+async function unlinkQuietly(file: string): Promise<void> {
+  await unlink(file).catch(() => undefined);
+}
+
+function tag(key: SnapshotKey, header: Buffer, bodyMac: Hmac): Buffer {
+  return createHmac("sha256", key.header)
+    .update(header.subarray(0, header.length - TAG_BYTES))
+    .update(bodyMac.digest())
+    .digest();
 }
 
 export interface SnapshotContents {
@@ -116,62 +164,108 @@ export interface SnapshotContents {
 /**
  * Read `file` and hand each record to `visit` (replica: whether it was a replica state).
  * Returns undefined when there is no file. Throws SnapshotRefused, before any record is
- * visited, for a file that is truncated, corrupt (header or body checksum), of another
- * format version or of another cluster. Checksum and decoding run a slice per event-loop turn.
+ * visited, for a file that is not a regular file, larger than `maxBytes`, truncated, not
+ * authentic (its MAC), of another format version or written with another key.
  */
 export async function readSnapshot(
   file: string,
   identity: SnapshotIdentity,
   visit: (key: string, state: StoredState, replica: boolean) => void,
+  maxBytes = Number.MAX_SAFE_INTEGER,
 ): Promise<SnapshotContents | undefined> {
-  let data: Buffer;
+  let fh: FileHandle;
   try {
-    data = await readFile(file);
+    // O_NOFOLLOW: a symbolic link is refused, not followed (to /dev/zero, to another file);
+    // O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer.
+    fh = await open(file, fsc.O_RDONLY | fsc.O_NOFOLLOW | fsc.O_NONBLOCK);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new SnapshotRefused(`cannot read: ${(err as Error).message}`);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return undefined;
+    if (code === "ELOOP") throw new SnapshotRefused("not a regular file: a symbolic link");
+    throw new SnapshotRefused(`cannot open: ${code ?? (err as Error).message}`);
   }
-  const h = decodeHeader(data, identity);
-  const body = data.subarray(h.headerLength);
-  if (body.length !== h.bodyLength) throw new SnapshotRefused(`truncated: body is ${body.length} bytes, header says ${h.bodyLength}`);
-  let crc = 0;
-  for (let o = 0; o < body.length; o += READ_SLICE_BYTES) {
-    crc = crc32(body.subarray(o, o + READ_SLICE_BYTES), crc);
-    await turn();
-  }
-  if (crc >>> 0 !== h.bodyCrc) throw new SnapshotRefused("corrupt: body checksum does not match");
-  // Records are decoded a slice of records per turn: find record boundaries as we go.
-  let o = 0;
-  let seen = 0;
-  const total = h.owned + h.replicas;
-  while (o < body.length) {
-    const sliceEnd = Math.min(body.length, o + READ_SLICE_BYTES);
-    // Decode whole records up to the first one that ends past sliceEnd.
-    let end = o;
-    while (end < sliceEnd && end + 2 <= body.length) end += recordLengthAt(body, end);
-    try {
-      forEachRecord(body, o, Math.min(end, body.length), (key, state) => visit(key, state, seen++ >= h.owned));
-    } catch (err) {
-      // Only a writer bug gets here: the checksum matched what was written.
-      throw new SnapshotRefused(`corrupt: ${(err as Error).message} after ${seen} records`);
+  try {
+    const stat = await fh.stat();
+    if (!stat.isFile()) throw new SnapshotRefused(`not a regular file: ${kindOf(stat)}`);
+    if (stat.size > maxBytes) {
+      throw new SnapshotRefused(`too large: ${stat.size} bytes, more than the ${maxBytes} this node's MAX_KEYS and MAX_MEMORY_MB could have written`);
     }
-    o = end;
-    await turn();
+    const size = stat.size;
+    const head = Buffer.alloc(Math.min(size, MAX_HEADER_BYTES));
+    await readFully(fh, head, head.length, 0);
+    const h = decodeHeader(head, identity);
+    if (h.headerLength + h.bodyLength !== size) {
+      throw new SnapshotRefused(`truncated: the file is ${size} bytes, its header says ${h.headerLength + h.bodyLength}`);
+    }
+    const slice = Buffer.allocUnsafe(READ_SLICE_BYTES);
+    // First pass: authenticate the whole file before any record is believed.
+    const bodyMac = createHmac("sha256", identity.key.body);
+    for (let o = 0; o < h.bodyLength; o += READ_SLICE_BYTES) {
+      const n = Math.min(READ_SLICE_BYTES, h.bodyLength - o);
+      await readFully(fh, slice, n, h.headerLength + o);
+      bodyMac.update(slice.subarray(0, n));
+      await turn();
+    }
+    const expected = tag(identity.key, head.subarray(0, h.headerLength), bodyMac);
+    if (!timingSafeEqual(expected, head.subarray(h.headerLength - TAG_BYTES, h.headerLength))) {
+      throw new SnapshotRefused("not authentic: the MAC does not match (the file was altered, or written with another key)");
+    }
+    // Second pass: decode, a slice of whole records per turn; a record cut by the slice's end is read again with the next.
+    const total = h.owned + h.replicas;
+    let seen = 0;
+    let o = 0;
+    while (o < h.bodyLength) {
+      const n = Math.min(READ_SLICE_BYTES, h.bodyLength - o);
+      await readFully(fh, slice, n, h.headerLength + o);
+      let end = 0;
+      while (end + 2 <= n && end + recordLengthAt(slice, end) <= n) end += recordLengthAt(slice, end);
+      if (end === 0) throw new SnapshotRefused(`corrupt: a record longer than a slice after ${seen} records`);
+      if (n < READ_SLICE_BYTES && end !== n) throw new SnapshotRefused(`corrupt: a truncated record after ${seen} records`);
+      try {
+        forEachRecord(slice, 0, end, (key, state) => visit(key, state, seen++ >= h.owned));
+      } catch (err) {
+        // Only a writer bug gets here: the MAC matched what was written.
+        throw new SnapshotRefused(`corrupt: ${(err as Error).message} after ${seen} records`);
+      }
+      o += end;
+      await turn();
+    }
+    if (seen !== total) throw new SnapshotRefused(`corrupt: ${seen} records, header says ${total}`);
+    return { nodeId: h.nodeId, writtenAt: h.writtenAt, owned: h.owned, replicas: h.replicas, bytes: size };
+  } finally {
+    await fh.close().catch(() => undefined);
   }
-  if (seen !== total) throw new SnapshotRefused(`corrupt: ${seen} records, header says ${total}`);
-  return { nodeId: h.nodeId, writtenAt: h.writtenAt, owned: h.owned, replicas: h.replicas, bytes: data.length };
+}
+
+function kindOf(stat: { isDirectory(): boolean; isFIFO(): boolean; isCharacterDevice(): boolean; isBlockDevice(): boolean; isSocket(): boolean }): string {
+  if (stat.isDirectory()) return "a directory";
+  if (stat.isFIFO()) return "a FIFO";
+  if (stat.isCharacterDevice()) return "a character device";
+  if (stat.isBlockDevice()) return "a block device";
+  if (stat.isSocket()) return "a socket";
+  return "not a file";
+}
+
+/** Read exactly `length` bytes at `position`; a file that ends before is truncated. */
+async function readFully(fh: FileHandle, buf: Buffer, length: number, position: number): Promise<void> {
+  let done = 0;
+  while (done < length) {
+    const { bytesRead } = await fh.read(buf, done, length - done, position + done);
+    if (bytesRead === 0) throw new SnapshotRefused("truncated: the file ended early");
+    done += bytesRead;
+  }
 }
 
 function encodeHeader(identity: SnapshotIdentity, owned: number, replicas: number, now: number): Buffer {
-  const node = Buffer.from(identity.nodeId, "utf8").subarray(0, 1024);
-  const header = Buffer.alloc(HEADER_FIXED_BYTES + node.length + 4);
+  const node = Buffer.from(identity.nodeId, "utf8").subarray(0, MAX_NODE_ID_BYTES);
+  const header = Buffer.alloc(HEADER_FIXED_BYTES + node.length + TAG_BYTES);
   MAGIC.copy(header, 0);
   header.writeUInt16LE(SNAPSHOT_FORMAT_VERSION, 8);
   header.writeUInt16LE(header.length, 10);
   header.writeUInt32LE(owned, 12);
   header.writeUInt32LE(replicas, 16);
   header.writeDoubleLE(now, 32);
-  identity.cluster.copy(header, 40, 0, 16);
+  identity.key.id.copy(header, 40, 0, 16);
   header.writeUInt16LE(node.length, 56);
   node.copy(header, HEADER_FIXED_BYTES);
   return header;
@@ -181,40 +275,32 @@ interface Header {
   headerLength: number;
   owned: number;
   replicas: number;
-  bodyCrc: number;
   bodyLength: number;
   writtenAt: number;
   nodeId: string;
 }
 
+/** The header's fields, checked for shape only: nothing of it is believed before the MAC matches, except what bounds the reading. */
 function decodeHeader(data: Buffer, identity: SnapshotIdentity): Header {
-  if (data.length < HEADER_FIXED_BYTES + 4 || !data.subarray(0, 8).equals(MAGIC)) throw new SnapshotRefused("not a ringlimit snapshot (bad magic)");
+  if (data.length < HEADER_FIXED_BYTES + TAG_BYTES || !data.subarray(0, 8).equals(MAGIC)) throw new SnapshotRefused("not a ringlimit snapshot (bad magic)");
   const version = data.readUInt16LE(8);
   if (version !== SNAPSHOT_FORMAT_VERSION) throw new SnapshotRefused(`format version ${version}; this build reads version ${SNAPSHOT_FORMAT_VERSION}`);
   const headerLength = data.readUInt16LE(10);
   const nodeLength = data.readUInt16LE(56);
-  if (headerLength !== HEADER_FIXED_BYTES + nodeLength + 4 || headerLength > data.length) throw new SnapshotRefused("corrupt: bad header length");
-  if (crc32(data.subarray(0, headerLength - 4)) >>> 0 !== data.readUInt32LE(headerLength - 4))
-    throw new SnapshotRefused("corrupt: header checksum does not match");
-  if (!data.subarray(40, 56).equals(identity.cluster.subarray(0, 16))) {
-    throw new SnapshotRefused("foreign: written by a node of another cluster (CLUSTER_SECRET differs)");
+  if (nodeLength > MAX_NODE_ID_BYTES || headerLength !== HEADER_FIXED_BYTES + nodeLength + TAG_BYTES || headerLength > data.length) {
+    throw new SnapshotRefused("corrupt: bad header length");
   }
+  if (!data.subarray(40, 56).equals(identity.key.id)) {
+    throw new SnapshotRefused("foreign: written with another key (another CLUSTER_SECRET, or another node key)");
+  }
+  const bodyLength = data.readDoubleLE(24);
+  if (!Number.isSafeInteger(bodyLength) || bodyLength < 0) throw new SnapshotRefused("corrupt: bad body length");
   return {
     headerLength,
     owned: data.readUInt32LE(12),
     replicas: data.readUInt32LE(16),
-    bodyCrc: data.readUInt32LE(20),
-    bodyLength: data.readDoubleLE(24),
+    bodyLength,
     writtenAt: data.readDoubleLE(32),
     nodeId: data.toString("utf8", HEADER_FIXED_BYTES, HEADER_FIXED_BYTES + nodeLength),
   };
-}
-
-async function syncDirectory(dir: string): Promise<void> {
-  const fh = await open(dir, "r");
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
 }

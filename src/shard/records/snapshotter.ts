@@ -1,21 +1,28 @@
-import { mkdir, rename } from "node:fs/promises";
+import { mkdir, readdir, rename, unlink } from "node:fs/promises";
 import path from "node:path";
 import type { Logger } from "../../logger.js";
 import type { DurabilityMetrics } from "../../metrics/durability-metrics.js";
 import { mergeState } from "./merge-states.js";
-import { SnapshotRefused, readSnapshot, writeSnapshot } from "./snapshot-file.js";
+import { loadNodeKey } from "./node-key.js";
+import { SnapshotRefused, maxSnapshotBytes, readSnapshot, snapshotKey, writeSnapshot, type SnapshotKey } from "./snapshot-file.js";
+import { admitSnapshotState } from "./state-check.js";
 import type { StateTable } from "../table/state-table.js";
 
 /** One file per STATE_DIR: a node's identity may change across restarts (a pod's IP), its volume does not. */
 export const SNAPSHOT_FILE = "ringlimit.snapshot";
 /** A refused file is moved aside under this suffix (one kept) for an operator to inspect; it is never loaded. */
 const REFUSED_SUFFIX = ".refused";
+/** Temporary files of writes a crash interrupted (snapshot-file.ts names them so): removed at start. */
+const TEMPORARY = /^ringlimit\.snapshot\.(.+\.)?tmp$/;
 
 export interface SnapshotterOptions {
   dir: string;
   intervalMs: number;
-  /** clusterIdentity(CLUSTER_SECRET) */
-  cluster: Buffer;
+  /**
+   * clusterKey(CLUSTER_SECRET), the root of the snapshot MAC's key; without a cluster secret
+   * the node key in STATE_DIR (node-key.ts) is the root.
+   */
+  clusterKey: Buffer | undefined;
   /** this node's current name, recorded in the header for operators */
   nodeId: () => string;
   owned: StateTable;
@@ -30,6 +37,8 @@ export interface RestoreReport {
   replicas: number;
   /** records skipped because they expired while the node was down */
   expired: number;
+  /** records skipped because they were out of the contract's bounds (state-check.ts) */
+  invalid: number;
   ms: number;
   refused?: string;
 }
@@ -43,9 +52,32 @@ export class Snapshotter {
   readonly file: string;
   private timer: NodeJS.Timeout | undefined;
   private writing: Promise<void> | undefined;
+  private key: SnapshotKey | undefined;
+  /** what the tables could hold, as a file: anything larger was not written by this node */
+  private readonly maxBytes: number;
 
   constructor(private readonly options: SnapshotterOptions) {
     this.file = path.join(options.dir, SNAPSHOT_FILE);
+    this.maxBytes = maxSnapshotBytes(options.replicas === undefined ? [options.owned] : [options.owned, options.replicas]);
+  }
+
+  /** The MAC's key: from the cluster key, else the node key (made on first use). */
+  private async snapshotKey(): Promise<SnapshotKey> {
+    if (this.key !== undefined) return this.key;
+    const { clusterKey, dir, logger } = this.options;
+    if (clusterKey !== undefined) return (this.key = snapshotKey(clusterKey));
+    const nodeKey = await loadNodeKey(dir);
+    if (nodeKey.replaced !== undefined) {
+      logger.error({ dir, reason: nodeKey.replaced }, "node key in STATE_DIR refused (moved aside): a new key signs this node's snapshots");
+    } else if (nodeKey.created) logger.info({ dir }, "node key created in STATE_DIR: it signs this node's snapshots");
+    return (this.key = snapshotKey(nodeKey.key));
+  }
+
+  /** Temporary files left by writes a crash interrupted: never read, removed (a link is removed itself, its target untouched). */
+  private async removeTemporaries(): Promise<void> {
+    for (const name of await readdir(this.options.dir)) {
+      if (TEMPORARY.test(name)) await unlink(path.join(this.options.dir, name)).catch(() => undefined);
+    }
   }
 
   /**
@@ -55,25 +87,36 @@ export class Snapshotter {
    */
   async restore(now: number): Promise<RestoreReport> {
     const { owned, replicas, logger, metrics } = this.options;
-    const identity = { cluster: this.options.cluster, nodeId: this.options.nodeId() };
     const started = Date.now();
-    const report: RestoreReport = { owned: 0, replicas: 0, expired: 0, ms: 0 };
+    const report: RestoreReport = { owned: 0, replicas: 0, expired: 0, invalid: 0, ms: 0 };
     try {
       await mkdir(this.options.dir, { recursive: true });
-      const contents = await readSnapshot(this.file, identity, (key, state, replica) => {
-        // Without a replica table (REPLICAS=1 now), a replica state goes to the owned table:
-        // the hand-off moves it to its owner, who merges it as the copy it is.
-        const table = replica && replicas !== undefined ? replicas : owned;
-        if (!mergeState(table, key, state, now)) report.expired++;
-        else if (replica) report.replicas++;
-        else report.owned++;
-      });
+      await this.removeTemporaries();
+      const identity = { key: await this.snapshotKey(), nodeId: this.options.nodeId() };
+      const contents = await readSnapshot(
+        this.file,
+        identity,
+        (key, stored, replica) => {
+          // Held to the contract's bounds like a peer's record: a count of -1,000,000, NaN, an expiry years ahead are not loaded.
+          const state = admitSnapshotState(key, stored, now);
+          if (state === "invalid") report.invalid++;
+          // Without a replica table (REPLICAS=1 now), a replica state goes to the owned table:
+          // the hand-off moves it to its owner, who merges it as the copy it is.
+          else if (state === "expired" || !mergeState(replica && replicas !== undefined ? replicas : owned, key, state, now)) report.expired++;
+          else if (replica) report.replicas++;
+          else report.owned++;
+        },
+        this.maxBytes,
+      );
       report.ms = Date.now() - started;
       if (contents === undefined) {
         logger.info({ file: this.file }, "no snapshot in STATE_DIR: starting empty");
         return report;
       }
       metrics.keysRestored.inc(report.owned + report.replicas);
+      if (report.invalid > 0) {
+        logger.error({ file: this.file, invalid: report.invalid }, "snapshot records out of the request contract's bounds were not loaded");
+      }
       logger.info(
         { file: this.file, writtenBy: contents.nodeId, writtenAt: new Date(contents.writtenAt).toISOString(), bytes: contents.bytes, ...report },
         "restored states from snapshot",
@@ -115,13 +158,13 @@ export class Snapshotter {
 
   private async writeOnce(): Promise<void> {
     const { owned, replicas, logger, metrics } = this.options;
-    const identity = { cluster: this.options.cluster, nodeId: this.options.nodeId() };
     const started = performance.now();
     const copyStarted = started;
     const ownedCopy = owned.copy();
     const replicaCopy = replicas?.copy();
     const copyMs = performance.now() - copyStarted;
     try {
+      const identity = { key: await this.snapshotKey(), nodeId: this.options.nodeId() };
       const written = await writeSnapshot(this.file, identity, ownedCopy, replicaCopy, Date.now());
       const seconds = (performance.now() - started) / 1000;
       metrics.snapshotSeconds.observe(seconds);
@@ -134,7 +177,8 @@ export class Snapshotter {
       );
     } catch (err) {
       metrics.snapshotFailures.inc();
-      logger.error({ file: this.file, err: (err as Error).message }, "snapshot write failed; the previous snapshot stays in place");
+      const code = (err as NodeJS.ErrnoException).code;
+      logger.error({ file: this.file, code, err: (err as Error).message }, "snapshot write failed; the previous snapshot stays in place");
     }
   }
 }

@@ -5,7 +5,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import t from "tap";
-import { clusterIdentity, readSnapshot } from "../../../src/shard/records/snapshot-file.js";
+import { clusterKey } from "../../../src/peer/link/cluster-secret.js";
+import { readSnapshot, snapshotKey } from "../../../src/shard/records/snapshot-file.js";
 import { SNAPSHOT_FILE } from "../../../src/shard/records/snapshotter.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { CLUSTER_SECRET, hit, startCluster, waitForRing } from "../../harness/cluster.js";
@@ -60,7 +61,7 @@ t.test("SIGTERM of a node whose peers hang: its states go to STATE_DIR, come bac
 
   // The snapshot written at stop holds every state n3 owned.
   const owned = new Set<string>();
-  await readSnapshot(path.join(dirs[2]!, SNAPSHOT_FILE), { cluster: clusterIdentity(CLUSTER_SECRET), nodeId: cluster.members[2]! }, (key, _state, replica) => {
+  await readSnapshot(path.join(dirs[2]!, SNAPSHOT_FILE), { key: snapshotKey(clusterKey(CLUSTER_SECRET)), nodeId: cluster.members[2]! }, (key, _state, replica) => {
     if (!replica) owned.add(key);
   });
   t.same(

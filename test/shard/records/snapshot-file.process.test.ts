@@ -1,15 +1,15 @@
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import t, { type Test } from "tap";
+import { canMountTmpfs, fillUpTo, mountTinyTmpfs } from "../../harness/tiny-tmpfs.js";
 import { ALGORITHMS, newStep } from "../../../src/algorithms/index.js";
-import { SNAPSHOT_FORMAT_VERSION, SnapshotRefused, clusterIdentity, readSnapshot, writeSnapshot, type SnapshotIdentity } from "../../../src/shard/records/snapshot-file.js";
+import { SNAPSHOT_FORMAT_VERSION, SnapshotRefused, readSnapshot, snapshotKey, writeSnapshot, type SnapshotIdentity } from "../../../src/shard/records/snapshot-file.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { StateTable, type StoredState } from "../../../src/shard/table/state-table.js";
 
 const T0 = 1_800_000_000_000;
-const IDENTITY: SnapshotIdentity = { cluster: clusterIdentity("snapshot-test-secret-0123"), nodeId: "127.0.0.1:7001" };
+const IDENTITY: SnapshotIdentity = { key: snapshotKey(Buffer.alloc(32, 1)), nodeId: "127.0.0.1:7001" };
 
 function tempDir(t: Test): string {
   const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-snapshot-"));
@@ -71,16 +71,17 @@ t.test("a damaged, truncated, foreign or unknown file is refused before any stat
   await writeSnapshot(file, IDENTITY, filledTable(2000).copy(), undefined, T0);
   const good = readFileSync(file);
   const cases: [string, Buffer, RegExp, SnapshotIdentity?][] = [
-    ["a flipped byte in the body", flip(good, good.length - 100), /corrupt: body checksum/],
-    ["a flipped byte in the header", flip(good, 13), /corrupt: header checksum/],
+    ["a flipped byte in the body", flip(good, good.length - 100), /not authentic: the MAC does not match/],
+    ["a flipped byte in the header (its record count)", flip(good, 13), /not authentic: the MAC does not match/],
+    ["a flipped byte in the MAC", flip(good, 58 + 14 + 5), /not authentic: the MAC does not match/],
     ["cut short", good.subarray(0, good.length - 7), /truncated/],
     ["cut inside the header", good.subarray(0, 30), /bad magic|bad header length/],
     ["with bytes appended", Buffer.concat([good, Buffer.from([1, 2, 3])]), /truncated/],
     ["not a snapshot", Buffer.from("hello, this is some other file that happens to be long enough to have a header"), /not a ringlimit snapshot/],
     ["empty", Buffer.alloc(0), /not a ringlimit snapshot/],
     ["of a future format", withVersion(good, SNAPSHOT_FORMAT_VERSION + 1), new RegExp(`format version ${SNAPSHOT_FORMAT_VERSION + 1}`)],
-    ["of another cluster", good, /foreign/, { cluster: clusterIdentity("another-cluster-secret-xyz"), nodeId: "x" }],
-    ["of a standalone node, read by a cluster node", good, /foreign/, { cluster: clusterIdentity(undefined), nodeId: "x" }],
+    ["of the checksummed format 2", withVersion(good, 2), /format version 2; this build reads version 3/],
+    ["written with another key", good, /foreign: written with another key/, { key: snapshotKey(Buffer.alloc(32, 2)), nodeId: "x" }],
   ];
   for (const [name, bytes, reason, identity] of cases) {
     const bad = path.join(dir, "bad");
@@ -96,38 +97,24 @@ t.test("a damaged, truncated, foreign or unknown file is refused before any stat
   }
 });
 
-/** A real full file system: a 256 KiB tmpfs. Mounting one needs root; elsewhere the test is skipped, saying so. */
-function mountTinyTmpfs(): string | undefined {
-  const mount = mkdtempSync(path.join(tmpdir(), "ringlimit-full-"));
-  try {
-    execFileSync("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", mount], { stdio: "ignore" });
-    return mount;
-  } catch {
-    rmSync(mount, { recursive: true, force: true });
-    return undefined;
-  }
-}
-const mount = mountTinyTmpfs();
-
 t.test(
-  "disk full: the write fails with ENOSPC and the previous snapshot stays whole",
-  { skip: mount === undefined && "mounting a tmpfs needs root" },
+  "disk full mid-write: a short write is not taken for a whole one; the write fails and the previous snapshot stays whole",
+  { skip: !canMountTmpfs() && "mounting a tmpfs needs root (CAP_SYS_ADMIN): this test runs where it can" },
   async (t) => {
-    if (mount === undefined) return;
-    t.teardown(() => {
-      execFileSync("umount", [mount]);
-      rmSync(mount, { recursive: true, force: true });
-    });
+    const mount = mountTinyTmpfs(t);
     const file = path.join(mount, "ringlimit.snapshot");
-    const small = filledTable(500);
+    const small = filledTable(50);
     await writeSnapshot(file, IDENTITY, small.copy(), undefined, T0);
     const before = readFileSync(file);
-    const err = await writeSnapshot(file, IDENTITY, filledTable(20_000).copy(), undefined, T0 + 1).then(
+    fillUpTo(mount, 8192);
+    // ~150 KB in one 256 KiB chunk: one write(2), which the kernel cuts to the 8 KiB left.
+    const big = filledTable(2500);
+    const err = await writeSnapshot(file, IDENTITY, big.copy(), undefined, T0 + 1).then(
       () => undefined,
       (e: unknown) => e,
     );
     t.equal((err as NodeJS.ErrnoException | undefined)?.code, "ENOSPC", "the kernel's disk-full error reaches the caller");
-    t.same(readdirSync(mount), ["ringlimit.snapshot"], "the partial temporary file was removed");
+    t.same(readdirSync(mount).sort(), ["filler", "ringlimit.snapshot"], "the partial temporary file was removed");
     t.ok(readFileSync(file).equals(before), "the previous snapshot is untouched");
     t.same((await readAll(file)).owned, contentsOf(small), "and still loads");
   },
