@@ -3,6 +3,7 @@
 export { PeerServer } from "./inbound/peer-server.js";
 export type { PeerServerHandler, PeerServerOptions, PeerServerStats } from "./inbound/peer-server.js";
 export { PeerClient } from "./outbound/peer-client.js";
+export { processLoopLag } from "./outbound/loop-lag.js";
 export type { PeerClientOptions, PeerClientState } from "./outbound/peer-client.js";
 export type { DecideCallback } from "./outbound/pending-requests.js";
 export { MAX_CALL_PAYLOAD_BYTES, newDecideResult } from "./wire/messages.js";

@@ -20,6 +20,8 @@ import type { DecideQuery } from "../wire/messages.js";
 import type { PeerClientOptions, PeerClientState } from "./peer-client-options.js";
 import { RoundTrip } from "./round-trip.js";
 import { ReconnectBackoff } from "./reconnect-backoff.js";
+import { FailureDetector } from "./failure-detector.js";
+import { processLoopLag } from "./loop-lag.js";
 import { connectSocket, type PeerSocket, type PeerTlsOptions } from "../link/transport.js";
 
 export type { PeerClientOptions, PeerClientState };
@@ -38,7 +40,7 @@ export interface PeerClient {
 /**
  * Events: 'up' (handshake done, or frames flowing again after silence),
  * 'down' (reason: connection lost or refused, handshake failed, or no frame
- * for failureTimeoutMs), 'rtt' (ms of the last PING/PONG round trip).
+ * for longer than its failure detector allows: failure-detector.ts), 'rtt' (ms of the last PING/PONG round trip).
  * 'up' and 'down' alternate; nothing is emitted after close().
  */
 export class PeerClient extends EventEmitter {
@@ -73,7 +75,8 @@ export class PeerClient extends EventEmitter {
   private sealer: FrameSealer | null = null;
   private ready = false;
   private closed = false;
-  private lastRx = 0;
+  private readonly detector: FailureDetector;
+  private readonly loopLag = processLoopLag.start();
   private handshakeTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private failureTimer: NodeJS.Timeout | null = null;
@@ -95,6 +98,7 @@ export class PeerClient extends EventEmitter {
     this.timeoutMs = opts.timeoutMs;
     this.heartbeatIntervalMs = opts.heartbeatIntervalMs;
     this.failureTimeoutMs = opts.failureTimeoutMs;
+    this.detector = new FailureDetector(opts.failureTimeoutMs);
     this.backoff = new ReconnectBackoff(opts.reconnectMinMs ?? PEER_DEFAULTS.reconnectMinMs, opts.reconnectMaxMs ?? PEER_DEFAULTS.reconnectMaxMs);
     this.handshakeTimeoutMs = opts.handshakeTimeoutMs ?? PEER_DEFAULTS.handshakeTimeoutMs;
     this.callTimeoutMs = opts.callTimeoutMs ?? PEER_DEFAULTS.callTimeoutMs;
@@ -223,7 +227,8 @@ export class PeerClient extends EventEmitter {
 
   private onData(chunk: Buffer): void {
     // One clock read per chunk feeds the failure detector.
-    this.lastRx = performance.now();
+    const now = performance.now();
+    this.detector.heard(now, this.loopLag.stalledMs(now));
     try {
       this.decoder!.push(chunk);
     } catch (err) {
@@ -258,7 +263,9 @@ export class PeerClient extends EventEmitter {
         readDecideReply(body, this.queue.onReplyItem);
         return;
       case FrameType.PONG: {
-        const rttMs = this.roundTrip.measure(body, performance.now(), Date.now());
+        const now = performance.now();
+        this.detector.beat(now, this.loopLag.stalledMs(now));
+        const rttMs = this.roundTrip.measure(body, now, Date.now());
         this.queue.budget.onRoundTrip(rttMs, this.roundTrip.echoMs);
         this.emit("rtt", rttMs);
         if (this.roundTrip.tag !== this.lastTag) {
@@ -277,6 +284,8 @@ export class PeerClient extends EventEmitter {
 
   private onReady(): void {
     this.ready = true;
+    const now = performance.now();
+    this.detector.reset(now, this.loopLag.stalledMs(now));
     this.queue.budget.reset();
     this.remoteNodeId = this.serverNodeId;
     this.handshake = null;
@@ -301,8 +310,12 @@ export class PeerClient extends EventEmitter {
   }
 
   private checkSilence(): void {
-    const silent = performance.now() - this.lastRx;
-    let next = this.failureTimeoutMs - silent;
+    // Silence net of this node's own stalls, against a timeout that follows the heartbeats'
+    // spread (failure-detector.ts): a starved node does not blame its peers for its own lag.
+    const now = performance.now();
+    const stalled = this.loopLag.stalledMs(now);
+    const silent = this.detector.silenceMs(now, stalled);
+    const next = this.detector.remainingMs(now, stalled);
     // setTimeout may fire a fraction of a millisecond early by this clock.
     if (next <= 1) {
       // Drop the silent connection and dial again at once, and again each time an attempt
@@ -310,7 +323,7 @@ export class PeerClient extends EventEmitter {
       // TCP's doubling back-off, so after a partition heals the old connection could stay
       // mute for many seconds, while a fresh SYN gets through at the first try. A stopped
       // peer that resumes answers the next attempt.
-      this.lost(this.socket!, `no frame from peer for ${Math.round(silent)} ms`, true);
+      this.lost(this.socket!, `no frame from peer for ${Math.round(silent)} ms (suspected after ${Math.round(this.detector.timeoutMs())} ms)`, true);
       return;
     }
     this.failureTimer = setTimeout(() => this.checkSilence(), next);

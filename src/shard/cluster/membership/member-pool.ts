@@ -1,6 +1,7 @@
 import type { Logger } from "../../../logger.js";
 import type { PeerStateSample } from "../../../metrics/cluster-metrics.js";
-import { PeerClient, type PeerTlsOptions } from "../../../peer/index.js";
+import { PeerClient, processLoopLag, type PeerTlsOptions } from "../../../peer/index.js";
+import { performance } from "node:perf_hooks";
 import { hasQuorum, QuorumLog } from "./quorum.js";
 import { HashRing } from "../../ring/ring.js";
 import { SlowPeers } from "./slow-peers.js";
@@ -158,6 +159,10 @@ export class MemberPool {
    * timing out leaves the ring until it is fast again (see slow-peers.ts).
    */
   noteForward(member: string, timedOut: boolean, now: number): void {
+    // A forward that missed its deadline while this node's own loop stalled for half of it
+    // says nothing about the peer (its answer may be waiting unread): not counted.
+    const timeoutMs = this.opts.peerTimeoutMs;
+    if (timedOut && processLoopLag.lagWithin(performance.now(), timeoutMs) >= timeoutMs / 2) return;
     if (!this.slow.note(member, timedOut, now)) return;
     this.opts.logger.warn(
       { peer: member, holdMs: this.slow.holdMs(member) },
