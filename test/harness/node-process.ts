@@ -19,6 +19,8 @@ export interface NodeProcess {
   kill(): Promise<void>;
 }
 
+const READY_TIMEOUT_MS = 60_000;
+
 type SpawnOptions = { waitReady?: boolean; timeoutMs?: number; /** argv that runs the node, e.g. `ip netns exec <ns>` */ wrap?: readonly string[] };
 
 /**
@@ -75,7 +77,9 @@ async function spawnNodeOnce(env: Record<string, string>, options: SpawnOptions)
     },
   };
   if (options.waitReady !== false) {
-    const deadline = Date.now() + (options.timeoutMs ?? 15_000);
+    // A bound, not a speed claim: at a load average of ~23 on 2 cores a node took over 15 s to
+    // answer /ready while other test files started theirs.
+    const deadline = Date.now() + (options.timeoutMs ?? READY_TIMEOUT_MS);
     for (;;) {
       if (child.exitCode !== null) throw new Error(`node exited with ${child.exitCode} before ready:\n${out}`);
       try {
@@ -86,7 +90,7 @@ async function spawnNodeOnce(env: Record<string, string>, options: SpawnOptions)
       }
       if (Date.now() > deadline) {
         await handle.kill();
-        throw new Error(`node not ready within ${options.timeoutMs ?? 15_000} ms:\n${out}`);
+        throw new Error(`node not ready within ${options.timeoutMs ?? READY_TIMEOUT_MS} ms:\n${out}`);
       }
       await sleep(50);
     }
