@@ -30,6 +30,8 @@ function inbound() {
     advertise: async () => Buffer.alloc(0),
     statesRefused() {},
     replicate: () => 0,
+    resetApplied: async () => {},
+    resetNotice() {},
   };
   const handler = new InboundHandler(view, new LocalDecider(new StateTable(1000, Date.now())), events);
   const out = newDecideResult();

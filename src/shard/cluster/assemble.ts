@@ -18,6 +18,7 @@ import { Replicator } from "./movement/replicator.js";
 import type { PeerTls } from "./peer-tls.js";
 import { BatchForwarder, batchHoldMs } from "./routing/batch-forwarding.js";
 import { BlockedCache } from "./routing/blocked-cache.js";
+import { ResetNotices } from "./routing/reset-notices.js";
 import { ClusterDecider } from "./routing/forwarding.js";
 import { InboundHandler } from "./routing/inbound.js";
 import { LiveView } from "./view.js";
@@ -98,12 +99,13 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     expiredForwards: () => server?.stats.decideExpired ?? 0,
   });
   const blockedCache = new BlockedCache(blockedCacheBytes);
+  const notices = new ResetNotices(view, blockedCache, config.peerTimeoutMs);
   const decider = new ClusterDecider(
     view,
     local,
     blockedCache,
     clusterMetrics,
-    new BatchForwarder(view, local, config.peerTimeoutMs, batchHoldMs(config.peerTimeoutMs)),
+    new BatchForwarder(view, local, config.peerTimeoutMs, batchHoldMs(config.peerTimeoutMs), (ringKey) => notices.announce(ringKey)),
     config.peerTimeoutMs,
   );
   const moving = coordinator;
@@ -119,6 +121,8 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     // A member (re)started and reached us: reach it now rather than after our backoff,
     // so it joins every ring and receives its states within milliseconds.
     peerAuthenticated: (member) => pool.reconnectNow(member),
+    resetApplied: (ringKey) => notices.announce(ringKey),
+    resetNotice: (payload) => notices.received(payload),
     replicate: (payload, from) => {
       if (replicator === undefined) throw new Error("REPLICAS=1 here: not keeping replicas");
       return replicator.receive(payload, from, Date.now());

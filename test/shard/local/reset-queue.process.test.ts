@@ -28,11 +28,20 @@ function resetRequest(identifier: string): string {
 t.test(`/health answers within ${HEALTH_BOUND_MS} ms while ${STORM} pipelined resets hit an identifier of ${DURATIONS} states`, async (t) => {
   const node = await spawnNode({});
   t.teardown(() => node.kill());
+  // Fixed windows end at multiples of their duration: a few of these may end during the test and be swept.
+  const ends: number[] = [];
+  const duration = (k: number) => 31_536_000 - k;
   for (let d = 1; d <= DURATIONS; d += 64) {
-    const batch: Promise<unknown>[] = [];
-    for (let k = d; k < d + 64 && k <= DURATIONS; k++) batch.push(limit(node.url, { namespace: "test", identifier: "many", limit: 1000, duration: 3600 + k }));
+    const batch: Promise<void>[] = [];
+    for (let k = d; k < d + 64 && k <= DURATIONS; k++)
+      batch.push(
+        limit(node.url, { namespace: "test", identifier: "many", limit: 1000, duration: duration(k) }).then((r) => {
+          if (r.status === 200) ends.push(r.json.data.reset_time * 1000);
+        }),
+      );
     await Promise.all(batch);
   }
+  t.equal(ends.length, DURATIONS, `${DURATIONS} states made`);
   let worst = 0;
   let polls = 0;
   let storming = true;
@@ -54,7 +63,13 @@ t.test(`/health answers within ${HEALTH_BOUND_MS} ms while ${STORM} pipelined re
     "each with 200",
   );
   const removed = storm.responses.map((r) => (JSON.parse(r.body) as { data: { removed: unknown[] } }).data.removed.length);
-  t.same([removed[0], removed.slice(1).every((n) => n === 0)], [DURATIONS, true], "the first removed every state, the others nothing");
+  const stormEnd = Date.now();
+  const alive = ends.filter((end) => end > stormEnd + 1000).length;
+  t.ok(removed[0]! >= alive && removed[0]! <= DURATIONS, `the first removed every state still there: ${removed[0]} (${alive} to ${DURATIONS})`);
+  t.ok(
+    removed.slice(1).every((n) => n === 0),
+    "the others nothing",
+  );
   t.ok(polls > 0, `${polls} /health answers during the storm`);
   t.ok(worst < HEALTH_BOUND_MS, `the slowest /health took ${Math.round(worst)} ms (bound ${HEALTH_BOUND_MS})`);
 });

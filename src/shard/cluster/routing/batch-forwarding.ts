@@ -73,6 +73,8 @@ export class BatchForwarder {
     private readonly timeoutMs: number,
     /** how long an owner holds an unconfirmed reservation */
     private readonly holdMs: number,
+    /** after a reset here, as the owner: tell the other members (ResetNotices.announce) */
+    private readonly afterReset: (ringKey: string) => Promise<void> = () => Promise.resolve(),
   ) {}
 
   decideBatch(queries: readonly LimitQuery[], now: number, done: (outcome: BatchOutcome) => void): void {
@@ -119,10 +121,11 @@ export class BatchForwarder {
 
   /** Send RESET to the identifier's owner, or reset here when this node owns it. */
   reset(query: ResetQuery, now: number, done: (outcome: ResetOutcome) => void): void {
-    const owner = this.view.ring.owner(ringKeyOf(query.namespace, query.identifier));
+    const ringKey = ringKeyOf(query.namespace, query.identifier);
+    const owner = this.view.ring.owner(ringKey);
     if (owner === undefined || owner === this.view.self) {
       if (this.view.frozen) return done({ ok: false, reason: "handoff" });
-      return this.local.reset(query, now, done);
+      return this.local.reset(query, now, (outcome) => void this.afterReset(ringKey).then(() => done(outcome)));
     }
     const client = this.view.client(owner);
     if (client === undefined) return done({ ok: false, reason: "peer_unavailable" });

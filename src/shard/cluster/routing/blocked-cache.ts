@@ -2,9 +2,14 @@ import { stringBytes } from "../../table/key-bytes.js";
 
 /**
  * What an entry costs beside its key string: the Map entry (key, value, chain: ~3 words plus
- * its bucket) and the Block object (header and four fields, the numbers possibly boxed).
+ * its bucket), the Block object (header and five fields, the numbers possibly boxed), and
+ * its place in its identifier's group (a Set entry, the Set and its Map entry, shared by the
+ * identifier's blocks, and the ring key: a slice of the state key).
  */
-const ENTRY_OVERHEAD_BYTES = 128;
+const ENTRY_OVERHEAD_BYTES = 240;
+/** Reset notices remembered (see forgetIdentifier), newest kept; and for how long. */
+const MAX_NOTICES = 4096;
+const NOTICE_MS = 60_000;
 
 interface Block {
   /** unix ms (this node's clock) until which the owner's answer stands */
@@ -13,6 +18,8 @@ interface Block {
   resetTime: number;
   /** bytes this entry is counted for */
   cost: number;
+  /** the identifier's ring key: the state key after its first colon (shard/ring/state-key.ts) */
+  ringKey: string;
 }
 
 /**
@@ -30,6 +37,10 @@ interface Block {
  */
 export class BlockedCache {
   private readonly blocks = new Map<string, Block>();
+  /** ring key → the state keys of its blocks: a reset forgets them without a scan */
+  private readonly groups = new Map<string, Set<string>>();
+  /** ring key → unix ms (this node's clock) at which a reset of it was last heard of */
+  private readonly notices = new Map<string, number>();
   private heldBytes = 0;
 
   constructor(readonly maxBytes = 16 * 1024 * 1024) {}
@@ -45,19 +56,46 @@ export class BlockedCache {
   remember(stateKey: string, limit: number, receivedAt: number, retryAfterMs: number, resetTime: number): void {
     const old = this.blocks.get(stateKey);
     if (old !== undefined) this.forget(stateKey, old);
+    const ringKey = stateKey.slice(stateKey.indexOf(":") + 1);
+    // Asked before a reset of the identifier was heard of: the owner may have answered before it.
+    const notice = this.notices.get(ringKey);
+    if (notice !== undefined && receivedAt <= notice) return;
     const cost = stringBytes(stateKey) + ENTRY_OVERHEAD_BYTES;
     if (cost > this.maxBytes) return;
     while (this.heldBytes + cost > this.maxBytes) {
       const [oldestKey, oldest] = this.blocks.entries().next().value as [string, Block];
       this.forget(oldestKey, oldest);
     }
-    this.blocks.set(stateKey, { until: receivedAt + retryAfterMs, limit, resetTime, cost });
+    this.blocks.set(stateKey, { until: receivedAt + retryAfterMs, limit, resetTime, cost, ringKey });
+    let group = this.groups.get(ringKey);
+    if (group === undefined) this.groups.set(ringKey, (group = new Set()));
+    group.add(stateKey);
     this.heldBytes += cost;
+  }
+
+  /**
+   * The identifier `ringKey` was reset at `now` (its owner says so): forget its blocks, and
+   * for a while any block answered to a request received before now (an answer still on its
+   * way may predate the reset). Returns how many blocks were forgotten.
+   */
+  forgetIdentifier(ringKey: string, now: number): number {
+    this.notices.delete(ringKey);
+    this.notices.set(ringKey, now);
+    for (const [key, at] of this.notices) {
+      if (this.notices.size <= MAX_NOTICES && at > now - NOTICE_MS) break;
+      this.notices.delete(key);
+    }
+    const group = this.groups.get(ringKey);
+    if (group === undefined) return 0;
+    const n = group.size;
+    for (const stateKey of group) this.forget(stateKey, this.blocks.get(stateKey)!);
+    return n;
   }
 
   /** Forget every block (after a reset of limits: a remembered block may no longer stand). */
   clear(): void {
     this.blocks.clear();
+    this.groups.clear();
     this.heldBytes = 0;
   }
 
@@ -69,5 +107,7 @@ export class BlockedCache {
   private forget(stateKey: string, block: Block): void {
     this.blocks.delete(stateKey);
     this.heldBytes -= block.cost;
+    const group = this.groups.get(block.ringKey);
+    if (group !== undefined && group.delete(stateKey) && group.size === 0) this.groups.delete(block.ringKey);
   }
 }

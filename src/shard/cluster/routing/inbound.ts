@@ -4,6 +4,7 @@ import type { LocalDecider } from "../../local/local-decider.js";
 import { ringKeyOf } from "../../ring/state-key.js";
 import { CallMethod, decodeStates, mergeStates, type StateRecord } from "../wire/call-methods.js";
 import { onBatchCall } from "./inbound-batch.js";
+import { decodeResetRequest } from "../wire/batch-wire.js";
 import { ownership, type OwnershipView } from "./ownership.js";
 import { admitState, forwardedWithinContract } from "../wire/peer-data.js";
 
@@ -21,6 +22,10 @@ export interface InboundEvents {
   advertise(payload: Buffer, from: string): Promise<Buffer>;
   /** a member (re)started and reached this node */
   peerAuthenticated(member: string): void;
+  /** RESET: this node reset `ringKey` as its owner; resolves when the other members have dropped their blocks of it */
+  resetApplied(ringKey: string): Promise<void>;
+  /** RESET_NOTICE: the owner of a ring key reset it */
+  resetNotice(payload: Buffer, from: string): void;
   /** REPLICATE: states their owner sent to keep as replicas; returns how many were kept (throws when this node keeps none) */
   replicate(payload: Buffer, from: string): number;
 }
@@ -106,10 +111,18 @@ export class InboundHandler implements PeerServerHandler {
         reply.writeUInt32BE(this.events.replicate(payload, from), 0);
         return reply;
       }
+      case CallMethod.RESET: {
+        const reply = await onBatchCall(method, payload, from, this.view, this.local, this.local.reservations);
+        const q = decodeResetRequest(payload);
+        await this.events.resetApplied(ringKeyOf(q.namespace, q.identifier));
+        return reply;
+      }
+      case CallMethod.RESET_NOTICE:
+        this.events.resetNotice(payload, from);
+        return Buffer.alloc(0);
       case CallMethod.BATCH:
       case CallMethod.BATCH_COMMIT:
       case CallMethod.BATCH_RELEASE:
-      case CallMethod.RESET:
       case CallMethod.GIVE_BACK:
         return onBatchCall(method, payload, from, this.view, this.local, this.local.reservations);
       default:

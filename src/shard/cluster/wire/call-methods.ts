@@ -29,6 +29,8 @@ export const CallMethod = Object.freeze({
    * the answer was written. No reply body.
    */
   GIVE_BACK: 14,
+  /** payload: a ring key (UTF-8) its owner has just reset. Receivers drop their cached blocks of it (routing/reset-notices.ts). No reply body. */
+  RESET_NOTICE: 16,
 });
 
 /** A batch is cut at this size (plus one record), within the peer channel's 512 KiB frame limit. */

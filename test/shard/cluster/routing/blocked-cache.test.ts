@@ -41,3 +41,21 @@ t.test("clear() gives back the bytes: filling it again does not throw", async (t
   });
   t.ok(cache.get("b999", 10, T0 + 1));
 });
+
+t.test("forgetIdentifier drops every block of one identifier, and ignores a block answered to a request received before it", async (t) => {
+  const cache = new BlockedCache();
+  cache.remember("060:4:testu", 5, T0, 60_000, 0);
+  cache.remember("13600:4:testu", 5, T0, 60_000, 0);
+  cache.remember("060:4:testuu", 5, T0, 60_000, 0);
+  const bytes = cache.bytes;
+  t.equal(cache.forgetIdentifier("4:testu", T0 + 10), 2, "both limits of the identifier");
+  t.equal(cache.get("060:4:testu", 5, T0 + 20), undefined);
+  t.equal(cache.get("13600:4:testu", 5, T0 + 20), undefined);
+  t.ok(cache.get("060:4:testuu", 5, T0 + 20), "another identifier whose ring key it begins is kept");
+  t.ok(cache.bytes < bytes / 2, "their bytes given back");
+  cache.remember("060:4:testu", 5, T0 + 5, 60_000, 0);
+  t.equal(cache.get("060:4:testu", 5, T0 + 20), undefined, "asked before the reset was heard of: not cached");
+  cache.remember("060:4:testu", 5, T0 + 11, 60_000, 0);
+  t.ok(cache.get("060:4:testu", 5, T0 + 20), "asked after: cached");
+  t.equal(cache.forgetIdentifier("4:nothing", T0 + 30), 0);
+});
