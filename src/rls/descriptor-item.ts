@@ -61,10 +61,11 @@ export function planItem(
   let rule: RlsRule | undefined;
   let identifier: string;
   if (override !== undefined && override !== null) {
-    // The caller's limit, used as given, fixed window; shadow_mode of a matching rule does not apply.
+    // The caller's limit, used as given, fixed window; shadow_mode of a matching rule does not
+    // apply, nor its name (envoyproxy/ratelimit's answer for an override carries none).
     const [unit, seconds] = OVERRIDE_UNITS[overrideUnitNumber(override.unit)!]!;
     rule = {
-      name: match?.rule.name,
+      name: undefined,
       limit: override.requests_per_unit ?? 0,
       duration: seconds,
       unit,

@@ -216,6 +216,12 @@ export const COMPAT_CASES: readonly CompatCase[] = [
     statuses: [ok(1, 2, "DAY")],
   },
   {
+    what: "override: a named rule's name is not the override's",
+    call: { domain: "replaces", descriptors: [{ entries: [["service", "checkout"]], limit: { requestsPerUnit: 5, unit: "DAY" } }] },
+    overall: "OK",
+    statuses: [ok(4, 5, "DAY")],
+  },
+  {
     what: "override: on a shadow_mode rule, first hit",
     call: { domain: "shadow", descriptors: [{ entries: [["user", "u9"]], limit: { requestsPerUnit: 1, unit: "HOUR" } }] },
     overall: "OK",
