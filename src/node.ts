@@ -2,6 +2,8 @@ import { ApiKeyVerifier, generateApiKey } from "./auth/api-keys.js";
 import { ConfigError, type Config } from "./config.js";
 import type { Decider } from "./decision.js";
 import { FrontEnd } from "./http/server.js";
+import type { TopQuery, TopResult } from "./http/endpoints/top.js";
+import { admitsOf } from "./shard/cluster/top-offenders.js";
 import { IdGenerator } from "./http/ids.js";
 import { describeListenError, ListenError } from "./http/listen.js";
 import { createLogger, type Logger } from "./logger.js";
@@ -76,7 +78,8 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   const metrics = new Metrics(
     {
       storedKeys: () => table.size,
-      storedBytes: (): number => table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0),
+      storedBytes: (): number => table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0) + metrics.topBlocked.bytes,
+      topBlockedBytes: budget.topBlockedBytes,
       maxStoredBytes: budget.totalBytes,
       maxKeys: config.maxKeys,
       maxNamespaces: config.metricsMaxNamespaces,
@@ -163,6 +166,11 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   const grpcPort = await grpc?.listen().catch((err: Error) => {
     throw new ConfigError("GRPC_PORT", `cannot listen on ${config.host}:${config.grpcPort}: ${err.message}`);
   });
+  // GET /top: this node's summary alone, or merged across the ring.
+  const top = (q: TopQuery): Promise<TopResult> =>
+    cluster !== undefined
+      ? cluster.top(q)
+      : Promise.resolve({ entries: metrics.topBlocked.top(q.n, admitsOf(q)), members: 1, answered: 1 });
   const frontEnd = new FrontEnd(
     {
       host: config.host,
@@ -172,7 +180,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
       ...(config.metricsPort !== undefined ? { metricsPort: config.metricsPort } : {}),
       ...(config.metricsToken !== undefined ? { metricsToken: config.metricsToken } : {}),
     },
-    { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls },
+    { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top },
   );
   const { port, metricsPort } = await frontEnd.listen().catch(async (err: unknown) => {
     await grpc?.close(0);

@@ -19,6 +19,7 @@ export const ENVELOPE = Object.freeze({
   rateLimitReset: envelopeMiddle("rate_limit_reset"),
   error: envelopeMiddle("error"),
   cluster: envelopeMiddle("cluster"),
+  top: envelopeMiddle("top"),
 });
 /** `data`'s first fields in a 429, single or batch (the text is errors.ts's). */
 export const RATE_LIMITED_FIELDS = `"error":"${Errors.rateLimited.message}","status":${Errors.rateLimited.status},`;

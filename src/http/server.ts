@@ -7,6 +7,7 @@ import { HttpDoor } from "./door.js";
 import type { AnyEndpoint } from "./endpoint.js";
 import { batchEndpoint } from "./endpoints/batch.js";
 import { clusterEndpoint, type RingDirectory } from "./endpoints/cluster.js";
+import { topEndpoint, type TopQuery, type TopResult } from "./endpoints/top.js";
 import { serveHealth } from "./endpoints/health.js";
 import { jsonEndpoint, type RlsDecisions } from "./endpoints/json.js";
 import { limitEndpoint } from "./endpoints/limit.js";
@@ -48,6 +49,8 @@ export interface FrontEndDeps {
   /** the ring as clients see it: GET /cluster and the ring-version header */
   directory: RingDirectory;
   clock?: () => number;
+  /** GET /top: the identifiers blocked most, merged across the ring (docs/api.md); unset: no /top route */
+  top?: (q: TopQuery) => Promise<TopResult>;
   /** the RLS service behind POST /json (docs/envoy.md); unset: no /json route */
   rls?: RlsDecisions;
 }
@@ -83,6 +86,8 @@ export class FrontEnd {
       app.any(endpoint.path, (res) => this.endError(res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "POST"), Errors.methodNotAllowed));
     }
     app.get("/cluster", clusterEndpoint(deps.verifier, deps.ids, this.clock, deps.directory));
+    if (deps.top !== undefined) app.get("/top", topEndpoint(deps.verifier, deps.ids, this.clock, deps.top));
+    app.any("/top", (res) => this.endError(res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "GET"), Errors.methodNotAllowed));
     app.any("/cluster", (res) => this.endError(res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "GET"), Errors.methodNotAllowed));
     const readiness = () => (this.draining ? "draining" : this.deps.isReady() ? "ready" : "not ready");
     serveHealth(app, readiness);

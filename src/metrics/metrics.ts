@@ -5,6 +5,7 @@ import { FastHistogram } from "./fast-histogram.js";
 import { NamespaceOutcomes } from "./namespace-outcomes.js";
 import { pulledCounter, pulledGauge, pulledLabelledCounter } from "./pulled.js";
 import { RenderCache } from "./render-cache.js";
+import { TopBlocked } from "./top-blocked.js";
 
 const STATUSES = [200, 400, 401, 403, 404, 405, 413, 415, 429, 500, 503] as const;
 
@@ -21,6 +22,8 @@ export interface MetricSources {
   expirations: () => number;
   /** POST requests received and not answered yet */
   requestsInFlight: () => number;
+  /** the top offenders' share of MAX_MEMORY_MB (memory-budget.ts); default 1 MiB */
+  topBlockedBytes?: number;
 }
 
 /**
@@ -42,6 +45,8 @@ export class Metrics {
   readonly decisionSeconds: FastHistogram;
   /** POST /limit outcomes per namespace, bounded (namespace-outcomes.ts) */
   readonly namespaces: NamespaceOutcomes;
+  /** the identifiers blocked most on this node, bounded (top-blocked.ts, GET /top) */
+  readonly topBlocked: TopBlocked;
   private readonly rendered: RenderCache;
 
   /** `renderIntervalMs`: /metrics text is rendered at most once per this many ms (0: every scrape). */
@@ -98,6 +103,7 @@ export class Metrics {
       registry,
     );
     this.namespaces = new NamespaceOutcomes(registry, sources.maxNamespaces);
+    this.topBlocked = new TopBlocked(sources.topBlockedBytes ?? 1024 * 1024, clock());
     pulledGauge(registry, "ringlimit_stored_keys", "Limit states stored on this node", sources.storedKeys);
     pulledGauge(registry, "ringlimit_requests_in_flight", "POST requests received and not answered yet (a drain waits for 0)", sources.requestsInFlight);
     pulledGauge(

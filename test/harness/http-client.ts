@@ -32,7 +32,7 @@ export function request(url: string, options: RequestOptions = {}): Promise<Repl
       {
         hostname: u.hostname,
         port: u.port,
-        path: u.pathname,
+        path: u.pathname + u.search,
         method: options.method ?? "GET",
         headers: options.headers ?? {},
         agent: options.agent ?? (secure ? httpsAgent : httpAgent),

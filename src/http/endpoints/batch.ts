@@ -39,7 +39,11 @@ export const batchEndpoint: Endpoint<readonly LimitQuery[], BatchOutcome> = {
     metrics.countEndpoint("/limit/batch", a.status);
     metrics.countBatchItems(queries.length);
     const decisions = outcome.decisions;
-    for (let i = 0; i < decisions.length; i++) if (decisions[i]!.shadow) metrics.namespaces.countShadow(queries[i]!.namespace);
+    for (let i = 0; i < decisions.length; i++) {
+      const d = decisions[i]!;
+      if (d.shadow) metrics.namespaces.countShadow(queries[i]!.namespace);
+      else if (!d.allowed && d.degraded === null) metrics.topBlocked.blocked(queries[i]!.namespace, queries[i]!.identifier, a.receivedAt);
+    }
   },
   countRefusal: (metrics, status) => metrics.countEndpoint("/limit/batch", status),
 };

@@ -39,6 +39,8 @@ export const limitEndpoint: Endpoint<LimitQuery, Decision> = {
     metrics.countRequest(a.status, query.algorithm.code);
     metrics.namespaces.count(query.namespace, d.degraded !== null ? Outcome.degraded : d.allowed ? Outcome.allowed : Outcome.blocked);
     if (d.shadow) metrics.namespaces.countShadow(query.namespace);
+    // Only blocked decisions touch the top offenders' summary (a cached block is one too).
+    else if (!d.allowed && d.degraded === null) metrics.topBlocked.blocked(query.namespace, query.identifier, a.receivedAt);
     metrics.decisionSeconds.observe(a.processingMs / 1000);
   },
   countRefusal(metrics, status, query) {

@@ -10,6 +10,8 @@ import { Cluster } from "./cluster.js";
 import { Directory } from "./membership/directory.js";
 import { MemberPool } from "./membership/member-pool.js";
 import { PolicyVersions } from "./membership/policy-versions.js";
+import { answerTop, topAcrossRing } from "./top-offenders.js";
+import type { TopRequest } from "./wire/top-wire.js";
 import { policyMismatchGauge } from "../../metrics/policy-metrics.js";
 import { DnsMembership, StaticMembership } from "./membership/member-sources.js";
 import { splitHostPort } from "./membership/self-address.js";
@@ -117,6 +119,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     },
     handoffDone: (from) => moving.onHandoffDone(from),
     advertise: (payload, from) => directory.answerAdvertise(payload, from),
+    top: (payload) => answerTop(payload, metrics.topBlocked),
     statesRefused: (from, count) => logger.warn({ from, count }, "handed-over states out of bounds: not merged"),
     // A member (re)started and reached us: reach it now rather than after our backoff,
     // so it joins every ring and receives its states within milliseconds.
@@ -142,5 +145,6 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
   const dns = config.peersDns !== undefined ? splitHostPort(config.peersDns) : undefined;
   const membership =
     dns !== undefined ? new DnsMembership(dns.host, dns.port, config.dnsIntervalMs, logger, config.dnsServer) : new StaticMembership(config.peers);
-  return new Cluster({ pool, coordinator, directory, replicator, blockedCache, decider, server, membership, policyVersions });
+  const top = (q: TopRequest) => topAcrossRing(q, metrics.topBlocked, pool.ring.members, pool.self, (m) => pool.client(m), config.peerTimeoutMs);
+  return new Cluster({ pool, coordinator, directory, replicator, blockedCache, decider, server, membership, policyVersions, top });
 }

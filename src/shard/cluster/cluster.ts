@@ -4,6 +4,8 @@ import type { Directory } from "./membership/directory.js";
 import type { MemberPool } from "./membership/member-pool.js";
 import type { MembershipSource } from "./membership/member-sources.js";
 import type { PolicyVersions } from "./membership/policy-versions.js";
+import type { TopAnswer } from "./top-offenders.js";
+import type { TopRequest } from "./wire/top-wire.js";
 import { MIN_MEMBERS_FOR_QUORUM } from "./membership/quorum.js";
 import type { Coordinator } from "./movement/coordinator.js";
 import type { HandOffReport } from "./movement/handoff-sender.js";
@@ -22,6 +24,8 @@ export interface ClusterPartsBuilt {
   server: PeerServer;
   membership: MembershipSource;
   policyVersions: PolicyVersions;
+  /** GET /top across the ring (top-offenders.ts) */
+  top: (q: TopRequest) => Promise<TopAnswer>;
 }
 
 /**
@@ -42,6 +46,8 @@ export class Cluster {
   private readonly server: PeerServer;
   private readonly membership: MembershipSource;
   private readonly policyVersions: PolicyVersions;
+  /** GET /top: the identifiers blocked most, merged across the ring */
+  readonly top: (q: TopRequest) => Promise<TopAnswer>;
   private stopped = false;
 
   constructor(parts: ClusterPartsBuilt) {
@@ -54,6 +60,7 @@ export class Cluster {
     this.server = parts.server;
     this.membership = parts.membership;
     this.policyVersions = parts.policyVersions;
+    this.top = parts.top;
   }
 
   /**

@@ -26,6 +26,8 @@ export interface InboundEvents {
   resetApplied(ringKey: string): Promise<void>;
   /** RESET_NOTICE: the owner of a ring key reset it */
   resetNotice(payload: Buffer, from: string): void;
+  /** TOP: this node's identifiers blocked most, as GET /top asks a member (top-offenders.ts) */
+  top(payload: Buffer): Buffer;
   /** REPLICATE: states their owner sent to keep as replicas; returns how many were kept (throws when this node keeps none) */
   replicate(payload: Buffer, from: string): number;
 }
@@ -106,6 +108,8 @@ export class InboundHandler implements PeerServerHandler {
         return Buffer.alloc(0);
       case CallMethod.ADVERTISE:
         return this.events.advertise(payload, from);
+      case CallMethod.TOP:
+        return this.events.top(payload);
       case CallMethod.REPLICATE: {
         const reply = Buffer.alloc(4);
         reply.writeUInt32BE(this.events.replicate(payload, from), 0);

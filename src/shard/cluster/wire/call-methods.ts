@@ -31,6 +31,8 @@ export const CallMethod = Object.freeze({
   GIVE_BACK: 14,
   /** payload: a ring key (UTF-8) its owner has just reset. Receivers drop their cached blocks of it (routing/reset-notices.ts). No reply body. */
   RESET_NOTICE: 16,
+  /** payload: what GET /top asks (top-wire.ts). Reply: this member's identifiers blocked most that the filter admits. */
+  TOP: 15,
 });
 
 /** A batch is cut at this size (plus one record), within the peer channel's 512 KiB frame limit. */
