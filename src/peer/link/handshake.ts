@@ -5,9 +5,10 @@
 //   client → PROOF(clientProof)
 //   server → READY                                         the first sealed frame
 //
-// Everything is derived from one HKDF-SHA256 over the cluster secret, salted
-// with both nonces, whose info is the transcript
-//   "ringlimit peer protocol 2" ‖ u16 len ‖ clientId ‖ u16 len ‖ serverId ‖ nonceC ‖ nonceS
+// Everything is derived from one HKDF-SHA256 over the cluster key (CLUSTER_SECRET
+// stretched once by scrypt: cluster-secret.ts), salted with both nonces, whose info is
+// the transcript
+//   "ringlimit peer protocol 3" ‖ u16 len ‖ clientId ‖ u16 len ‖ serverId ‖ nonceC ‖ nonceS
 // and whose 128 bytes of output are, in order: serverProof, clientProof, the
 // client→server frame key and the server→client frame key. So a proof holds
 // only for this pair of nodes, in this direction, on this connection:
@@ -17,21 +18,24 @@
 //    server), the roles are swapped, so the transcript differs; and a server
 //    refuses a client claiming the server's own id;
 //  - a server's proof is never a client's: they are different output bytes.
-// The secret never crosses the wire, and the frame keys never do either.
+// The secret never crosses the wire, and the frame keys never do either. A CHALLENGE
+// still lets its recipient test guesses of the secret offline (anyone may send a HELLO);
+// the scrypt in front of HKDF makes each guess cost what the node pays once at start-up.
 
 import { createSecretKey, hkdfSync, randomBytes, timingSafeEqual, type KeyObject } from "node:crypto";
 import { FrameType, MAC_BYTES, NONCE_BYTES, TRANSCRIPT_LABEL } from "../wire/constants.js";
 import { encodeFrame } from "../wire/frame.js";
 import { decodeChallenge, decodeHello, decodeProof, encodeChallenge, encodeHello, encodeProof, expectEmpty, nodeIdBytes } from "../wire/messages.js";
+import { clusterKey } from "./cluster-secret.js";
 import { FrameOpener, FrameSealer, type Session } from "./session.js";
 
 const LABEL = Buffer.from(TRANSCRIPT_LABEL, "utf8");
 const KEY_BYTES = 32;
 
-/** The cluster secret as a key object, made once per server or client. */
+/** The cluster key (clusterKey: the secret stretched by scrypt, once per secret in a process) as a key object. */
 export function secretKey(secret: string): KeyObject {
   if (typeof secret !== "string" || secret.length === 0) throw new TypeError("peer channel needs a non-empty secret");
-  return createSecretKey(Buffer.from(secret, "utf8"));
+  return createSecretKey(clusterKey(secret));
 }
 
 /** What one handshake derives; both sides compute the same. */

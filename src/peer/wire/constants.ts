@@ -50,7 +50,10 @@ export const MAX_DECIDE_ITEMS = 512;
 export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
 
 /**
- * Version byte at the start of HELLO; a server refuses any other. Protocol 6: a DECIDE_REPLY
+ * Version byte at the start of HELLO; a server refuses any other. Protocol 7: the handshake
+ * keys from the cluster key (CLUSTER_SECRET stretched by scrypt) instead of the secret's
+ * bytes, so a captured CHALLENGE no longer lets anyone test a guess of the secret in
+ * microseconds (transcript label "ringlimit peer protocol 3"). Protocol 6: a DECIDE_REPLY
  * item carries a flag byte and, when the owner's policy applied an override, the limit,
  * window and algorithm it applied; a PONG carries the server's policy version; BATCH replies
  * carry the same per item (docs/peer-protocol.md). Protocol 5: a DECIDE frame
@@ -59,7 +62,7 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * by decades. Protocol 3: DECIDE items carry `cost` (protocol 2 introduced the bound
  * handshake and per-frame tags).
  */
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 /** Nonce and proof (HMAC-SHA256) sizes in the handshake. */
 export const NONCE_BYTES = 32;
 export const MAC_BYTES = 32;
@@ -67,7 +70,7 @@ export const MAC_BYTES = 32;
 export const MAX_NODE_ID_BYTES = 1024;
 
 /** Start of the handshake transcript that every proof and session key is derived from (docs/peer-protocol.md). */
-export const TRANSCRIPT_LABEL = "ringlimit peer protocol 2";
+export const TRANSCRIPT_LABEL = "ringlimit peer protocol 3";
 
 /**
  * A DECIDE item's `u8 algorithm` is the algorithm's code, carried and not judged here: the
