@@ -107,7 +107,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     local,
     blockedCache,
     clusterMetrics,
-    new BatchForwarder(view, local, config.peerTimeoutMs, batchHoldMs(config.peerTimeoutMs), (ringKey) => notices.announce(ringKey)),
+    new BatchForwarder(view, local, config.peerTimeoutMs, batchHoldMs(config.peerTimeoutMs), (ringKey) => notices.announce(ringKey), blockedCache),
     config.peerTimeoutMs,
   );
   const moving = coordinator;

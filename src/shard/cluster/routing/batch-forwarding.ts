@@ -1,5 +1,7 @@
 import {
   failOpenBatch,
+  failOpenDecision,
+  newDecision,
   type BatchOutcome,
   type Decision,
   type DegradedReason,
@@ -11,7 +13,8 @@ import type { PeerClient } from "../../../peer/index.js";
 import { decideBatchOn } from "../../local/batch.js";
 import { itemPoliciesOf } from "../../local/item-policy.js";
 import type { LocalDecider } from "../../local/local-decider.js";
-import { ringKeyOf } from "../../ring/state-key.js";
+import { ringKeyOf, stateKeyOf } from "../../ring/state-key.js";
+import type { BlockedCache } from "./blocked-cache.js";
 import {
   BatchMode,
   MAX_HOLD_MS,
@@ -75,6 +78,8 @@ export class BatchForwarder {
     private readonly holdMs: number,
     /** after a reset here, as the owner: tell the other members (ResetNotices.announce) */
     private readonly afterReset: (ringKey: string) => Promise<void> = () => Promise.resolve(),
+    /** this node's memory of the owners' 429s (ClusterDecider's): an item it holds blocked blocks a batch whose owner did not answer */
+    private readonly blocked?: BlockedCache,
   ) {}
 
   decideBatch(queries: readonly LimitQuery[], now: number, done: (outcome: BatchOutcome) => void): void {
@@ -94,7 +99,9 @@ export class BatchForwarder {
     if (parts.size === 1) {
       const part = parts.values().next().value!;
       if (part.owner === this.view.self) return this.local.decideBatch(queries, now, done);
-      this.send(part, BatchMode.DECIDE, 0).then((r) => done(r.ok ? { decisions: r.reply.decisions, degraded: null } : failOpenBatch(queries, now, r.reason)));
+      this.send(part, BatchMode.DECIDE, 0).then((r) =>
+        done(r.ok ? { decisions: r.reply.decisions, degraded: null } : this.withoutOwners(queries, parts, [r], r.reason, now)),
+      );
       return;
     }
 
@@ -107,7 +114,7 @@ export class BatchForwarder {
       const failed = settled.find((r): r is { ok: false; reason: DegradedReason } => !r.ok);
       const allowed = failed === undefined && settled.every((r) => r.ok && r.reply.allowed);
       for (const part of parts.values()) this.finish(part.owner, reservation, allowed);
-      if (failed !== undefined) return done(failOpenBatch(queries, now, failed.reason));
+      if (failed !== undefined) return done(this.withoutOwners(queries, parts, settled, failed.reason, now));
       const decisions: Decision[] = new Array(queries.length);
       [...parts.values()].forEach((part, p) => {
         const r = (settled[p] as { ok: true; reply: BatchReply }).reply;
@@ -117,6 +124,34 @@ export class BatchForwarder {
       });
       done({ decisions, degraded: null });
     });
+  }
+
+  /**
+   * A batch some of whose owners did not answer (docs/api.md, "Batches across owners"): an
+   * item blocked on an owner that did answer, or by a block this node remembers, refuses the
+   * batch (429, nothing counted: the other owners' reservations are released); only when no
+   * item is known to be blocked does the batch fail open. The unknown items of a refused
+   * batch are shown as their fail-open answers would be.
+   */
+  private withoutOwners(queries: readonly LimitQuery[], parts: Map<string, Part>, settled: PartResult[], reason: DegradedReason, now: number): BatchOutcome {
+    const decisions: Decision[] = new Array(queries.length);
+    let blocked = false;
+    [...parts.values()].forEach((part, p) => {
+      const r = settled[p]!;
+      part.positions.forEach((at, k) => {
+        const q = part.queries[k]!;
+        let d: Decision | undefined = r.ok ? r.reply.standing[k] : undefined;
+        const block = !r.ok && q.cost <= 1 ? this.blocked?.get(stateKeyOf(q.algorithm.code, q.duration, part.ringKeys[k]!), q.limit, now) : undefined;
+        if (block !== undefined) {
+          d = newDecision();
+          d.resetTime = block.resetTime;
+          d.retryAfterMs = block.until - now;
+        }
+        if (d !== undefined && !d.allowed) blocked = true;
+        decisions[at] = d ?? failOpenDecision(q, now, reason, newDecision());
+      });
+    });
+    return blocked ? { decisions, degraded: null } : failOpenBatch(queries, now, reason);
   }
 
   /** Send RESET to the identifier's owner, or reset here when this node owns it. */
