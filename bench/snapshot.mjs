@@ -71,7 +71,7 @@ for (let run = 0; run < 3; run++) {
   const w = await measured('write', async () => writeSnapshot(file, identity, table.copy(), undefined, Date.now()))
   rows.push({ ...w, bytes: w.result.bytes, longestStepMs: w.result.longestStepMs })
   const restored = new StateTable(KEYS + 1, now)
-  const r = await measured('restore', async () => readSnapshot(file, identity, (key, state) => mergeState(restored, key, state, Date.now())))
+  const r = await measured('restore', async () => readSnapshot(file, identity, (key, state) => mergeState(restored, key, state, now)))
   if (restored.size !== KEYS) throw new Error(`restored ${restored.size} of ${KEYS}`)
   rows.push({ ...r, bytes: r.result.bytes })
 }
