@@ -27,6 +27,8 @@ writeFileSync(
   - {namespace: checkout, identifier: "abuser-*", limit: 0}
   - {namespace: hourly, limit: 3, duration: 3600, algorithm: sliding-window}
   - {namespace: trial, limit: 2, shadow: true}
+  - {namespace: twin-shadow, limit: 3, algorithm: token-bucket, duration: 3600, shadow: true}
+  - {namespace: twin-enforced, limit: 3, algorithm: token-bucket, duration: 3600}
 `,
 );
 const SCOPED = newApiKey();
@@ -106,6 +108,25 @@ t.test("shadow: what the limit would block is answered 200, allowed, `shadow: tr
   const metrics = (await request(node.url + "/metrics")).text;
   t.match(metrics, /^ringlimit_shadow_allowed_total\{namespace="trial"\} 2$/m);
   t.notMatch(metrics, /ringlimit_shadow_allowed_total\{namespace="checkout"\}/, "only what shadow let through");
+});
+
+t.test("shadow lets through exactly what the same policy without shadow blocks, and counts each", async (t) => {
+  const id = uniqueId("twin");
+  const costs = [1, 2, 1, 0, 1, 3, 1];
+  const shadowed: number[] = [];
+  const enforcedBlocks: number[] = [];
+  const before = Number(/^ringlimit_shadow_allowed_total\{namespace="twin-shadow"\} (\d+)$/m.exec((await request(node.url + "/metrics")).text)?.[1] ?? 0);
+  for (let i = 0; i < costs.length; i++) {
+    const s = await ask({ namespace: "twin-shadow", identifier: id, cost: costs[i] });
+    const e = await ask({ namespace: "twin-enforced", identifier: id, cost: costs[i] });
+    t.equal(s.status, 200, `request ${i}: shadow answers 200`);
+    if (s.json.data.shadow === true) shadowed.push(i);
+    if (e.status === 429) enforcedBlocks.push(i);
+  }
+  t.ok(enforcedBlocks.length > 0, "the enforced twin blocks some");
+  t.same(shadowed, enforcedBlocks, "the same requests");
+  const after = Number(/^ringlimit_shadow_allowed_total\{namespace="twin-shadow"\} (\d+)$/m.exec((await request(node.url + "/metrics")).text)?.[1] ?? 0);
+  t.equal(after - before, enforcedBlocks.length, "each counted once");
 });
 
 t.test("batches: each item gets its own override", async (t) => {
