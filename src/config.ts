@@ -31,6 +31,7 @@ export const DEFAULTS = Object.freeze({
   drainTimeoutMs: 20000 as number, // SIGTERM: bound on handing states over and finishing requests
   stateDir: undefined as string | undefined, // set: states are snapshotted here and loaded at start (docs/durability.md)
   snapshotIntervalMs: 5000 as number, // with STATE_DIR: a SIGKILL loses at most this much of the counts held only here
+  zone: undefined as string | undefined, // this member's failure domain (machine, rack, zone); unset: its own
   replicas: undefined as number | undefined, // copies of each state on the ring, the owner's included; default 2 with peers, 1 alone
   failOpen: true as boolean,
   maxKeys: 5_000_000 as number,
@@ -155,6 +156,11 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   drainTimeoutMs: ["DRAIN_TIMEOUT_MS", int(0, 3_600_000), "on SIGTERM, ms to finish requests and hand states over"],
   stateDir: ["STATE_DIR", str, "directory for snapshots of the states, loaded at start (unset: no snapshots; docs/durability.md)"],
   snapshotIntervalMs: ["SNAPSHOT_INTERVAL_MS", int(100, 86_400_000), "ms between snapshots to STATE_DIR (what a SIGKILL of a lone node loses at most)"],
+  zone: [
+    "ZONE",
+    str,
+    "this member's failure domain (a machine, rack or zone; free text, up to 255 bytes): replicas go to members of other zones first (unset: a zone of its own)",
+  ],
   replicas: ["REPLICAS", int(1, 16), "copies of each state on the ring, the owner's included (unset: 2 with PEERS / PEERS_DNS, 1 alone)"],
   failOpen: ["FAIL_OPEN", bool, "answer 200 with degraded: true when no exact decision can be made (false: 500 or 503 instead)"],
   maxKeys: [
@@ -251,6 +257,7 @@ export function configFrom(env: NodeJS.ProcessEnv, flags: ReadonlyMap<string, st
     const weakness = clusterSecretWeakness(config.clusterSecret);
     if (weakness !== undefined) throw new ConfigError("CLUSTER_SECRET", `${weakness}; npm run keygen prints a strong one`);
   }
+  if (config.zone !== undefined && Buffer.byteLength(config.zone) > 255) throw new ConfigError("ZONE", "must be at most 255 bytes");
   if (config.metricsToken !== undefined && config.metricsToken.length < 16) {
     throw new ConfigError("METRICS_TOKEN", "must be at least 16 characters");
   }

@@ -60,6 +60,8 @@ t.test("defaults", async (t) => {
   t.equal(c.replicas, 1, "REPLICAS: 1 for a node alone");
   t.equal(loadConfig({ PEERS: "10.0.0.1:10000", CLUSTER_SECRET: SECRET }, []).replicas, 2, "REPLICAS: 2 with peers");
   t.equal(loadConfig({ PEERS: "10.0.0.1:10000", CLUSTER_SECRET: SECRET, REPLICAS: "3" }, []).replicas, 3);
+  t.equal(c.zone, undefined, "ZONE: unset, a zone of its own");
+  t.equal(loadConfig({ ZONE: "europe-west1-b" }, []).zone, "europe-west1-b");
   t.equal(DEFAULTS.port, 8080);
   t.ok(Object.isFrozen(DEFAULTS));
   // loading does not change the defaults
@@ -267,6 +269,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   STATE_DIR: [[""], ["  "]],
   SNAPSHOT_INTERVAL_MS: [["0"], ["99"], ["5s"]],
   REPLICAS: [["0"], ["17"], ["two"]],
+  ZONE: [[""], ["z".repeat(256)], ["é".repeat(128)]],
   FAIL_OPEN: [["maybe"]],
   MAX_KEYS: [["0"], ["-5"], ["1000000001"], ["many"]],
   METRICS_MAX_NAMESPACES: [["-1"], ["1.5"], ["lots"], ["10001"]],

@@ -62,7 +62,7 @@ export interface PeerServerStats {
 export interface ConnectionHost {
   readonly key: KeyObject;
   readonly nodeId: string;
-  readonly opts: { readonly handler: PeerServerHandler; readonly handshakeTimeoutMs: number; readonly idleTimeoutMs: number; readonly pongTag: () => string };
+  readonly opts: { readonly handler: PeerServerHandler; readonly handshakeTimeoutMs: number; readonly idleTimeoutMs: number; readonly pongTag: () => string; readonly zone: string };
   readonly log: PeerLogger;
   readonly stats: PeerServerStats;
   readonly pending: PendingConnections;
@@ -168,7 +168,7 @@ export class InboundConnection implements PendingConnection {
     this.decoder.opener = handshake.session!.opener;
     this.server.pending.remove(this);
     this.phase = Phase.READY;
-    this.send(readyFrame());
+    this.send(readyFrame(this.server.opts.zone));
     this.server.stats.handshakesCompleted++;
     this.decoder.maxFrameBytes = MAX_FRAME_BYTES;
     clearTimeout(this.timer);

@@ -39,6 +39,8 @@ export interface PeerServerOptions {
   logger?: PeerLogger;
   /** the tag each PONG carries (this node's policy version; printable ASCII, at most 64 bytes); default none */
   pongTag?: () => string;
+  /** this node's failure domain (ZONE), told to each client in READY; default "" (unset) */
+  zone?: string;
 }
 
 const noTag = (): string => "";
@@ -102,6 +104,7 @@ export class PeerServer implements ConnectionHost {
       maxPendingHandshakes: opts.maxPendingHandshakes ?? PEER_DEFAULTS.maxPendingHandshakes,
       maxPendingPerSource: opts.maxPendingPerSource ?? PEER_DEFAULTS.maxPendingPerSource,
       pongTag: opts.pongTag ?? noTag,
+      zone: opts.zone ?? "",
     };
     this.pending = new PendingConnections(this.opts.maxPendingHandshakes, this.opts.maxPendingPerSource);
     this.tlsHandshakes = opts.tls === undefined ? null : new Map();

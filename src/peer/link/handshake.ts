@@ -23,9 +23,10 @@
 // the scrypt in front of HKDF makes each guess cost what the node pays once at start-up.
 
 import { createSecretKey, hkdfSync, randomBytes, timingSafeEqual, type KeyObject } from "node:crypto";
-import { FrameType, MAC_BYTES, NONCE_BYTES, TRANSCRIPT_LABEL } from "../wire/constants.js";
+import { FrameType, MAC_BYTES, MAX_ZONE_BYTES, NONCE_BYTES, TRANSCRIPT_LABEL } from "../wire/constants.js";
+import { FrameError } from "../errors.js";
 import { encodeFrame } from "../wire/frame.js";
-import { decodeChallenge, decodeHello, decodeProof, encodeChallenge, encodeHello, encodeProof, expectEmpty, nodeIdBytes } from "../wire/messages.js";
+import { decodeChallenge, decodeHello, decodeProof, encodeChallenge, encodeHello, encodeProof, nodeIdBytes } from "../wire/messages.js";
 import { clusterKey } from "./cluster-secret.js";
 import { FrameOpener, FrameSealer, type Session } from "./session.js";
 
@@ -125,15 +126,17 @@ export class ServerHandshake {
   }
 }
 
-/** The READY frame, unsealed (seal it with the session's sealer). */
-export function readyFrame(): Buffer {
-  return encodeFrame(FrameType.READY);
+/** The READY frame, unsealed (seal it with the session's sealer): it carries the server's zone (ZONE; "" when unset). */
+export function readyFrame(zone = ""): Buffer {
+  return encodeFrame(FrameType.READY, Buffer.from(zone, "utf8"));
 }
 
 /** Client side: start() gives the HELLO, then feed it the frames received before READY. */
 export class ClientHandshake {
   /** Set once the server's proof is accepted: frames from then on (READY first) are sealed. */
   session: Session | null = null;
+  /** The server's zone (ZONE), from its READY; "" when it set none. */
+  remoteZone = "";
   private readonly nonceC = randomBytes(NONCE_BYTES);
 
   /**
@@ -168,7 +171,8 @@ export class ClientHandshake {
       return false;
     }
     if (type !== FrameType.READY) throw new HandshakeError("order", `expected READY, got frame type ${type}`);
-    expectEmpty(body, "READY");
+    if (body.length > MAX_ZONE_BYTES) throw new FrameError(`READY zone of ${body.length} bytes exceeds ${MAX_ZONE_BYTES}`);
+    this.remoteZone = body.toString("utf8");
     return true;
   }
 }

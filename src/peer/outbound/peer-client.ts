@@ -51,6 +51,8 @@ export class PeerClient extends EventEmitter {
   state: PeerClientState = "connecting";
   /** The peer's node id (options.serverNodeId, proven by its CHALLENGE); null before the first handshake. */
   remoteNodeId: string | null = null;
+  /** The peer's zone (ZONE) as its READY said; "" when it set none or before the first handshake. */
+  remoteZone = "";
   private readonly roundTrip = new RoundTrip();
   /** the last PONG tag told through "tag"; undefined before the first PONG (of this connection) */
   private lastTag: string | undefined = undefined;
@@ -250,6 +252,7 @@ export class PeerClient extends EventEmitter {
       const socket = this.socket!;
       const handshake = this.handshake!;
       if (handshake.receive(type, body, (frame) => socket.write(frame))) {
+        this.remoteZone = handshake.remoteZone;
         this.onReady();
       } else if (handshake.session !== null && this.sealer === null) {
         // The server proved itself: every frame from here on (READY first) is sealed.

@@ -6,7 +6,7 @@ export const FrameType = {
   HELLO: 1, // client → server: version, nonceC, clientNodeId, serverNodeId (the node it means to reach)
   CHALLENGE: 2, // server → client: nonceS, serverProof
   PROOF: 3, // client → server: clientProof
-  READY: 4, // server → client: empty, the first sealed frame; the connection is now authenticated
+  READY: 4, // server → client: the server's ZONE (UTF-8, may be empty), the first sealed frame; the connection is now authenticated
   PING: 5, // client → server: f64 timestamp
   PONG: 6, // server → client: the PING's timestamp echoed
   DECIDE: 7, // client → server: a batch of decision requests
@@ -50,7 +50,9 @@ export const MAX_DECIDE_ITEMS = 512;
 export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
 
 /**
- * Version byte at the start of HELLO; a server refuses any other. Protocol 7: the handshake
+ * Version byte at the start of HELLO; a server refuses any other. Protocol 8: READY carries the
+ * server's ZONE, which replica placement reads (a node of protocol 7 refuses a non-empty
+ * READY: a cluster upgrades as a whole). Protocol 7: the handshake
  * keys from the cluster key (CLUSTER_SECRET stretched by scrypt) instead of the secret's
  * bytes, so a captured CHALLENGE no longer lets anyone test a guess of the secret in
  * microseconds (transcript label "ringlimit peer protocol 3"). Protocol 6: a DECIDE_REPLY
@@ -62,7 +64,9 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * by decades. Protocol 3: DECIDE items carry `cost` (protocol 2 introduced the bound
  * handshake and per-frame tags).
  */
-export const PROTOCOL_VERSION = 7;
+export const PROTOCOL_VERSION = 8;
+/** Most bytes of a ZONE (UTF-8) in READY; config.ts holds ZONE to the same. */
+export const MAX_ZONE_BYTES = 255;
 /** Nonce and proof (HMAC-SHA256) sizes in the handshake. */
 export const NONCE_BYTES = 32;
 export const MAC_BYTES = 32;

@@ -59,6 +59,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     peerTimeoutMs: config.peerTimeoutMs,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
     failureTimeoutMs: config.failureTimeoutMs,
+    zone: config.zone ?? "",
     maxClockSkewMs: config.maxClockSkewMs,
     clientTls: tls.client,
     logger,
@@ -141,6 +142,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     ...(tls.server !== undefined ? { tls: tls.server } : {}),
     handler: inbound,
     pongTag: policyVersion,
+    zone: config.zone ?? "",
   });
   const dns = config.peersDns !== undefined ? splitHostPort(config.peersDns) : undefined;
   const membership =

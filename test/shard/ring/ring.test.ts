@@ -103,3 +103,52 @@ t.test("successors: the owner first, then distinct members clockwise; the next o
   t.equal(new HashRing([]).successors("k", 2, out), 0, "an empty ring has none");
   t.equal(new HashRing(["solo"]).successors("k", 2, out), 1);
 });
+
+t.test("successors with zones: replicas on other zones first, then ring order; losing a zone keeps a copy", async (t) => {
+  const members = ["a1:1", "a2:1", "b1:1", "b2:1"];
+  const zones = new Map([
+    ["a1:1", "zone-a"],
+    ["a2:1", "zone-a"],
+    ["b1:1", "zone-b"],
+    ["b2:1", "zone-b"],
+  ]);
+  const plain = new HashRing(members);
+  const zoned = new HashRing(members, undefined, zones);
+  const out: string[] = [];
+  const plainOut: string[] = [];
+  let sameZoneInPlainOrder = 0;
+  for (let i = 0; i < 2000; i++) {
+    const key = `key-${i}`;
+    t.equal(zoned.successors(key, 2, out), 2);
+    t.equal(out[0], zoned.owner(key), "the owner does not depend on zones");
+    t.equal(out[0], plain.owner(key), "nor does it change when zones are set");
+    if (zones.get(out[0]!) === zones.get(out[1]!)) t.fail(`${key}: both copies in ${zones.get(out[0]!)}`);
+    plain.successors(key, 2, plainOut);
+    if (zones.get(plainOut[0]!) === zones.get(plainOut[1]!)) sameZoneInPlainOrder++;
+    // The replica is the first member clockwise of the other zone: the plain order's first such member.
+    const full: string[] = [];
+    plain.successors(key, 4, full);
+    t.equal(out[1], full.find((m) => zones.get(m) !== zones.get(out[0]!)));
+  }
+  t.ok(sameZoneInPlainOrder > 500, `ring order alone put both copies in one zone for ${sameZoneInPlainOrder} of 2000 keys`);
+  // Three copies on two zones: one per zone, then the ring order among the rest.
+  t.equal(zoned.successors("k", 3, out), 3);
+  t.not(zones.get(out[0]!), zones.get(out[1]!));
+  const full: string[] = [];
+  plain.successors("k", 4, full);
+  t.equal(out[2], full.find((m) => m !== out[0] && m !== out[1]), "the third copy: next in ring order");
+  // Without zones (or unset ones), placement is the plain ring order.
+  const unset = new HashRing(members, undefined, new Map(members.map((m) => [m, ""])));
+  for (let i = 0; i < 200; i++) {
+    unset.successors(`k${i}`, 3, out);
+    plain.successors(`k${i}`, 3, plainOut);
+    t.same(out.slice(0, 3), plainOut.slice(0, 3));
+  }
+  // One zone for everyone: ring order too.
+  const one = new HashRing(members, undefined, new Map(members.map((m) => [m, "dc"])));
+  one.successors("k", 2, out);
+  plain.successors("k", 2, plainOut);
+  t.same(out.slice(0, 2), plainOut.slice(0, 2));
+  // A ring without one member keeps the zones of the others.
+  t.equal(zoned.without("a1:1").zones.get("b1:1"), "zone-b");
+});

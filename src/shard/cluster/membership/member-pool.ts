@@ -17,6 +17,8 @@ export interface MemberPoolOptions {
   peerTimeoutMs: number;
   heartbeatIntervalMs: number;
   failureTimeoutMs: number;
+  /** ZONE: this node's failure domain ("" unset); each peer's comes with its handshake */
+  zone: string;
   /** MAX_CLOCK_SKEW_MS: a peer's clock further off is logged (at most once a minute per peer) */
   maxClockSkewMs: number;
   /** read once, when the node is composed */
@@ -300,13 +302,24 @@ export class MemberPool {
   private rebuildRing(why: string): void {
     if (this.stopped) return;
     const alive = this.left ? [] : [this.self];
-    for (const [member, client] of this.clients) if (client.state === "up" && !this.departed.has(member) && !this.slow.isSuspected(member)) alive.push(member);
-    const next = new HashRing(alive);
-    if (next.members.join() === this.ring.members.join()) return;
+    const zones = new Map<string, string>([[this.self, this.opts.zone]]);
+    for (const [member, client] of this.clients) {
+      if (client.state !== "up" || this.departed.has(member) || this.slow.isSuspected(member)) continue;
+      alive.push(member);
+      zones.set(member, client.remoteZone);
+    }
+    const next = new HashRing(alive, undefined, zones);
+    // A member's zone can change only with a new process (a new handshake): compared too.
+    if (next.members.join() === this.ring.members.join() && sameZones(next, this.ring)) return;
     const joined = next.members.filter((m) => !this.ring.has(m));
     this.ring = next;
     this.opts.logger.info({ members: next.members, why }, "ring changed");
     this.checkQuorum();
     this.opts.onRingChanged(joined);
   }
+}
+
+function sameZones(a: HashRing, b: HashRing): boolean {
+  for (const m of a.members) if ((a.zones.get(m) ?? "") !== (b.zones.get(m) ?? "")) return false;
+  return true;
 }

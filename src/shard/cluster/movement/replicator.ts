@@ -214,12 +214,17 @@ export class Replicator {
     for (let i = 1; i < n; i++) {
       const member = targets[i]!;
       if (had !== undefined && had.includes(member)) continue;
-      let link = this.links.get(member);
-      if (link === undefined) this.links.set(member, (link = new Link()));
-      if (link.pending.count === 0) link.oldestChange = changedAt;
-      link.pending.add(key, state);
-      if (link.pending.length >= MAX_BATCH_BYTES) this.send(member, link);
+      this.queue(member, key, state, changedAt);
     }
+  }
+
+  /** Put `state` of `key` in the pending batch to `member`. */
+  private queue(member: string, key: string, state: StoredState, changedAt: number): void {
+    let link = this.links.get(member);
+    if (link === undefined) this.links.set(member, (link = new Link()));
+    if (link.pending.count === 0) link.oldestChange = changedAt;
+    link.pending.add(key, state);
+    if (link.pending.length >= MAX_BATCH_BYTES) this.send(member, link);
   }
 
   /** Send the link's pending batch and empty it; when the answer comes, send what piled up meanwhile. */
@@ -268,17 +273,29 @@ export class Replicator {
     const replicasDone = await forEachKeySliced(replicaTable, (keys) => {
       if (this.stopped) return false;
       const now = Date.now();
+      const changedAt = performance.now();
       for (const key of keys) {
-        const n = ring.successors(ringKeyOfStateKey(key), replicas, targets);
+        const ringKey = ringKeyOfStateKey(key);
+        const n = ring.successors(ringKey, replicas, targets);
         if (n > 0 && targets[0] === self) {
           const state = replicaTable.get(key);
           replicaTable.delete(key);
           if (state !== undefined && mergeState(owned, key, state, now)) promoted++;
-        } else if (!targets.slice(0, n).includes(self)) {
+          continue;
+        }
+        // The key has a new owner that may hold no copy: with zones, the next owner on the
+        // ring can be in the lost owner's zone while the copy is in another. Send it this one;
+        // it merges it as a copy (receive), so a copy it had already changes nothing.
+        if (n > 0 && before !== undefined && before.owner(ringKey) !== targets[0]) {
+          const state = replicaTable.get(key);
+          if (state !== undefined) this.queue(targets[0]!, key, state, changedAt);
+        }
+        if (!targets.slice(0, n).includes(self)) {
           replicaTable.delete(key);
           dropped++;
         }
       }
+      for (const [member, link] of this.links) if (link.inFlight < PIPELINE && link.pending.count > 0) this.send(member, link);
     });
     if (!replicasDone) return;
 
