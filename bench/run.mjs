@@ -148,12 +148,31 @@ function gitInfo() {
   }
 }
 
+/**
+ * The policy of the policy rows: 10,000 overrides, 9,000 exact identifiers and 999 wildcard
+ * ones in namespace `bench` (the rows' identifiers match none of them) and `vip` alone (every
+ * identifier of the hit row matches it, with the limit the bodies send).
+ */
+let policyPath
+function policyFile() {
+  if (policyPath !== undefined) return policyPath
+  const lines = ['overrides:']
+  for (let i = 0; i < 9000; i++) lines.push(`  - {namespace: bench, identifier: tenant-${i}, limit: ${100 + (i % 900)}}`)
+  for (let i = 0; i < 999; i++) lines.push(`  - {namespace: bench, identifier: "group-${i}-*", limit: 50}`)
+  lines.push('  - {namespace: vip, limit: 1000000}')
+  const dir = mkdtempSync(join(tmpdir(), 'ringlimit-bench-policy-'))
+  policyPath = join(dir, 'overrides.yaml')
+  writeFileSync(policyPath, lines.join('\n') + '\n')
+  return policyPath
+}
+
 async function startServer(s) {
   const k = s.server
   const tls = k.tls ? tlsFiles : undefined
   if (k.kind === 'floor') return srv.startFloor({ tls })
   if (k.kind === 'fastify') return srv.startFastify({ store: k.store, apiKey })
-  if (k.kind === 'ringlimit') return srv.startRinglimit({ apiKey, nodes: k.nodes ?? 1, tls, ...(k.main ? { main: k.main } : {}) })
+  if (k.kind === 'ringlimit')
+    return srv.startRinglimit({ apiKey, nodes: k.nodes ?? 1, tls, ...(k.main ? { main: k.main } : {}), ...(k.policy ? { extraEnv: { POLICY_PATH: policyFile() } } : {}) })
   throw new Error(`unknown server kind ${k.kind}`)
 }
 

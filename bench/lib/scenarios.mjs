@@ -69,6 +69,18 @@ export const SCENARIOS = [
     quick: true,
   },
   {
+    name: 'ringlimit-policy-miss',
+    desc: 'one node, allowed path, POLICY_PATH with 10,000 overrides of which none matches (issue 20: <= 1.05x ringlimit-allowed)',
+    server: { kind: 'ringlimit', policy: true },
+    body: ALLOWED,
+  },
+  {
+    name: 'ringlimit-policy-hit',
+    desc: 'one node, allowed path, POLICY_PATH with 10,000 overrides, every request matching one (issue 20: <= 1.1x ringlimit-allowed)',
+    server: { kind: 'ringlimit', policy: true },
+    body: { ...ALLOWED, namespace: 'vip' },
+  },
+  {
     name: 'fastify-memory',
     desc: 'Fastify 5 + rate-limiter-flexible RateLimiterMemory, same contract, allowed path',
     server: { kind: 'fastify', store: 'memory' },
