@@ -1,3 +1,4 @@
+import type { HttpResponse } from "uWebSockets.js";
 /**
  * Every error the HTTP contract can answer, defined once: the HTTP status line (standard
  * reason phrase), the `data.error` text clients see, and a stable code used in logs and
@@ -32,4 +33,16 @@ export const Errors = Object.freeze({
 export interface FieldProblem {
   field: string;
   message: string;
+}
+
+/**
+ * Answer an error outside the decision pipeline (a route's 404/405, GET /cluster, GET /top,
+ * /metrics): its status line, a 401's challenge (RFC 9110 §11.6.1), `Allow` for a 405, and
+ * the JSON body (envelope.ts errorBody). The pipeline's door writes its own (door.ts).
+ */
+export function endWithError(res: HttpResponse, error: ErrorDef, body: string, allow?: string): void {
+  res.writeStatus(error.statusLine);
+  if (error === Errors.unauthorized) res.writeHeader("WWW-Authenticate", "Bearer");
+  if (allow !== undefined) res.writeHeader("Allow", allow);
+  res.writeHeader("Content-Type", "application/json").end(body);
 }

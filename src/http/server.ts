@@ -13,7 +13,7 @@ import { jsonEndpoint, type RlsDecisions } from "./endpoints/json.js";
 import { limitEndpoint } from "./endpoints/limit.js";
 import { resetEndpoint } from "./endpoints/reset.js";
 import { errorBody } from "./envelope.js";
-import { Errors, type ErrorDef } from "./errors.js";
+import { endWithError, Errors, type ErrorDef } from "./errors.js";
 import type { IdGenerator } from "./ids.js";
 import { listenExclusive } from "./listen.js";
 
@@ -25,7 +25,6 @@ export type { RingDirectory } from "./endpoints/cluster.js";
  */
 const POST_ENDPOINTS: readonly AnyEndpoint[] = [limitEndpoint, batchEndpoint, resetEndpoint];
 
-const JSON_TYPE = "application/json";
 
 export interface FrontEndOptions {
   host: string;
@@ -83,12 +82,12 @@ export class FrontEnd {
     const endpoints = deps.rls === undefined ? POST_ENDPOINTS : [...POST_ENDPOINTS, jsonEndpoint(deps.rls)];
     for (const endpoint of endpoints) {
       app.post(endpoint.path, (res, req) => door.onPost(res, req, endpoint));
-      app.any(endpoint.path, (res) => this.endError(res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "POST"), Errors.methodNotAllowed));
+      app.any(endpoint.path, (res) => this.endError(res, Errors.methodNotAllowed, "POST"));
     }
     app.get("/cluster", clusterEndpoint(deps.verifier, deps.ids, this.clock, deps.directory));
     if (deps.top !== undefined) app.get("/top", topEndpoint(deps.verifier, deps.ids, this.clock, deps.top));
-    app.any("/top", (res) => this.endError(res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "GET"), Errors.methodNotAllowed));
-    app.any("/cluster", (res) => this.endError(res.writeStatus(Errors.methodNotAllowed.statusLine).writeHeader("Allow", "GET"), Errors.methodNotAllowed));
+    app.any("/top", (res) => this.endError(res, Errors.methodNotAllowed, "GET"));
+    app.any("/cluster", (res) => this.endError(res, Errors.methodNotAllowed, "GET"));
     const readiness = () => (this.draining ? "draining" : this.deps.isReady() ? "ready" : "not ready");
     serveHealth(app, readiness);
     if (options.metricsPort === undefined) {
@@ -98,9 +97,9 @@ export class FrontEnd {
       // /ready too: Kubernetes probes and Prometheus reach it without certificates.
       this.adminApp = App().get("/metrics", (res, req) => this.onMetrics(res, req));
       serveHealth(this.adminApp, readiness);
-      this.adminApp.any("/*", (res) => this.endError(res.writeStatus(Errors.notFound.statusLine), Errors.notFound));
+      this.adminApp.any("/*", (res) => this.endError(res, Errors.notFound));
     }
-    app.any("/*", (res) => this.endError(res.writeStatus(Errors.notFound.statusLine), Errors.notFound));
+    app.any("/*", (res) => this.endError(res, Errors.notFound));
   }
 
   /** POST requests received and not answered yet: a drain waits for 0. */
@@ -135,13 +134,12 @@ export class FrontEnd {
     this.adminApp?.close();
   }
 
-  private endError(res: HttpResponse, error: ErrorDef): void {
-    res.writeHeader("Content-Type", JSON_TYPE).end(errorBody(this.deps.ids.error(), this.clock(), error));
+  private endError(res: HttpResponse, error: ErrorDef, allow?: string): void {
+    endWithError(res, error, errorBody(this.deps.ids.error(), this.clock(), error), allow);
   }
 
   private onMetrics(res: HttpResponse, req: HttpRequest): void {
     if (this.metricsBearer !== undefined && !this.metricsBearer.matches(req.getHeader("authorization"))) {
-      res.writeStatus(Errors.unauthorized.statusLine).writeHeader("WWW-Authenticate", "Bearer");
       return this.endError(res, Errors.unauthorized);
     }
     let aborted = false;
@@ -153,7 +151,7 @@ export class FrontEnd {
       },
       (err: unknown) => {
         this.deps.logger.error({ err }, "metrics failed");
-        if (!aborted) res.cork(() => this.endError(res.writeStatus(Errors.internal.statusLine), Errors.internal));
+        if (!aborted) res.cork(() => this.endError(res, Errors.internal));
       },
     );
   }

@@ -1,7 +1,7 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import type { ApiKeyVerifier } from "../../auth/api-keys.js";
 import { ENVELOPE, envelopeHead, errorBody, jsonString, RING_VERSION_HEADER } from "../envelope.js";
-import { Errors } from "../errors.js";
+import { endWithError, Errors } from "../errors.js";
 import type { IdGenerator } from "../ids.js";
 
 export interface ClusterMemberView {
@@ -25,8 +25,7 @@ export interface RingDirectory {
 export function clusterEndpoint(verifier: ApiKeyVerifier, ids: IdGenerator, clock: () => number, directory: RingDirectory) {
   return (res: HttpResponse, req: HttpRequest): void => {
     if (!verifier.verifyHeader(req.getHeader("authorization"))) {
-      res.writeStatus(Errors.unauthorized.statusLine).writeHeader("WWW-Authenticate", "Bearer").writeHeader("Content-Type", "application/json");
-      res.end(errorBody(ids.error(), clock(), Errors.unauthorized));
+      endWithError(res, Errors.unauthorized, errorBody(ids.error(), clock(), Errors.unauthorized));
       return;
     }
     const body = clusterBody(ids.ok(), clock(), directory.version, directory.self, directory.members, (m) => directory.policyVersionOf(m));

@@ -1,7 +1,7 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import type { ApiKeyVerifier } from "../../auth/api-keys.js";
 import { ENVELOPE, envelopeHead, errorBody } from "../envelope.js";
-import { Errors, type ErrorDef } from "../errors.js";
+import { endWithError, Errors, type ErrorDef } from "../errors.js";
 import type { IdGenerator } from "../ids.js";
 
 /** GET /top's `n`: default and bound (docs/api.md). */
@@ -31,9 +31,7 @@ export function topEndpoint(verifier: ApiKeyVerifier, ids: IdGenerator, clock: (
   return (res: HttpResponse, req: HttpRequest): void => {
     const scope = verifier.scopeOf(req.getHeader("authorization"));
     if (scope === undefined) {
-      res.writeStatus(Errors.unauthorized.statusLine).writeHeader("WWW-Authenticate", "Bearer").writeHeader("Content-Type", "application/json");
-      res.end(errorBody(ids.error(), clock(), Errors.unauthorized));
-      return;
+      return refuse(res, ids, clock, Errors.unauthorized);
     }
     const nText = req.getQuery("n");
     const namespaceText = req.getQuery("namespace");
@@ -59,7 +57,7 @@ export function topEndpoint(verifier: ApiKeyVerifier, ids: IdGenerator, clock: (
 }
 
 function refuse(res: HttpResponse, ids: IdGenerator, clock: () => number, error: ErrorDef, detail?: { field: string; message: string }): void {
-  res.writeStatus(error.statusLine).writeHeader("Content-Type", "application/json").end(errorBody(ids.error(), clock(), error, detail === undefined ? undefined : [detail]));
+  endWithError(res, error, errorBody(ids.error(), clock(), error, detail === undefined ? undefined : [detail]));
 }
 
 /** GET /top's body (cold path). */

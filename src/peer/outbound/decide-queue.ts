@@ -7,6 +7,7 @@ import { DecideCode, DecideItemFlag } from "../wire/constants.js";
 import { TIMEOUT_ERROR, type PeerError } from "../errors.js";
 import { ForwardBudget } from "./forward-budget.js";
 import { DecideBatchWriter, newDecideResult, type DecideQuery, type DecideResult } from "../wire/messages.js";
+import type { DecideReplySink } from "../wire/decide-reply.js";
 import { PendingRequests, invokeSafely, type DecideCallback } from "./pending-requests.js";
 
 export class DecideQueue {
@@ -27,17 +28,7 @@ export class DecideQueue {
   private readonly flushBound = (): void => this.flush();
   private readonly onDeadlineBound = (): void => this.onDeadline();
   /** Hand to readDecideReply: one call per answered item, plain numbers, nothing allocated. */
-  readonly onReplyItem = (
-    reqId: number,
-    code: number,
-    remaining: number,
-    resetTime: number,
-    retryAfterMs: number,
-    flags: number,
-    limit: number,
-    duration: number,
-    algorithm: number,
-  ): void => {
+  readonly onReplyItem: DecideReplySink = (reqId, code, remaining, resetTime, retryAfterMs, flags, limit, duration, algorithm) => {
     const cb = this.pending.take(reqId);
     // Expired (or an id we never sent: a peer that does so is broken anyway).
     if (cb === null) {
