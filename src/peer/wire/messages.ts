@@ -95,11 +95,6 @@ export function decodeProof(body: Buffer): Buffer {
   return Buffer.from(body);
 }
 
-/** Bodies that must be empty (READY). */
-export function expectEmpty(body: Buffer, what: string): void {
-  if (body.length !== 0) throw new FrameError(`${what} must have an empty body`);
-}
-
 // --------------------------------------------------------------- heartbeat
 
 /** PING / PONG body: f64 timestamp (the client's monotonic clock, ms); PONG echoes it. */
