@@ -48,6 +48,22 @@ export async function startCluster(
   extraEnv: Record<string, string> = {},
   perNode: (index: number) => Record<string, string> = () => ({}),
 ): Promise<TestCluster> {
+  // Ports come from freePort(), which another test file can take before a node binds: such a
+  // start is retried on new ports, as spawnNode does for a lone node.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startClusterOnce(n, extraEnv, perNode);
+    } catch (err) {
+      if (attempt === 3 || !/EADDRINUSE/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
+async function startClusterOnce(
+  n: number,
+  extraEnv: Record<string, string>,
+  perNode: (index: number) => Record<string, string>,
+): Promise<TestCluster> {
   const httpPorts: number[] = [];
   const peerPorts: number[] = [];
   for (let i = 0; i < n; i++) {
@@ -67,7 +83,15 @@ export async function startCluster(
     ...extraEnv,
     ...perNode(i),
   }));
-  const nodes: (NodeProcess | undefined)[] = await Promise.all(env.map((e) => spawnNode(e)));
+  // A start that fails kills the nodes that did start: a live child keeps the test process
+  // from exiting, and tap then reports a timeout instead of the failure (a CI run hung so).
+  const started = await Promise.allSettled(env.map((e) => spawnNode(e)));
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  const nodes: (NodeProcess | undefined)[] = started.map((s) => (s.status === "fulfilled" ? s.value : undefined));
+  if (failed !== undefined) {
+    await Promise.all(nodes.map((node) => node?.kill()));
+    throw failed.reason;
+  }
   const cluster: TestCluster = {
     nodes,
     members,
@@ -90,10 +114,15 @@ export async function startCluster(
       await Promise.all(nodes.map((node) => node?.kill()));
     },
   };
-  await waitForRing(
-    nodes.filter((x): x is NodeProcess => x !== undefined),
-    n,
-  );
+  try {
+    await waitForRing(
+      nodes.filter((x): x is NodeProcess => x !== undefined),
+      n,
+    );
+  } catch (err) {
+    await cluster.stop();
+    throw err;
+  }
   return cluster;
 }
 
