@@ -117,7 +117,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   // from before the peer listener takes forwarded decisions.
   local.setPolicy(policy?.(), config.shadowMode);
   const cluster = clustered
-    ? assembleCluster(config, { local, metrics, logger, tls: readPeerTls(config), replicaTable, blockedCacheBytes: budget.blockedCacheBytes, policyVersion })
+    ? assembleCluster(config, { local, metrics, logger, tls: readPeerTls(config), replicaTable, blockedCacheBytes: budget.blockedCacheBytes, sharesBytes: budget.sharesBytes, policyVersion })
     : undefined;
   const decider: Decider = cluster?.decider ?? local;
   const durability = new DurabilityMetrics(metrics.registry, config.stateDir === undefined ? 0 : config.snapshotIntervalMs / 1000);

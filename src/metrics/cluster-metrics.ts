@@ -2,7 +2,7 @@ import { Gauge, type Registry } from "prom-client";
 import { FastHistogram } from "./fast-histogram.js";
 import { pulledCounter, pulledGauge, pulledLabelledCounter } from "./pulled.js";
 
-const OUTCOMES = ["allowed", "blocked", "cached_block", "timeout", "unavailable", "error", "invalid"] as const;
+const OUTCOMES = ["allowed", "blocked", "cached_block", "timeout", "unavailable", "error", "invalid", "shared"] as const;
 export type ForwardOutcome = (typeof OUTCOMES)[number];
 
 export interface PeerStateSample {
@@ -36,7 +36,7 @@ export class ClusterMetrics {
     pulledLabelledCounter(
       registry,
       "ringlimit_forwarded_total",
-      "Decisions for keys owned by another node, by outcome (cached_block: answered 429 from the owner's earlier block; invalid: the owner's answer was out of bounds, failed open)",
+      "Decisions for keys owned by another node, by outcome (cached_block: answered 429 from the owner's earlier block; invalid: the owner's answer was out of bounds, failed open; shared: answered here from this node's share of the key, not sent)",
       "outcome",
       OUTCOMES,
       this.outcomes,

@@ -110,6 +110,9 @@ export class PeerClient extends EventEmitter {
     this.queue = new DecideQueue(this.timeoutMs, write, () => this.ping());
   }
 
+  /** unix ms (this node's clock) at which the connection last came up; NaN before. A newer connection is a later time. */
+  upSince = NaN;
+
   /** Last PING round trip in ms; NaN until measured. */
   get rttMs(): number {
     return this.roundTrip.rttMs;
@@ -360,6 +363,7 @@ export class PeerClient extends EventEmitter {
   private setUp(): void {
     if (this.state === "up") return;
     this.state = "up";
+    this.upSince = Date.now();
     this.emit("up");
   }
 

@@ -24,6 +24,9 @@ import { ResetNotices } from "./routing/reset-notices.js";
 import { ClusterDecider } from "./routing/forwarding.js";
 import { InboundHandler } from "./routing/inbound.js";
 import { LiveView } from "./view.js";
+import { KnownMembers } from "./leases/known-members.js";
+import { ShareTable } from "./leases/share-table.js";
+import { Shares } from "./leases/shares.js";
 
 /** What the node gives the cluster: its table's decider, its registry and log, and its share of memory. */
 export interface ClusterParts {
@@ -35,6 +38,8 @@ export interface ClusterParts {
   replicaTable: StateTable | undefined;
   /** the blocked cache's share of the memory budget (memory-budget.ts) */
   blockedCacheBytes: number;
+  /** the bytes of this member's shares of other owners' keys (memory-budget.ts) */
+  sharesBytes: number;
   /** the version of the policy this node holds now (docs/policy.md): told with every heartbeat */
   policyVersion: () => string;
 }
@@ -45,10 +50,14 @@ export interface ClusterParts {
  * inbound handler behind the peer listener and the decider the front end asks, and wires
  * their events to each other. Nothing is started here (Cluster.start).
  */
-export function assembleCluster(config: Config, { local, metrics, logger, tls, replicaTable, blockedCacheBytes, policyVersion }: ClusterParts): Cluster {
+export function assembleCluster(config: Config, { local, metrics, logger, tls, replicaTable, blockedCacheBytes, sharesBytes, policyVersion }: ClusterParts): Cluster {
   const table = local.table;
   // The pool calls back into parts made after it; none of its callbacks runs before start().
   let coordinator: Coordinator | undefined;
+  // The owner holds back a share for each other member it has known (leases/, share-rule.ts).
+  const known = new KnownMembers((count) => {
+    local.sharers = count - 1;
+  });
   let replicator: Replicator | undefined;
   const pool: MemberPool = new MemberPool({
     self: config.nodeId ?? `${config.peerHost}:${config.peerPort}`,
@@ -64,6 +73,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     clientTls: tls.client,
     logger,
     onRingChanged: (joined) => {
+      known.note(pool.ring.members, pool.self, pool.configuredCount);
       coordinator!.onRingChanged(joined);
       directory.setRing(pool.ring.members, pool.self);
       for (const member of joined) if (member !== pool.self) directory.exchangeWith(member, pool.client(member), logger);
@@ -110,6 +120,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     clusterMetrics,
     new BatchForwarder(view, local, config.peerTimeoutMs, batchHoldMs(config.peerTimeoutMs), (ringKey) => notices.announce(ringKey), blockedCache),
     config.peerTimeoutMs,
+    new Shares(new ShareTable(sharesBytes), known, (q) => local.mayChange(q)),
   );
   const moving = coordinator;
   const inbound = new InboundHandler(view, local, {
@@ -124,7 +135,11 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     statesRefused: (from, count) => logger.warn({ from, count }, "handed-over states out of bounds: not merged"),
     // A member (re)started and reached us: reach it now rather than after our backoff,
     // so it joins every ring and receives its states within milliseconds.
-    peerAuthenticated: (member) => pool.reconnectNow(member),
+    peerAuthenticated: (member) => {
+      // Counted before the member's connection is up on its side, so before it may take a share.
+      known.note([member], pool.self, pool.configuredCount);
+      pool.reconnectNow(member);
+    },
     resetApplied: (ringKey) => notices.announce(ringKey),
     resetNotice: (payload) => notices.received(payload),
     replicate: (payload, from) => {

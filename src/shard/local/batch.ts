@@ -1,6 +1,7 @@
 import { newStep, type LimitState } from "../../algorithms/index.js";
 import { newDecision, type Decision, type LimitQuery } from "../../decision.js";
 import type { ItemPolicy } from "./item-policy.js";
+import { ownerLimit } from "./share-rule.js";
 import { stateKeyOf } from "../ring/state-key.js";
 import { KEEP_ORIGIN, type StateTable, type StoredState } from "../table/state-table.js";
 
@@ -45,6 +46,8 @@ export interface BatchDecision {
  */
 export function decideBatchOn(
   table: StateTable,
+  /** the owner's sharers (LocalDecider.sharers): items are decided against ownerLimit */
+  sharers: number,
   queries: readonly LimitQuery[],
   ringKeys: readonly string[],
   now: number,
@@ -69,7 +72,8 @@ export function decideBatchOn(
     const pending = overlay.get(key);
     const state: LimitState | null = pending !== undefined ? pending.state : (table.get(key) ?? null);
     const D = q.duration * 1000;
-    q.algorithm.step(state, q.limit, D, now, step, q.cost);
+    const limit = ownerLimit(q.algorithm.code, q.limit, sharers);
+    q.algorithm.step(state, limit, D, now, step, q.cost);
     const d = withPolicy(toDecision(step.allowed, step.remaining, step.resetMs, step.retryAfterMs), item);
     decisions.push(d);
     if (!step.allowed) {
@@ -82,7 +86,7 @@ export function decideBatchOn(
     if (pending !== undefined) {
       pending.state = { a: step.a, b: step.b, c: step.c, expiresAt, origin: KEEP_ORIGIN, born: Math.floor(now / 1000) };
       pending.cost += q.cost;
-      pending.weight = q.limit - step.remaining;
+      pending.weight = limit - step.remaining;
     } else {
       overlay.set(key, {
         key,
@@ -91,16 +95,16 @@ export function decideBatchOn(
         at: now,
         cost: q.cost,
         state: { a: step.a, b: step.b, c: step.c, expiresAt, origin: KEEP_ORIGIN, born: Math.floor(now / 1000) },
-        weight: q.limit - step.remaining,
+        weight: limit - step.remaining,
       });
     }
   }
   if (!allowed) {
     // Nothing is counted: items that passed show the state as it stands.
-    const views = standingViews(table, queries, ringKeys, now, decisions, items);
+    const views = standingViews(table, sharers, queries, ringKeys, now, decisions, items);
     return { decisions: views, allowed, counted: [], ...(standing ? { standing: views } : {}) };
   }
-  const before = standing ? standingViews(table, queries, ringKeys, now, decisions, items) : undefined;
+  const before = standing ? standingViews(table, sharers, queries, ringKeys, now, decisions, items) : undefined;
   const counted = [...overlay.values()];
   if (commit) for (const c of counted) table.set(c.key, c.state, c.weight);
   return { decisions, allowed, counted, ...(before !== undefined ? { standing: before } : {}) };
@@ -109,6 +113,7 @@ export function decideBatchOn(
 /** `decisions` with each allowed item replaced by a peek at the table as it stands (blocked ones kept). */
 function standingViews(
   table: StateTable,
+  sharers: number,
   queries: readonly LimitQuery[],
   ringKeys: readonly string[],
   now: number,
@@ -119,7 +124,7 @@ function standingViews(
   return decisions.map((d, i) => {
     if (!d.allowed || d.shadow) return d;
     const q = effective(queries[i]!, items?.[i]);
-    q.algorithm.step(table.get(stateKeyOf(q.algorithm.code, q.duration, ringKeys[i]!)) ?? null, q.limit, q.duration * 1000, now, step, 0);
+    q.algorithm.step(table.get(stateKeyOf(q.algorithm.code, q.duration, ringKeys[i]!)) ?? null, ownerLimit(q.algorithm.code, q.limit, sharers), q.duration * 1000, now, step, 0);
     const view = toDecision(true, step.remaining, step.resetMs, 0);
     view.applied = d.applied;
     return view;

@@ -6,6 +6,7 @@ import { decideBatchOn } from "./batch.js";
 import { itemPoliciesOf } from "./item-policy.js";
 import { Reservations } from "./reservations.js";
 import { ResetQueue } from "./reset-queue.js";
+import { ownerLimit } from "./share-rule.js";
 import { ringKeyOf, stateKeyOf } from "../ring/state-key.js";
 import type { StateTable } from "../table/state-table.js";
 
@@ -34,6 +35,12 @@ export class LocalDecider implements Decider {
   private readonly applied: AppliedLimit = { limit: 0, duration: 0, algorithm: undefined as unknown as Algorithm };
   private policy: Policy | undefined = undefined;
   private shadowMode = false;
+  /**
+   * Members other than this one it has known (the most at once; 0 alone): each may hold a
+   * share of every shared limit's window (share-rule.ts), so this owner decides against the
+   * limit less their shares. Set by the cluster; it only grows.
+   */
+  sharers = 0;
 
   /** one owner's parts of batches across owners, held until committed or released */
   readonly reservations: Reservations;
@@ -55,6 +62,11 @@ export class LocalDecider implements Decider {
     this.policy = policy;
     this.shadowMode = shadowMode;
     this.decideItem = shadowMode || (policy !== undefined && policy.overrideCount > 0) ? this.decideWithPolicy : this.decidePlain;
+  }
+
+  /** Whether this node's policy may change what `query` is decided against (an override, SHADOW_MODE): only its owner answers it then. */
+  mayChange(query: LimitQuery): boolean {
+    return this.shadowMode || (query.overridable === true && this.policy !== undefined && this.policy.overrideCount > 0);
   }
 
   /** the policy and SHADOW_MODE, as batches read them */
@@ -117,6 +129,7 @@ export class LocalDecider implements Decider {
   /** The entry point for decisions forwarded by peers: they arrive as fields, with no LimitQuery. */
   decideKey(ringKey: string, algorithm: Algorithm, limit: number, duration: number, now: number, cost = 1): Decision {
     const step = this.step;
+    if (this.sharers !== 0) limit = ownerLimit(algorithm.code, limit, this.sharers);
     this.table.decide(stateKeyOf(algorithm.code, duration, ringKey), algorithm, limit, duration * 1000, now, step, cost);
     const d = this.decision;
     d.allowed = step.allowed;
@@ -149,7 +162,7 @@ export class LocalDecider implements Decider {
   decideBatch(queries: readonly LimitQuery[], now: number, done: (outcome: BatchOutcome) => void): void {
     const ringKeys = queries.map((q) => ringKeyOf(q.namespace, q.identifier));
     const items = itemPoliciesOf(this.policy, this.shadowMode, queries);
-    done({ decisions: decideBatchOn(this.table, queries, ringKeys, now, true, false, items).decisions, degraded: null });
+    done({ decisions: decideBatchOn(this.table, this.sharers, queries, ringKeys, now, true, false, items).decisions, degraded: null });
   }
 
   /** Applied by the reset queue, now or in a later turn, at the time it runs. */

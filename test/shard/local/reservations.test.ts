@@ -15,7 +15,7 @@ for (const alg of ALGORITHMS) {
     const q = (id: string, cost: number) => ({ namespace: "ns", identifier: id, limit: 10, duration: 60, algorithm: alg, cost });
     const peek = (id: string, now: number) => local.decideSync(q(id, 0), now).remaining;
     const reserve = (name: string, id: string, cost: number, now: number) => {
-      const r = decideBatchOn(table, [q(id, cost)], [ringKeyOf("ns", id)], now, true, true);
+      const r = decideBatchOn(table, 0, [q(id, cost)], [ringKeyOf("ns", id)], now, true, true);
       t.ok(r.allowed);
       t.equal(r.standing![0]!.remaining, 10, "the view before the batch");
       local.reservations.hold(name, r.counted, now + 2000);

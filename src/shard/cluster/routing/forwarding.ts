@@ -13,6 +13,7 @@ import { replyWithinContract, resetTimeHere } from "../wire/peer-data.js";
 import { encodeGiveBack } from "../wire/batch-wire.js";
 import { CallMethod } from "../wire/call-methods.js";
 import { ringKeyOf, stateKeyOf } from "../../ring/state-key.js";
+import type { Shares } from "../leases/shares.js";
 
 /** What the decider needs to know about the cluster at the moment of a decision. */
 export interface ClusterView extends OwnershipView {
@@ -29,6 +30,8 @@ export interface ClusterView extends OwnershipView {
  */
 export class ClusterDecider implements Decider {
   private readonly cachedBlock: Decision = newDecision();
+  /** An answer from this node's share of a key (leases/shares.ts), with the same validity as `forwarded`. */
+  private readonly shared: Decision = newDecision();
   /** A forward's answer: valid only for the `done` call it is passed to (see Decider), so one object serves every forward. */
   private readonly forwarded: Decision = newDecision();
   /** A forward's applied limit, with the same validity as `forwarded`. */
@@ -42,6 +45,8 @@ export class ClusterDecider implements Decider {
     private readonly batches: BatchForwarder,
     /** deadline of a GIVE_BACK call (PEER_TIMEOUT_MS) */
     private readonly timeoutMs: number,
+    /** shares of keys other members own (leases/): answered here, in the turn the request arrived */
+    private readonly shares: Shares,
   ) {}
 
   /**
@@ -53,25 +58,49 @@ export class ClusterDecider implements Decider {
   private syncNow = 0;
   private syncRingKey = "";
   private syncVerdict: Ownership | undefined = undefined;
+  /** the state key decideSync built to ask its share, "" when it did not */
+  private syncStateKey = "";
 
-  /** Keys this node may decide now are answered at once; undefined means "use decide()". */
+  /**
+   * Keys this node may decide now, and keys another member owns that this node's share of
+   * them answers (leases/shares.ts), are answered at once; undefined means "use decide()".
+   */
   decideSync(query: LimitQuery, now: number): Decision | undefined {
     const ringKey = ringKeyOf(query.namespace, query.identifier);
     const verdict = ownership(this.view, ringKey, query.algorithm.code, query.duration, now, "local");
     if (verdict.kind === "decide") return this.local.decideNow(query, ringKey, now);
+    let stateKey = "";
+    if (verdict.kind === "forward" && this.shares.shareable(query)) {
+      stateKey = stateKeyOf(query.algorithm.code, query.duration, ringKey);
+      const d = this.fromShare(query, stateKey, verdict.owner, now);
+      if (d !== undefined) return d;
+    }
     this.syncQuery = query;
     this.syncNow = now;
     this.syncRingKey = ringKey;
     this.syncVerdict = verdict;
+    this.syncStateKey = stateKey;
     return undefined;
+  }
+
+  private fromShare(query: LimitQuery, stateKey: string, owner: string, now: number): Decision | undefined {
+    const client = this.view.client(owner);
+    if (client === undefined) return undefined;
+    const d = this.shares.answer(query, stateKey, client, now, this.shared);
+    if (d !== undefined) this.metrics.forwardOutcome("shared");
+    return d;
   }
 
   decide(query: LimitQuery, now: number, done: (decision: Decision) => boolean): void {
     let ringKey: string;
     let verdict: Ownership;
-    if (this.syncQuery === query && this.syncNow === now && this.syncVerdict !== undefined) {
+    /** decideSync asked the share already; "" when it did not (the key is built below) */
+    let stateKey = "";
+    const fromSync = this.syncQuery === query && this.syncNow === now && this.syncVerdict !== undefined;
+    if (fromSync) {
       ringKey = this.syncRingKey;
-      verdict = this.syncVerdict;
+      verdict = this.syncVerdict!;
+      stateKey = this.syncStateKey;
     } else {
       ringKey = ringKeyOf(query.namespace, query.identifier);
       verdict = ownership(this.view, ringKey, query.algorithm.code, query.duration, now, "local");
@@ -88,7 +117,17 @@ export class ClusterDecider implements Decider {
       return;
     }
 
-    const stateKey = stateKeyOf(query.algorithm.code, query.duration, ringKey);
+    if (stateKey === "") {
+      stateKey = stateKeyOf(query.algorithm.code, query.duration, ringKey);
+      // Not through decideSync (the RLS door): the share is asked here.
+      if (!fromSync && this.shares.shareable(query)) {
+        const d = this.fromShare(query, stateKey, verdict.owner, now);
+        if (d !== undefined) {
+          done(d);
+          return;
+        }
+      }
+    }
     // A remembered block is one for a request of 1 (a peek is blocked exactly then too);
     // a heavier request waits longer, so it asks the owner.
     const cacheable = query.cost <= 1;

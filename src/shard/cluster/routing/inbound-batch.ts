@@ -33,7 +33,7 @@ export function onBatchCall(
       const reserve = request.mode === BatchMode.RESERVE;
       // The owner's policy: each item gets its override here, whoever coordinates the batch.
       const { policy, shadowMode } = local.policyInForce;
-      const r = decideBatchOn(local.table, request.queries, ringKeys, now, true, reserve, itemPoliciesOf(policy, shadowMode, request.queries));
+      const r = decideBatchOn(local.table, local.sharers, request.queries, ringKeys, now, true, reserve, itemPoliciesOf(policy, shadowMode, request.queries));
       if (reserve && r.allowed) reservations.hold(`${from}/${request.reservation}`, r.counted, now + request.holdMs);
       return encodeBatchReply(r.allowed, r.decisions, r.standing);
     }
