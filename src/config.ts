@@ -25,6 +25,7 @@ export const DEFAULTS = Object.freeze({
   peerTlsCaFile: undefined as string | undefined,
   heartbeatIntervalMs: 200 as number,
   failureTimeoutMs: 1000 as number, // no frame from a peer for this long: it leaves this node's ring
+  takeoverHoldMs: undefined as number | undefined, // default: FAILURE_TIMEOUT_MS
   maxClockSkewMs: 1000 as number, // a peer's clock further off than this is logged as a warning
   dnsIntervalMs: 5000 as number,
   dnsServer: undefined as string | undefined, // host:port of the DNS server for PEERS_DNS; default: the system resolver
@@ -51,7 +52,7 @@ export const DEFAULTS = Object.freeze({
 });
 
 /** Settings whose default configFrom derives from the others (see DEFAULTS): a Config always holds a number there. */
-type Derived = "peerPort" | "replicas";
+type Derived = "peerPort" | "replicas" | "takeoverHoldMs";
 
 export type Config = {
   -readonly [K in keyof typeof DEFAULTS]: K extends Derived ? number : (typeof DEFAULTS)[K];
@@ -150,6 +151,11 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   peerTlsCaFile: ["PEER_TLS_CA_FILE", str, "PEM CA certificate(s) peers' certificates must chain to"],
   heartbeatIntervalMs: ["HEARTBEAT_INTERVAL_MS", int(10, 60_000), "ms between heartbeats to each peer"],
   failureTimeoutMs: ["FAILURE_TIMEOUT_MS", int(50, 600_000), "ms without a frame from a peer before it leaves this node's ring"],
+  takeoverHoldMs: [
+    "TAKEOVER_HOLD_MS",
+    int(0, 600_000),
+    "ms after a silent or slow peer leaves this node's ring during which its keys answer degraded here (it may still be counting them); 0: taken over at once (unset: FAILURE_TIMEOUT_MS)",
+  ],
   maxClockSkewMs: ["MAX_CLOCK_SKEW_MS", int(1, 3_600_000), "warn when a peer's wall clock differs from this node's by more than this many ms"],
   dnsIntervalMs: ["DNS_INTERVAL_MS", int(100, 3_600_000), "ms between PEERS_DNS lookups"],
   dnsServer: ["DNS_SERVER", str, "host:port of the DNS server for PEERS_DNS (unset: the system resolver)"],
@@ -250,6 +256,7 @@ export function configFrom(env: NodeJS.ProcessEnv, flags: ReadonlyMap<string, st
   }
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
   config.replicas ??= clustered ? 2 : 1;
+  config.takeoverHoldMs ??= config.failureTimeoutMs;
   if (clustered && config.clusterSecret === undefined) {
     throw new ConfigError("CLUSTER_SECRET", "required when PEERS or PEERS_DNS is set");
   }

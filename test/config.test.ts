@@ -60,6 +60,9 @@ t.test("defaults", async (t) => {
   t.equal(c.replicas, 1, "REPLICAS: 1 for a node alone");
   t.equal(loadConfig({ PEERS: "10.0.0.1:10000", CLUSTER_SECRET: SECRET }, []).replicas, 2, "REPLICAS: 2 with peers");
   t.equal(loadConfig({ PEERS: "10.0.0.1:10000", CLUSTER_SECRET: SECRET, REPLICAS: "3" }, []).replicas, 3);
+  t.equal(c.takeoverHoldMs, c.failureTimeoutMs, "TAKEOVER_HOLD_MS: FAILURE_TIMEOUT_MS unless set");
+  t.equal(loadConfig({ FAILURE_TIMEOUT_MS: "3000" }, []).takeoverHoldMs, 3000);
+  t.equal(loadConfig({ TAKEOVER_HOLD_MS: "0" }, []).takeoverHoldMs, 0, "TAKEOVER_HOLD_MS=0 turns the hold off");
   t.equal(c.zone, undefined, "ZONE: unset, a zone of its own");
   t.equal(loadConfig({ ZONE: "europe-west1-b" }, []).zone, "europe-west1-b");
   t.equal(DEFAULTS.port, 8080);
@@ -262,6 +265,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   PEER_TLS_CA_FILE: [[""], ["/nonexistent/ca.pem"], [READABLE], [CERT.keyFile]],
   HEARTBEAT_INTERVAL_MS: [["5"], ["x"]],
   FAILURE_TIMEOUT_MS: [["10"], ["100", { HEARTBEAT_INTERVAL_MS: "200" }]],
+  TAKEOVER_HOLD_MS: [["-1"], ["600001"], ["soon"]],
   MAX_CLOCK_SKEW_MS: [["0"], ["1s"], ["3600001"]],
   DNS_INTERVAL_MS: [["1"], ["soon"]],
   DNS_SERVER: [[""]],

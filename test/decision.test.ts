@@ -21,7 +21,17 @@ function http(field: Field, value: unknown) {
 /** The inbound handler of a one-member cluster: every key is its own. */
 function inbound() {
   const self = "self:1";
-  const view = { self, ring: new HashRing([self]), frozen: false, joining: false, holds: () => true, fencedUntil: () => undefined, isUp: () => true };
+  const view = {
+    self,
+    ring: new HashRing([self]),
+    frozen: false,
+    joining: false,
+    holds: () => true,
+    fencedUntil: () => undefined,
+    isUp: () => true,
+    doubtUntil: 0,
+    ownerInDoubt: () => false,
+  };
   const events = {
     strayState() {},
     memberLeaving() {},

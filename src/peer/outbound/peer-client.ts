@@ -28,12 +28,13 @@ export type { PeerClientOptions, PeerClientState };
 
 export interface PeerClient {
   on(event: "up", listener: () => void): this;
-  on(event: "down", listener: (reason: string) => void): this;
+  /** `silent`: the peer stopped answering (it may still be running); otherwise its connection was refused or closed */
+  on(event: "down", listener: (reason: string, silent: boolean) => void): this;
   on(event: "rtt", listener: (ms: number) => void): this;
   /** the peer's PONG tag (its policy version) changed, or came for the first time */
   on(event: "tag", listener: (tag: string) => void): this;
   once(event: "up", listener: () => void): this;
-  once(event: "down", listener: (reason: string) => void): this;
+  once(event: "down", listener: (reason: string, silent: boolean) => void): this;
   once(event: "rtt", listener: (ms: number) => void): this;
 }
 
@@ -355,7 +356,7 @@ export class PeerClient extends EventEmitter {
     const err = this.closed ? CLOSED_ERROR : UNAVAILABLE_ERROR;
     this.calls.failAll(err.code, `peer connection lost while waiting: ${reason}`);
     if (this.closed) return;
-    this.setDown(reason);
+    this.setDown(reason, silent);
     if (silent) this.backoff.reset();
     this.reconnectTimer = setTimeout(() => this.open(), this.backoff.next());
   }
@@ -367,7 +368,7 @@ export class PeerClient extends EventEmitter {
     this.emit("up");
   }
 
-  private setDown(reason: string): void {
+  private setDown(reason: string, silent: boolean): void {
     // Answered now; their unsent batch is dropped so the peer never decides what was already answered.
     this.queue.failAll(UNAVAILABLE_ERROR);
     // The next connection may reach a restarted peer: its tag is told again.
@@ -378,6 +379,6 @@ export class PeerClient extends EventEmitter {
     const fields = { peer: this.remoteNodeId ?? `${this.host}:${this.port}`, reason };
     if (wasUp) this.log.warn(fields, "peer down");
     else this.log.debug(fields, "peer down");
-    this.emit("down", reason);
+    this.emit("down", reason, silent);
   }
 }

@@ -68,6 +68,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     peerTimeoutMs: config.peerTimeoutMs,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
     failureTimeoutMs: config.failureTimeoutMs,
+    takeoverHoldMs: config.takeoverHoldMs,
     zone: config.zone ?? "",
     maxClockSkewMs: config.maxClockSkewMs,
     clientTls: tls.client,

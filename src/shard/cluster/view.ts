@@ -39,6 +39,12 @@ export class LiveView implements ClusterView {
   isUp(member: string): boolean {
     return this.pool.isUp(member);
   }
+  get doubtUntil(): number {
+    return this.pool.doubts.until;
+  }
+  ownerInDoubt(ringKey: string, now: number): boolean {
+    return this.pool.doubts.ownerInDoubt(ringKey, now);
+  }
   client(member: string): PeerClient | undefined {
     return this.pool.client(member);
   }

@@ -4,6 +4,7 @@ import { PeerClient, processLoopLag, type PeerTlsOptions } from "../../../peer/i
 import { performance } from "node:perf_hooks";
 import { hasQuorum, QuorumLog } from "./quorum.js";
 import { HashRing } from "../../ring/ring.js";
+import { OwnerDoubts } from "./owner-doubts.js";
 import { SlowPeers } from "./slow-peers.js";
 import { findSelf, splitHostPort } from "./self-address.js";
 
@@ -17,6 +18,8 @@ export interface MemberPoolOptions {
   peerTimeoutMs: number;
   heartbeatIntervalMs: number;
   failureTimeoutMs: number;
+  /** TAKEOVER_HOLD_MS: see OwnerDoubts */
+  takeoverHoldMs: number;
   /** ZONE: this node's failure domain ("" unset); each peer's comes with its handshake */
   zone: string;
   /** MAX_CLOCK_SKEW_MS: a peer's clock further off is logged (at most once a minute per peer) */
@@ -42,6 +45,8 @@ export class MemberPool {
   self: string;
   /** members believed alive, this node included until it leaves; replaced, never mutated */
   ring: HashRing;
+  /** members dropped from the ring that may still be deciding their keys (see OwnerDoubts) */
+  readonly doubts: OwnerDoubts;
   /** See onSettled. A plain field: it advances on the clients' first up/down or on a timer. */
   settled = false;
   private configured: readonly string[] = [];
@@ -67,6 +72,7 @@ export class MemberPool {
     this.ring = new HashRing([this.self]);
     this.quorumLog = new QuorumLog(opts.logger);
     this.slow = new SlowPeers(opts.peerTimeoutMs, opts.failureTimeoutMs);
+    this.doubts = new OwnerDoubts(opts.takeoverHoldMs);
   }
 
   get configuredCount(): number {
@@ -142,6 +148,7 @@ export class MemberPool {
     for (const [member, client] of this.clients) {
       if (this.configured.includes(member)) continue;
       client.close();
+      this.doubts.cleared(member);
       this.clients.delete(member);
       this.unsettled.delete(member);
       this.slow.forget(member);
@@ -166,6 +173,8 @@ export class MemberPool {
     const timeoutMs = this.opts.peerTimeoutMs;
     if (timedOut && processLoopLag.lagWithin(performance.now(), timeoutMs) >= timeoutMs / 2) return;
     if (!this.slow.note(member, timedOut, now)) return;
+    // Slow, not stopped: it goes on deciding what reaches it by the other members.
+    if (this.ring.has(member)) this.doubts.dropped(member, now);
     this.opts.logger.warn(
       { peer: member, holdMs: this.slow.holdMs(member) },
       "peer suspected: its forwards keep missing PEER_TIMEOUT_MS; it leaves the ring until its heartbeats are fast again",
@@ -180,6 +189,7 @@ export class MemberPool {
   /** A member announced it is leaving: it drops out of the ring now. */
   markDeparted(member: string): void {
     this.departed.add(member);
+    this.doubts.cleared(member);
     this.rebuildRing("member left");
   }
 
@@ -222,6 +232,7 @@ export class MemberPool {
     this.unsettled.add(member);
     client.on("up", () => {
       this.unsettled.delete(member);
+      this.doubts.cleared(member);
       // A member that left comes back as a new process, over a new connection.
       this.departed.delete(member);
       o.logger.info({ peer: member }, "peer up: joins the ring");
@@ -235,8 +246,9 @@ export class MemberPool {
       this.checkClock(member, client.clockOffsetMs, now);
     });
     client.on("tag", (version) => o.onPeerPolicyVersion?.(member, version));
-    client.on("down", (reason) => {
+    client.on("down", (reason, silent) => {
       const wasSettled = !this.unsettled.delete(member);
+      if (silent && this.ring.has(member)) this.doubts.dropped(member, Date.now());
       if (wasSettled || this.ring.has(member)) o.logger.warn({ peer: member, reason }, "peer down: leaves the ring");
       this.rebuildRing("peer down");
       this.checkSettled();
@@ -310,7 +322,11 @@ export class MemberPool {
     }
     const next = new HashRing(alive, undefined, zones);
     // A member's zone can change only with a new process (a new handshake): compared too.
-    if (next.members.join() === this.ring.members.join() && sameZones(next, this.ring)) return;
+    if (next.members.join() === this.ring.members.join() && sameZones(next, this.ring)) {
+      this.doubts.update(this.ring, Date.now());
+      return;
+    }
+    this.doubts.update(next, Date.now());
     const joined = next.members.filter((m) => !this.ring.has(m));
     this.ring = next;
     this.opts.logger.info({ members: next.members, why }, "ring changed");

@@ -111,7 +111,19 @@ export class ClusterDecider implements Decider {
       done(this.local.decideNow(query, ringKey, now));
       return;
     }
+    // A remembered block is one for a request of 1 (a peek is blocked exactly then too);
+    // a heavier request waits longer, so it asks the owner.
+    const cacheable = query.cost <= 1;
     if (verdict.kind === "fail_open") {
+      // The count is unknown here but not lower than a block this node holds: that block stands.
+      const held =
+        verdict.blockHeld === true && cacheable
+          ? (this.cachedBlockOf(stateKeyOf(query.algorithm.code, query.duration, ringKey), query, now) ?? this.heldBlock(query, ringKey, now))
+          : undefined;
+      if (held !== undefined) {
+        done(held);
+        return;
+      }
       if (verdict.reason === "peer_unavailable") this.metrics.forwardOutcome("unavailable");
       done(failOpenDecision(query, now, verdict.reason, newDecision()));
       return;
@@ -128,21 +140,9 @@ export class ClusterDecider implements Decider {
         }
       }
     }
-    // A remembered block is one for a request of 1 (a peek is blocked exactly then too);
-    // a heavier request waits longer, so it asks the owner.
-    const cacheable = query.cost <= 1;
-    const block = cacheable ? this.blocked.get(stateKey, query.limit, now) : undefined;
+    const block = cacheable ? this.cachedBlockOf(stateKey, query, now) : undefined;
     if (block !== undefined) {
-      this.metrics.forwardOutcome("cached_block");
-      const d = this.cachedBlock;
-      d.allowed = false;
-      d.remaining = 0;
-      d.resetTime = block.resetTime;
-      d.retryAfterMs = block.until - now;
-      d.degraded = null;
-      d.applied = null;
-      d.shadow = false;
-      done(d);
+      done(block);
       return;
     }
 
@@ -198,6 +198,41 @@ export class ClusterDecider implements Decider {
       // key's count holds only answers that were delivered.
       if (!done(d) && given !== undefined) this.giveBack(client, given, sentAt);
     });
+  }
+
+  /** The owner's 429 this node remembers for the key, as this request's answer; undefined when none. */
+  private cachedBlockOf(stateKey: string, query: LimitQuery, now: number): Decision | undefined {
+    const block = this.blocked.get(stateKey, query.limit, now);
+    if (block === undefined) return undefined;
+    this.metrics.forwardOutcome("cached_block");
+    const d = this.cachedBlock;
+    d.allowed = false;
+    d.remaining = 0;
+    d.resetTime = block.resetTime;
+    d.retryAfterMs = block.until - now;
+    d.degraded = null;
+    d.applied = null;
+    d.shadow = false;
+    return d;
+  }
+
+  /**
+   * A block this node's own table holds for the key (a copy promoted from the owner, a state
+   * counted here earlier), asked without counting (a peek); undefined when it would allow.
+   */
+  private heldBlock(query: LimitQuery, ringKey: string, now: number): Decision | undefined {
+    const d = this.local.decideItem(
+      query.namespace,
+      query.identifier,
+      ringKey,
+      query.algorithm,
+      query.limit,
+      query.duration,
+      now,
+      0,
+      query.overridable === true,
+    );
+    return d.allowed ? undefined : d;
   }
 
   /**

@@ -5,7 +5,7 @@ import { ringKeyOf } from "../../ring/state-key.js";
 import { CallMethod, decodeStates, mergeStates, type StateRecord } from "../wire/call-methods.js";
 import { onBatchCall } from "./inbound-batch.js";
 import { decodeResetRequest } from "../wire/batch-wire.js";
-import { ownership, type OwnershipView } from "./ownership.js";
+import { ownership, type FailOpen, type OwnershipView } from "./ownership.js";
 import { admitState, forwardedWithinContract } from "../wire/peer-data.js";
 
 /** What inbound requests change elsewhere in the cluster. */
@@ -58,10 +58,13 @@ export class InboundHandler implements PeerServerHandler {
       throw new RangeError("forwarded decision out of contract");
     const ringKey = ringKeyOf(namespace, identifier);
     const verdict = ownership(this.view, ringKey, algorithm.code, duration, now, "forwarded");
-    if (verdict.kind !== "decide") throw new Error(verdict.kind === "fail_open" ? verdict.why : "not decided here");
-    if (verdict.stray) this.events.strayState();
+    // Not decided here; but a block this node holds stands (a peek: nothing counted), else the sender fails open.
+    const held = verdict.kind === "fail_open" && verdict.blockHeld === true && cost <= 1;
+    if (verdict.kind !== "decide" && !held) throw new Error(verdict.kind === "fail_open" ? verdict.why : "not decided here");
+    if (verdict.kind === "decide" && verdict.stray) this.events.strayState();
     // Decided with this owner's policy: the override applied, and shadow, travel back with the answer.
-    const d = this.local.decideItem(namespace, identifier, ringKey, algorithm, limit, duration, now, cost, overridable);
+    const d = this.local.decideItem(namespace, identifier, ringKey, algorithm, limit, duration, now, held ? 0 : cost, overridable);
+    if (held && d.allowed) throw new Error((verdict as FailOpen).why);
     out.code = d.allowed ? DecideCode.ALLOWED : DecideCode.BLOCKED;
     out.remaining = d.remaining;
     out.resetTime = d.resetTime;

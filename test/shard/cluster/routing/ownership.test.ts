@@ -1,5 +1,6 @@
 import t from "tap";
-import { JOINING, LEAVING, MOVED, OWNER_DOWN, ownership, type OwnershipView } from "../../../../src/shard/cluster/routing/ownership.js";
+import { OwnerDoubts } from "../../../../src/shard/cluster/membership/owner-doubts.js";
+import { IN_DOUBT, JOINING, LEAVING, MOVED, OWNER_DOWN, ownership, type OwnershipView } from "../../../../src/shard/cluster/routing/ownership.js";
 import { HashRing } from "../../../../src/shard/ring/ring.js";
 import { ringKeyOf, stateKeyOf } from "../../../../src/shard/ring/state-key.js";
 
@@ -10,8 +11,11 @@ const CODE = 2;
 const DURATION = 60;
 
 /** A view with plain fields, as the member pool and the coordinator keep them. */
-function fakeView(overrides: Partial<{ frozen: boolean; joining: boolean; held: string[]; fences: Record<string, number>; down: string[] }> = {}) {
+function fakeView(
+  overrides: Partial<{ frozen: boolean; joining: boolean; held: string[]; fences: Record<string, number>; down: string[]; doubts: OwnerDoubts }> = {},
+) {
   const held = new Set(overrides.held ?? []);
+  const doubts = overrides.doubts ?? new OwnerDoubts(0);
   const view: OwnershipView = {
     self: SELF,
     ring: new HashRing([SELF, OTHER]),
@@ -20,6 +24,10 @@ function fakeView(overrides: Partial<{ frozen: boolean; joining: boolean; held: 
     holds: (code, duration, ringKey) => held.has(stateKeyOf(code, duration, ringKey)),
     fencedUntil: (member) => overrides.fences?.[member],
     isUp: (member) => !(overrides.down ?? []).includes(member),
+    get doubtUntil() {
+      return doubts.until;
+    },
+    ownerInDoubt: (ringKey, now) => doubts.ownerInDoubt(ringKey, now),
   };
   return view;
 }
@@ -94,4 +102,51 @@ t.test("verdicts are shared values: the rule allocates nothing per request", asy
   const view = fakeView();
   t.equal(ownership(view, theirs, CODE, DURATION, NOW, "local"), ownership(view, keyOwnedBy(OTHER, "again"), CODE, DURATION, NOW, "local"));
   t.equal(ownership(view, mine, CODE, DURATION, NOW, "local"), ownership(view, keyOwnedBy(SELF, "again"), CODE, DURATION, NOW, "forwarded"));
+});
+
+t.test("a member dropped without a sign it stopped: its keys are neither decided here nor forwarded until the hold ends", async (t) => {
+  const GONE = "c:7000";
+  const HOLD = 1000;
+  const before = new HashRing([SELF, OTHER, GONE]);
+  const after = new HashRing([SELF, OTHER]);
+  const keyOf = (was: string, now: string, tag: string): string => {
+    for (let i = 0; ; i++) {
+      const key = ringKeyOf("ns", `${tag}-${i}`);
+      if (before.owner(key) === was && after.owner(key) === now) return key;
+    }
+  };
+  const takenOver = keyOf(GONE, SELF, "to-self");
+  const movedOn = keyOf(GONE, OTHER, "to-other");
+  const doubts = new OwnerDoubts(HOLD);
+  doubts.dropped(GONE, NOW);
+  doubts.update(after, NOW);
+  const view = fakeView({ doubts });
+  t.equal(doubts.until, NOW + HOLD);
+  for (const origin of ["local", "forwarded"] as const) {
+    t.equal(ownership(view, takenOver, CODE, DURATION, NOW, origin), IN_DOUBT, `${origin}: a key it owned and this node now owns`);
+    t.equal(ownership(view, movedOn, CODE, DURATION, NOW + HOLD - 1, origin), IN_DOUBT, `${origin}: a key it owned that another member now owns`);
+    t.same(ownership(view, takenOver, CODE, DURATION, NOW + HOLD, origin), { kind: "decide", stray: false }, `${origin}: taken over once the hold ends`);
+  }
+  t.match(IN_DOUBT, { kind: "fail_open", reason: "peer_unavailable", blockHeld: true });
+  t.same(ownership(view, movedOn, CODE, DURATION, NOW + HOLD, "local"), { kind: "forward", owner: OTHER }, "forwarded to its next owner once the hold ends");
+  t.same(
+    ownership(view, keyOf(SELF, SELF, "kept"), CODE, DURATION, NOW, "local"),
+    { kind: "decide", stray: false },
+    "keys the dropped member did not own are unaffected",
+  );
+  t.same(ownership(view, keyOf(OTHER, OTHER, "kept"), CODE, DURATION, NOW, "local"), { kind: "forward", owner: OTHER });
+
+  doubts.cleared(GONE);
+  doubts.update(after, NOW);
+  t.equal(doubts.until, 0, "back, or gone for sure: no hold");
+  t.same(ownership(view, takenOver, CODE, DURATION, NOW, "local"), { kind: "decide", stray: false });
+
+  const back = new OwnerDoubts(HOLD);
+  back.dropped(GONE, NOW);
+  back.update(before, NOW);
+  t.equal(back.until, 0, "a member on the ring again is not in doubt");
+  const off = new OwnerDoubts(0);
+  off.dropped(GONE, NOW);
+  off.update(after, NOW);
+  t.equal(off.until, 0, "TAKEOVER_HOLD_MS=0: no hold");
 });
