@@ -8,7 +8,7 @@ import { Histogram } from './histogram.mjs'
 import { bodyFactory } from './bodies.mjs'
 import { fastPathAvailable, rawRequestFactory } from './fast-requests.mjs'
 
-const { targets, durationSec, amount, headers, bodySpec, timeoutSec } = workerData
+const { targets, durationSec, amount, headers, bodySpec, timeoutSec, pipelining = 1 } = workerData
 const nextBody = bodyFactory(bodySpec)
 const hist = new Histogram()
 const allHeaders = { 'content-type': 'application/json', ...headers }
@@ -30,6 +30,11 @@ function requestsFor(url) {
   ]
 }
 
+// autocannon reconnects silently when a server closes a connection: the sockets that carried an
+// answer, counted once each, tell how many connections were used (`connections` when none closed).
+const seenSockets = new WeakSet()
+let sockets = 0
+
 let started = 0
 let tStart = performance.now()
 const runs = targets.map(
@@ -40,7 +45,7 @@ const runs = targets.map(
           url: t.url,
           method: 'POST',
           connections: t.connections,
-          pipelining: 1,
+          pipelining,
           timeout: timeoutSec,
           ...(amount ? { amount: t.amount } : { duration: durationSec }),
           headers: allHeaders,
@@ -56,6 +61,10 @@ const runs = targets.map(
       })
       inst.on('response', (client, statusCode, resBytes, responseTimeMs) => {
         hist.record(responseTimeMs * 1000)
+        if (client.conn && !seenSockets.has(client.conn)) {
+          seenSockets.add(client.conn)
+          sockets++
+        }
       })
     }),
 )
@@ -79,7 +88,7 @@ try {
   }
   parentPort.postMessage({
     type: 'result',
-    result: { completed, sent, wallSec, status, errors, timeouts, resets, fastPath: fastPathAvailable, hist: hist.toSparse() },
+    result: { completed, sent, wallSec, status, errors, timeouts, resets, sockets, fastPath: fastPathAvailable, hist: hist.toSparse() },
   })
 } catch (e) {
   parentPort.postMessage({ type: 'error', error: String((e && e.stack) || e) })

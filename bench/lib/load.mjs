@@ -1,7 +1,11 @@
 // The two load generators behind one call:
-//   runLoad({ loader, urls, connections, durationSec, amount, headers, bodySpec, tmpDir }, onStarted)
+//   runLoad({ loader, urls, connections, durationSec, amount, headers, bodySpec, tmpDir, pipelining }, onStarted)
 // → { loader, completed, wallSec, rps, status: { '200': n, ... }, errors, timeouts,
-//     latencyUs: { p50, p99, p999, max }, latencyNote }
+//     latencyUs: { p50, p99, p999, max }, latencyNote, closed }
+// pipelining (default 1): requests each connection sends before waiting for an answer.
+// closed: connections the servers closed while loaded (autocannon: sockets used beyond
+// `connections`, since it reconnects silently; wrk: its read errors, one per connection it
+// found closed).
 // onStarted() is called as soon as load is flowing, so the caller can read the
 // server's CPU counters right then; the caller reads them again when this resolves.
 import { Worker } from 'node:worker_threads'
@@ -35,12 +39,12 @@ export function runLoad(opts, onStarted = () => {}) {
   return opts.loader === 'wrk' ? runWrk(opts, onStarted) : runAutocannon(opts, onStarted)
 }
 
-function runAutocannon({ urls, connections, durationSec, amount, headers, bodySpec, timeoutSec = 10 }, onStarted) {
+function runAutocannon({ urls, connections, durationSec, amount, headers, bodySpec, timeoutSec = 10, pipelining = 1 }, onStarted) {
   const conns = split(connections, urls.length)
   const amounts = amount ? split(amount, urls.length) : []
   const targets = urls.map((url, i) => ({ url: url + '/limit', connections: conns[i], amount: amounts[i] }))
   const worker = new Worker(join(here, 'autocannon-worker.mjs'), {
-    workerData: { targets, durationSec, amount, headers, bodySpec, timeoutSec },
+    workerData: { targets, durationSec, amount, headers, bodySpec, timeoutSec, pipelining },
   })
   return new Promise((resolve, reject) => {
     let done = false
@@ -62,6 +66,7 @@ function runAutocannon({ urls, connections, durationSec, amount, headers, bodySp
           status: r.status,
           errors: r.errors,
           timeouts: r.timeouts,
+          closed: Math.max(0, r.sockets - connections),
           latencyUs: { p50: h.percentile(50), p99: h.percentile(99), p999: h.percentile(99.9), max: h.max },
         })
         worker.terminate()
@@ -84,7 +89,7 @@ const luaString = (s) => {
   return `[==[${s}]==]`
 }
 
-function wrkScript({ bodySpec, headers, start, amount }) {
+function wrkScript({ bodySpec, headers, start, amount, pipelining = 1 }) {
   const [head, tail] = bodyParts(bodySpec)
   const hdrs = Object.entries({ 'Content-Type': 'application/json', ...headers })
     .map(([k, v]) => `[ ${luaString(k)} ] = ${luaString(v)}`)
@@ -96,16 +101,22 @@ local prefix = ${luaString(bodySpec.idPrefix)}
 local space = ${bodySpec.idSpace}
 local amount = ${amount || 0}
 local n = ${start}
+local depth = ${pipelining}
 local headers = { ${hdrs} }
 c200, c429, cother = 0, 0, 0
 local threads = {}
 
 function setup (thread) table.insert(threads, thread) end
 
+-- depth > 1: one write of \`depth\` requests, each with its own identifier (a pipeline).
 function request ()
-  local id = prefix .. string.format("%d", n % space)
-  n = n + 1
-  return wrk.format("POST", "/limit", headers, head .. id .. tail)
+  local out = ""
+  for i = 1, depth do
+    local id = prefix .. string.format("%d", n % space)
+    n = n + 1
+    out = out .. wrk.format("POST", "/limit", headers, head .. id .. tail)
+  end
+  return out
 end
 
 function response (status, hdrs, body)
@@ -129,14 +140,14 @@ end
 }
 
 let wrkSeq = 0
-async function runWrk({ urls, connections, durationSec, amount, headers, bodySpec, tmpDir, timeoutSec = 10 }, onStarted) {
+async function runWrk({ urls, connections, durationSec, amount, headers, bodySpec, tmpDir, timeoutSec = 10, pipelining = 1 }, onStarted) {
   const conns = split(connections, urls.length)
   const amounts = amount ? split(amount, urls.length) : []
   const recs = urls.map((url, i) => {
     // Each wrk process starts its identifier counter at a different offset.
     const start = Math.floor((bodySpec.idSpace / urls.length) * i)
     const file = join(tmpDir, `wrk-${process.pid}-${++wrkSeq}.lua`)
-    writeFileSync(file, wrkScript({ bodySpec, headers, start, amount: amounts[i] }))
+    writeFileSync(file, wrkScript({ bodySpec, headers, start, amount: amounts[i], pipelining }))
     // wrk needs a duration even with a request count; the script stops it at `amount`.
     const d = amount ? 3600 : durationSec
     return spawnTracked(`wrk ${url}`, 'wrk', ['-t1', `-c${conns[i]}`, `-d${d}s`, `--timeout`, `${timeoutSec}s`, '-s', file, url + '/limit'])
@@ -179,6 +190,7 @@ async function runWrk({ urls, connections, durationSec, amount, headers, bodySpe
   }
   const errors = parts.reduce((s, p) => s + p.connect + p.read + p.write + p.timeout, 0)
   const timeouts = parts.reduce((s, p) => s + p.timeout, 0)
+  const closed = parts.reduce((s, p) => s + p.read, 0)
   const one = parts.length === 1
   return {
     loader: 'wrk',
@@ -188,6 +200,7 @@ async function runWrk({ urls, connections, durationSec, amount, headers, bodySpe
     status,
     errors,
     timeouts,
+    closed,
     latencyUs: {
       // Several wrk processes (cluster): percentiles cannot be merged exactly;
       // p50 is the request-weighted mean of theirs, p99 / p99.9 / max the worst one.
