@@ -25,6 +25,8 @@ export class OwnerDoubts {
   private readonly doubted = new Map<string, number>();
   /** this node's ring with the doubted members put back: who owned each key before the drops */
   private before: HashRing | undefined;
+  /** the members `before` was built of, so an update that changes nothing builds no ring */
+  private beforeOf = "";
 
   /** `holdMs`: TAKEOVER_HOLD_MS; 0 turns the hold off */
   constructor(private readonly holdMs: number) {}
@@ -47,9 +49,18 @@ export class OwnerDoubts {
       else until = Math.max(until, end);
     }
     this.until = until;
+    if (until === 0) {
+      this.before = undefined;
+      this.beforeOf = "";
+      return;
+    }
     // Owners are a function of the member names alone: the ring of now plus the doubted
     // members gives each key the owner it had before they were dropped.
-    this.before = until === 0 ? undefined : new HashRing([...ring.members, ...this.doubted.keys()]);
+    const members = [...ring.members, ...this.doubted.keys()];
+    const of = members.join(",");
+    if (of === this.beforeOf) return;
+    this.before = new HashRing(members);
+    this.beforeOf = of;
   }
 
   /** Whether `ringKey` belonged to a member whose hold runs at `now`. */
