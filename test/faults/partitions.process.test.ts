@@ -71,5 +71,39 @@ if (net !== undefined) {
     );
   });
 
+  // Issue 22 item 9: a flap, not a partition that lasts. n1 and n2 lose each other for 1.5 s
+  // (a one-way cut: TCP needs both directions) and drop each other; n3 sees both all along.
+  // Each would otherwise take the other's keys over from what it holds, or send them to n3,
+  // whose ring still names their owner. The hold is set above the flap's length (5 s), so
+  // whatever either lets through for the other's keys must be a degraded answer.
+  t.test("a flap: n1 and n2 lose each other for 1.5 s", async (t) => {
+    const { tally } = await runFault(
+      t,
+      net,
+      {
+        order: 3.5,
+        fault: "a flap: n1 drops n2's packets for 1.5 s (TAKEOVER_HOLD_MS 5 s), 6 hot identifiers",
+        identifiers: 6,
+        env: { TAKEOVER_HOLD_MS: "5000" },
+      },
+      async ({ net, watch, notes }) => {
+        await sleep(5000); // past the join fences of a fresh cluster
+        const cutAt = Date.now();
+        net.dropFrom(0, 1);
+        await sleep(1500);
+        const healAt = Date.now();
+        net.heal();
+        while (Date.now() - healAt < 15_000 && watch.firstAfter(healAt, (s) => s.every((x) => x === 3)) === undefined) await sleep(100);
+        const rings = new Set(watch.timeline.filter((s) => s.at >= cutAt).map((s) => s.sizes.join("/")));
+        notes.push(
+          `ring sizes seen (n1/n2/n3): ${[...rings].join(", ")}; full ring ${watch.firstAfter(healAt, (s) => s.every((x) => x === 3)) ?? "never"} ms after the heal`,
+        );
+        await sleep(1500);
+      },
+    );
+    const over = tally.fixedWindow.overAdmitted + tally.tokenBucket.overAdmitted;
+    t.ok(over <= tally.degraded, `allowed beyond a limit (${over}) only by fail-open answers (${tally.degraded})`);
+  });
+
   assertCleanedUp(t, net);
 }
