@@ -30,6 +30,7 @@ Needs wrk and the build (npm run build).`,
     seconds: { type: 'number', min: 1, default: 8, help: 'measured seconds per row and round' },
     rounds: { type: 'number', min: 1, default: 3, help: 'rounds; each runs every row once' },
     baseline: { type: 'string', arg: 'DIR', defaultText: 'none', help: "also a 2-node cluster of another checkout's build (DIR/dist/src/main.js)" },
+    replicas: { type: 'number', min: 1, default: 1, help: 'REPLICAS of the 2-node clusters (2 is the default a user runs: each decision also replicated to the other node)' },
   },
 })
 const SECONDS = args.seconds
@@ -58,10 +59,10 @@ end
 installCleanup()
 const conditions = new RunConditions()
 
-// REPLICAS=1: this bench prices forwarding; with the default (2 with peers) every decision
-// is also replicated to the other node, which bench/replication.mjs prices, and a
-// --baseline build from before replicas would be compared against less work.
-const start = (env, main) => spawnNode('ringlimit', { API_KEYS: KEY, REPLICAS: '1', ...env }, { main })
+// REPLICAS=1 unless --replicas: this bench prices forwarding; with the default (2 with peers)
+// every decision is also replicated to the other node, which bench/replication.mjs prices, and
+// a --baseline build from before replicas would be compared against less work.
+const start = (env, main) => spawnNode('ringlimit', { API_KEYS: KEY, REPLICAS: String(args.replicas), ...env }, { main })
 /** Until the node at `port` answers /metrics and, given `members`, has that many on its ring. */
 const ready = (port, members) =>
   waitFor(async () => {

@@ -12,17 +12,22 @@
 //   rls1    ShouldRateLimit with one descriptor (its own limit: no policy needed), one HTTP/2
 //           connection carrying `--streams` concurrent calls, as Envoy keeps one per upstream
 //   rls3    the same with three descriptors
+//   rls1-service3  3 nodes behind a round-robin Service, defaults (REPLICAS=2): one HTTP/2
+//           connection per node (Envoy's one per upstream host) carrying a third of the streams,
+//           each with its own descriptor, so about 2 in 3 calls are decided on another node
+//           (the forwarded share is printed); CPU of all three nodes per call
 //   rls1-baseline  (with --baseline DIR) rls1 on the build in DIR
 // Targets: rls1 ≤ 1.5 × limit; rls3 ≤ 2 × rls1. h2floor / limit says how much of rls1 is
 // HTTP/2 in Node before any RLS work.
-import { execFileSync } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import http2 from 'node:http2'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { installCleanup, stopTracked } from './lib/children.mjs'
 import { benchOptions } from './lib/options.mjs'
-import { freePort, waitReady } from './lib/net.mjs'
+import { freePort, get, waitReady } from './lib/net.mjs'
 import { GroupWatch, clockTicks } from './lib/procfs.mjs'
 import { median } from './lib/report.mjs'
 import { buildMain, makeApiKey, ringlimitMain, spawnNode } from './lib/servers.mjs'
@@ -96,6 +101,37 @@ async function startNode(main = MAIN) {
   return { rec, port, grpcPort, stop: () => stopTracked(rec) }
 }
 
+/** Three nodes with the defaults (REPLICAS=2), each with its gRPC port: a cluster behind a Service. */
+async function startService3(main = MAIN) {
+  const ports = []
+  for (let i = 0; i < 3; i++) ports.push({ port: await freePort(), grpcPort: await freePort(), peer: await freePort() })
+  const peers = ports.map((p) => `127.0.0.1:${p.peer}`).join(',')
+  const secret = randomBytes(32).toString('hex')
+  const recs = ports.map((p) =>
+    spawnNode(
+      'ringlimit',
+      { PORT: String(p.port), PEER_HOST: '127.0.0.1', PEER_PORT: String(p.peer), GRPC_PORT: String(p.grpcPort), API_KEYS: apiKey, PEERS: peers, CLUSTER_SECRET: secret },
+      { main },
+    ),
+  )
+  await Promise.all(ports.map((p, i) => waitReady(`http://127.0.0.1:${p.port}/ready`, recs[i])))
+  // Until every node has all three on its ring.
+  for (let t = 0; ; t++) {
+    const text = await Promise.all(ports.map((p) => get(`http://127.0.0.1:${p.port}/metrics`).then((r) => r.body)))
+    if (text.every((m) => m.includes('ringlimit_ring_members 3'))) break
+    if (t > 300) throw new Error('rls1-service3: the cluster did not form')
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  return { recs, nodes: ports, stop: () => Promise.all(recs.map((r) => stopTracked(r))) }
+}
+/** Sum over `ports`' /metrics of the series starting with `name`. */
+async function metricSum(ports, name) {
+  let sum = 0
+  for (const p of ports)
+    for (const line of (await get(`http://127.0.0.1:${p}/metrics`)).body.split('\n')) if (line.startsWith(name)) sum += Number(line.split(' ').at(-1))
+  return sum
+}
+
 async function startFloor() {
   const grpcPort = await freePort()
   const rec = spawnTracked('grpc-floor', process.execPath, [new URL('./servers/grpc-floor.mjs', import.meta.url).pathname], {
@@ -140,8 +176,8 @@ function preflight(grpcPort, body) {
   })
 }
 
-function h2load(row, node, seconds, logFile) {
-  const common = ['-D', String(seconds), '-d', files[row === 'limit' || row === 'rls3' ? row : 'rls1']]
+function h2load(row, node, seconds, logFile, streams = STREAMS, body = files[row === 'limit' || row === 'rls3' ? row : 'rls1']) {
+  const common = ['-D', String(seconds), '-d', body]
   const argv =
     row === 'limit'
       ? [
@@ -162,7 +198,7 @@ function h2load(row, node, seconds, logFile) {
           '-c',
           '1',
           '-m',
-          String(STREAMS),
+          String(streams),
           '-H',
           'content-type: application/grpc',
           '-H',
@@ -172,7 +208,11 @@ function h2load(row, node, seconds, logFile) {
           `http://127.0.0.1:${node.grpcPort}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`,
         ]
   if (logFile) argv.unshift(`--log-file=${logFile}`)
-  const out = execFileSync('h2load', argv, { encoding: 'utf8', maxBuffer: 1 << 26 })
+  return h2loadResult(execFileSync('h2load', argv, { encoding: 'utf8', maxBuffer: 1 << 26 }))
+}
+
+/** h2load's summary: calls done and failed. */
+function h2loadResult(out) {
   const m = /requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored/.exec(out)
   const status = /status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx/.exec(out)
   if (!m || !status) throw new Error(`h2load output not understood:\n${out}`)
@@ -191,7 +231,50 @@ function percentiles(logFile) {
   return { p50: at(0.5), p99: at(0.99) }
 }
 
+/** rls1-service3: one h2load per node at once (each its own descriptor), CPU of the three nodes. */
+async function measureService3() {
+  const cluster = await startService3()
+  try {
+    const bodies = cluster.nodes.map((_, i) => {
+      const file = join(tmp, `service3-${i}.bin`)
+      writeFileSync(file, framed(Buffer.concat([str(1, 'bench'), descriptor(`svc${i}`)])))
+      return file
+    })
+    for (const [i, n] of cluster.nodes.entries()) await preflight(n.grpcPort, readFileSync(bodies[i]))
+    const each = Math.max(1, Math.round(STREAMS / 3))
+    const run = (seconds, log) =>
+      Promise.all(
+        cluster.nodes.map(
+          (n, i) =>
+            new Promise((resolve, reject) => {
+              const argv = ['-D', String(seconds), '-d', bodies[i], '-c', '1', '-m', String(each), '-H', 'content-type: application/grpc', '-H', 'te: trailers']
+              argv.push('-H', `authorization: Bearer ${apiKey}`, `http://127.0.0.1:${n.grpcPort}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`)
+              if (log) argv.unshift(`--log-file=${log}-${i}`)
+              execFile('h2load', argv, { encoding: 'utf8', maxBuffer: 1 << 26 }, (err, out) => (err ? reject(err) : resolve(h2loadResult(out))))
+            }),
+        ),
+      )
+    await run(2) // warm-up
+    const httpPorts = cluster.nodes.map((n) => n.port)
+    const fwd0 = await metricSum(httpPorts, 'ringlimit_forwarded_total')
+    const watch = new GroupWatch(cluster.recs.map((r) => r.pid))
+    const t0 = watch.cpuTicks()
+    const log = join(tmp, 'service3.log')
+    const parts = await run(SECONDS, log)
+    const cpuUs = ((watch.cpuTicks() - t0) / clockTicks()) * 1e6
+    const done = parts.reduce((a, p) => a + p.done, 0)
+    if (parts.some((p) => p.failed > 0)) throw new Error('rls1-service3: calls failed')
+    const forwarded = (await metricSum(httpPorts, 'ringlimit_forwarded_total')) - fwd0
+    // p50 / p99 over the three logs together.
+    for (let i = 1; i < 3; i++) writeFileSync(`${log}-0`, readFileSync(`${log}-${i}`), { flag: 'a' })
+    return { usPerCall: cpuUs / done, perSecond: done / SECONDS, forwarded: forwarded / done, ...percentiles(`${log}-0`) }
+  } finally {
+    await cluster.stop()
+  }
+}
+
 async function measure(row) {
+  if (row === 'rls1-service3') return measureService3()
   const node = row === 'h2floor' ? await startFloor() : await startNode(row === 'rls1-baseline' ? BASELINE : MAIN)
   try {
     if (row.startsWith('rls')) await preflight(node.grpcPort, readFileSync(files[row === 'rls3' ? 'rls3' : 'rls1']))
@@ -208,7 +291,7 @@ async function measure(row) {
   }
 }
 
-const ROWS = ['limit', 'h2floor', 'rls1', 'rls3', ...(BASELINE ? ['rls1-baseline'] : [])]
+const ROWS = ['limit', 'h2floor', 'rls1', 'rls3', 'rls1-service3', ...(BASELINE ? ['rls1-baseline'] : [])]
 const results = Object.fromEntries(ROWS.map((r) => [r, []]))
 try {
   for (let round = 0; round < ROUNDS; round++) {
@@ -216,7 +299,8 @@ try {
       const m = await measure(row)
       results[row].push(m)
       console.error(
-        `round ${round + 1} ${row}: ${m.usPerCall.toFixed(1)} µs CPU per call, ${Math.round(m.perSecond)} calls/s, p50 ${m.p50.toFixed(2)} ms, p99 ${m.p99.toFixed(2)} ms`,
+        `round ${round + 1} ${row}: ${m.usPerCall.toFixed(1)} µs CPU per call, ${Math.round(m.perSecond)} calls/s, p50 ${m.p50.toFixed(2)} ms, p99 ${m.p99.toFixed(2)} ms` +
+          (m.forwarded === undefined ? '' : `, ${(100 * m.forwarded).toFixed(0)} % forwarded`),
       )
     }
   }
@@ -238,5 +322,8 @@ const one = med('rls1', 'usPerCall')
 const three = med('rls3', 'usPerCall')
 console.log(`\none descriptor / one POST /limit decision: ${(one / limit).toFixed(2)}× (target ≤ 1.5×)`)
 console.log(`three descriptors / one descriptor: ${(three / one).toFixed(2)}× (target ≤ 2×)`)
+console.log(
+  `3 nodes behind a round-robin Service (defaults, REPLICAS=2), all nodes' CPU / one node's, one descriptor: ${(med('rls1-service3', 'usPerCall') / one).toFixed(2)}× (${(100 * med('rls1-service3', 'forwarded')).toFixed(0)} % forwarded)`,
+)
 if (BASELINE) console.log(`one descriptor, this build / the baseline build: ${(one / med('rls1-baseline', 'usPerCall')).toFixed(2)}×`)
 console.log(`node:http2 floor (constant gRPC answer) / one POST /limit decision: ${(med('h2floor', 'usPerCall') / limit).toFixed(2)}×`)

@@ -172,7 +172,13 @@ async function startServer(s) {
   if (k.kind === 'floor') return srv.startFloor({ tls })
   if (k.kind === 'fastify') return srv.startFastify({ store: k.store, apiKey })
   if (k.kind === 'ringlimit')
-    return srv.startRinglimit({ apiKey, nodes: k.nodes ?? 1, tls, ...(k.main ? { main: k.main } : {}), ...(k.policy ? { extraEnv: { POLICY_PATH: policyFile() } } : {}) })
+    return srv.startRinglimit({
+      apiKey,
+      nodes: k.nodes ?? 1,
+      tls,
+      ...(k.main ? { main: k.main } : {}),
+      extraEnv: { ...(k.env ?? {}), ...(k.policy ? { POLICY_PATH: policyFile() } : {}) },
+    })
   throw new Error(`unknown server kind ${k.kind}`)
 }
 

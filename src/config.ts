@@ -34,6 +34,7 @@ export const DEFAULTS = Object.freeze({
   snapshotIntervalMs: 5000 as number, // with STATE_DIR: a SIGKILL loses at most this much of the counts held only here
   zone: undefined as string | undefined, // this member's failure domain (machine, rack, zone); unset: its own
   replicas: undefined as number | undefined, // copies of each state on the ring, the owner's included; default 2 with peers, 1 alone
+  replicationDelayMs: 10 as number, // ms an owner gathers changed states before sending them to the replicas (0: every event-loop turn); bounds what an owner's SIGKILL loses
   failOpen: true as boolean,
   maxKeys: 5_000_000 as number,
   maxMemoryMb: undefined as number | undefined, // MiB for limit states (tables + blocked cache); default 30 % of the heap limit, shared as shard/table/memory-budget.ts says
@@ -168,6 +169,11 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
     "this member's failure domain (a machine, rack or zone; free text, up to 255 bytes): replicas go to members of other zones first (unset: a zone of its own)",
   ],
   replicas: ["REPLICAS", int(1, 16), "copies of each state on the ring, the owner's included (unset: 2 with PEERS / PEERS_DNS, 1 alone)"],
+  replicationDelayMs: [
+    "REPLICATION_DELAY_MS",
+    int(0, 1_000),
+    "ms an owner gathers changed states before sending them to their replicas, each once (0: every event-loop turn); an owner's SIGKILL loses at most the counts of this long plus a round trip",
+  ],
   failOpen: ["FAIL_OPEN", bool, "answer 200 with degraded: true when no exact decision can be made (false: 500 or 503 instead)"],
   maxKeys: [
     "MAX_KEYS",

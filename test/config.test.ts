@@ -273,6 +273,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   STATE_DIR: [[""], ["  "]],
   SNAPSHOT_INTERVAL_MS: [["0"], ["99"], ["5s"]],
   REPLICAS: [["0"], ["17"], ["two"]],
+  REPLICATION_DELAY_MS: [["-1"], ["1001"], ["ten"]],
   ZONE: [[""], ["z".repeat(256)], ["é".repeat(128)]],
   FAIL_OPEN: [["maybe"]],
   MAX_KEYS: [["0"], ["-5"], ["1000000001"], ["many"]],

@@ -48,6 +48,7 @@ const runs = targets.map(
           pipelining,
           timeout: timeoutSec,
           ...(amount ? { amount: t.amount } : { duration: durationSec }),
+          ...(t.rate ? { overallRate: t.rate } : {}),
           headers: allHeaders,
           requests: requestsFor(t.url),
         },

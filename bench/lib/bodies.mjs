@@ -3,7 +3,8 @@
 // Each load run gets its own idPrefix, so warm-up and measurement (and two loaders)
 // never share identifiers unless the scenario wants them to (idSpace small).
 //
-// spec: { namespace, limit, duration, algorithm?, idPrefix, idSpace }
+// spec: { namespace, limit, duration, algorithm?, idPrefix, idSpace, ids? }
+// ids: a list of identifiers to cycle through instead (keys picked for their owner).
 
 /** [head, tail] so that body = head + identifier + tail. */
 export function bodyParts(spec) {
@@ -20,6 +21,8 @@ export function bodyFactory(spec, start = 0) {
   const space = spec.idSpace
   const prefix = spec.idPrefix
   let n = start
+  const ids = spec.ids
+  if (ids !== undefined) return () => head + ids[n++ % ids.length] + tail
   return () => {
     const id = prefix + (n % space)
     n++

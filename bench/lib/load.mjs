@@ -1,5 +1,6 @@
 // The two load generators behind one call:
-//   runLoad({ loader, urls, connections, durationSec, amount, headers, bodySpec, tmpDir, pipelining }, onStarted)
+//   runLoad({ loader, urls, connections, durationSec, amount, headers, bodySpec, tmpDir, pipelining, rate }, onStarted)
+// rate (autocannon only): requests per second over all targets (autocannon's overallRate).
 // → { loader, completed, wallSec, rps, status: { '200': n, ... }, errors, timeouts,
 //     latencyUs: { p50, p99, p999, max }, latencyNote, closed }
 // pipelining (default 1): requests each connection sends before waiting for an answer.
@@ -39,10 +40,11 @@ export function runLoad(opts, onStarted = () => {}) {
   return opts.loader === 'wrk' ? runWrk(opts, onStarted) : runAutocannon(opts, onStarted)
 }
 
-function runAutocannon({ urls, connections, durationSec, amount, headers, bodySpec, timeoutSec = 10, pipelining = 1 }, onStarted) {
+function runAutocannon({ urls, connections, durationSec, amount, headers, bodySpec, timeoutSec = 10, pipelining = 1, rate }, onStarted) {
   const conns = split(connections, urls.length)
   const amounts = amount ? split(amount, urls.length) : []
-  const targets = urls.map((url, i) => ({ url: url + '/limit', connections: conns[i], amount: amounts[i] }))
+  const rates = rate ? split(Math.round(rate), urls.length) : []
+  const targets = urls.map((url, i) => ({ url: url + '/limit', connections: conns[i], amount: amounts[i], rate: rates[i] }))
   const worker = new Worker(join(here, 'autocannon-worker.mjs'), {
     workerData: { targets, durationSec, amount, headers, bodySpec, timeoutSec, pipelining },
   })

@@ -69,6 +69,13 @@ export const SCENARIOS = [
     quick: true,
   },
   {
+    name: 'ringlimit-service3',
+    desc: '3 nodes behind a round-robin Service, defaults (REPLICAS=2): connections spread over the nodes, 30,000 identifiers; ×rl-local is what a team pays for a Service over one node (issue 23: <= 1.6x)',
+    server: { kind: 'ringlimit', nodes: 3, env: { REPLICAS: '2' } },
+    body: { ...ALLOWED, idSpace: 30000 },
+    quick: true,
+  },
+  {
     name: 'ringlimit-policy-miss',
     desc: 'one node, allowed path, POLICY_PATH with 10,000 overrides of which none matches (issue 20: <= 1.05x ringlimit-allowed)',
     server: { kind: 'ringlimit', policy: true },

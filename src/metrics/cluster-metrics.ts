@@ -2,6 +2,9 @@ import { Gauge, type Registry } from "prom-client";
 import { FastHistogram } from "./fast-histogram.js";
 import { pulledCounter, pulledGauge, pulledLabelledCounter } from "./pulled.js";
 
+/** Items per frame or batch: powers of two up to MAX_DECIDE_ITEMS (512). */
+export const FRAME_ITEM_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
+
 const OUTCOMES = ["allowed", "blocked", "cached_block", "timeout", "unavailable", "error", "invalid", "shared"] as const;
 export type ForwardOutcome = (typeof OUTCOMES)[number];
 
@@ -16,6 +19,7 @@ export interface PeerStateSample {
 export class ClusterMetrics {
   private readonly outcomes = new Float64Array(OUTCOMES.length);
   private readonly roundTrip: FastHistogram;
+  private readonly frameItems: FastHistogram;
   /** allowed forwards whose caller left before the answer was written, given back on their owner */
   givenBack = 0;
 
@@ -65,6 +69,12 @@ export class ClusterMetrics {
       [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
       registry,
     );
+    this.frameItems = new FastHistogram(
+      "ringlimit_peer_decide_frame_decisions",
+      "Decisions per DECIDE frame this node received from another member (as an owner): how many forwarded decisions share one frame, its tag and its syscalls (bench/README.md, the peer path)",
+      FRAME_ITEM_BUCKETS,
+      registry,
+    );
     pulledGauge(registry, "ringlimit_ring_members", "Members on this node's ring (itself included): the ones it believes alive", sources.members);
     pulledGauge(registry, "ringlimit_configured_members", "Members from PEERS / PEERS_DNS (itself included)", sources.configured);
     pulledGauge(
@@ -107,6 +117,11 @@ export class ClusterMetrics {
 
   forwardOutcome(outcome: ForwardOutcome): void {
     this.outcomes[OUTCOMES.indexOf(outcome)]!++;
+  }
+
+  /** A DECIDE frame of `items` decisions arrived from a member. */
+  observeDecideFrame(items: number): void {
+    this.frameItems.observe(items);
   }
 
   observeForward(ms: number): void {

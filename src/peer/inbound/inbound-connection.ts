@@ -62,7 +62,7 @@ export interface PeerServerStats {
 export interface ConnectionHost {
   readonly key: KeyObject;
   readonly nodeId: string;
-  readonly opts: { readonly handler: PeerServerHandler; readonly handshakeTimeoutMs: number; readonly idleTimeoutMs: number; readonly pongTag: () => string; readonly zone: string };
+  readonly opts: { readonly handler: PeerServerHandler; readonly handshakeTimeoutMs: number; readonly idleTimeoutMs: number; readonly pongTag: () => string; readonly zone: string; readonly onDecideFrame: (items: number) => void };
   readonly log: PeerLogger;
   readonly stats: PeerServerStats;
   readonly pending: PendingConnections;
@@ -190,6 +190,7 @@ export class InboundConnection implements PendingConnection {
     const n = reader.count;
     stats.decideFrames++;
     stats.decideItems += n;
+    server.opts.onDecideFrame(n);
     // The sender stops waiting for these answers once their budget, counted from this frame's
     // receipt (the read of the chunk that completed it), has run out: deciding them now would
     // count requests its callers were told were not counted (`degraded`). Dropped unanswered.

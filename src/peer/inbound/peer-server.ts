@@ -41,9 +41,12 @@ export interface PeerServerOptions {
   pongTag?: () => string;
   /** this node's failure domain (ZONE), told to each client in READY; default "" (unset) */
   zone?: string;
+  /** called with the item count of every DECIDE frame received (a metric of how well senders batch); default none */
+  onDecideFrame?: (items: number) => void;
 }
 
 const noTag = (): string => "";
+const ignore = (): void => {};
 
 export class PeerServer implements ConnectionHost {
   readonly stats: PeerServerStats = {
@@ -105,6 +108,7 @@ export class PeerServer implements ConnectionHost {
       maxPendingPerSource: opts.maxPendingPerSource ?? PEER_DEFAULTS.maxPendingPerSource,
       pongTag: opts.pongTag ?? noTag,
       zone: opts.zone ?? "",
+      onDecideFrame: opts.onDecideFrame ?? ignore,
     };
     this.pending = new PendingConnections(this.opts.maxPendingHandshakes, this.opts.maxPendingPerSource);
     this.tlsHandshakes = opts.tls === undefined ? null : new Map();

@@ -91,6 +91,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
   if (config.replicas > 1 && replicaTable !== undefined) {
     replicator = new Replicator({
       replicas: config.replicas,
+      delayMs: config.replicationDelayMs,
       pool,
       owned: table,
       replicaTable,
@@ -159,6 +160,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     handler: inbound,
     pongTag: policyVersion,
     zone: config.zone ?? "",
+    onDecideFrame: (items) => clusterMetrics.observeDecideFrame(items),
   });
   const dns = config.peersDns !== undefined ? splitHostPort(config.peersDns) : undefined;
   const membership =

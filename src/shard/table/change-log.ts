@@ -28,6 +28,11 @@ export class ChangeLog {
     this.keys.push(key);
   }
 
+  /** keys logged and not yet taken */
+  get pending(): number {
+    return this.keys.length;
+  }
+
   /** bytes of the keys logged and not yet taken (references; the strings are the table's) */
   get pendingBytes(): number {
     return this.keys.length * KEY_REF_BYTES;

@@ -193,6 +193,8 @@ export class StateTable {
     this.slotBytes = SLOT_BYTES + ChangeLog.SLOT_BYTES;
   }
 
+  /** Keys changed since the last takeChanges() (0 when changes are not tracked). */
+  get pendingChanges(): number { return this.changes?.pending ?? 0; } // prettier-ignore
   /** The keys changed since the last call (some may have been deleted since). */
   takeChanges(): string[] {
     return this.changes?.take() ?? [];

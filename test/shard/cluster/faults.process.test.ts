@@ -2,6 +2,7 @@ import t from "tap";
 import { closeAgents, type Reply } from "../../harness/http-client.js";
 import { hit, metric, startCluster, waitForRing } from "../../harness/cluster.js";
 import type { NodeProcess } from "../../harness/node-process.js";
+import { eventually } from "../../harness/wait.js";
 
 t.teardown(closeAgents);
 
@@ -48,6 +49,11 @@ t.test("SIGKILL of a node: survivors answer everything, degraded only for its ke
   const doomed = cluster.identifierOwnedBy(2, "doomed");
   for (let i = 0; i < 5; i++) await hit(survivors[i % 2]!, doomed, 100);
   const heldByVictim = await metric(cluster.nodes[2]!, "ringlimit_stored_keys");
+  // Replicated: the owner gathers changes for REPLICATION_DELAY_MS before it sends them.
+  t.ok(
+    await eventually(async () => (await metric(cluster.nodes[2]!, "ringlimit_replication_backlog_states")) === 0, 10_000),
+    "the 5 counts reached the replica",
+  );
 
   const faultAt = Date.now();
   cluster.nodes[2]!.signal("SIGKILL");

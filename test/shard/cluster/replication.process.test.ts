@@ -86,6 +86,15 @@ async function replicatedOwnedByA(t: Test, prefix: string) {
   await replicated(t, [a!, b!, c!]);
   const held = async () => ((await metric(b!, "ringlimit_replica_states")) ?? 0) + ((await metric(c!, "ringlimit_replica_states")) ?? 0);
   t.ok((await held()) >= keys.length, "the survivors hold a replica of each key");
+  // Caught up, so every state sent in a call was acknowledged or counted as dropped.
+  const sum = async (name: string) => (await Promise.all([a!, b!, c!].map((n) => metric(n, name)))).reduce<number>((x, y) => x + (y ?? 0), 0);
+  const sent = await sum("ringlimit_replication_batch_states_sum");
+  t.ok(sent >= keys.length, `${sent} states went out in ${await sum("ringlimit_replication_batch_states_count")} calls`);
+  t.equal(
+    sent,
+    (await sum("ringlimit_states_replicated_total")) + (await sum("ringlimit_replication_dropped_total")),
+    "the calls' histogram holds every state sent",
+  );
   return { a: a!, b: b!, c: c!, keys, held };
 }
 
@@ -119,50 +128,58 @@ t.test("REPLICAS=2: a reset reaches the replicas: a replica promoted after the o
   await expectCounts(t, c, keys, "and from the other survivor");
 });
 
-t.test("REPLICAS=2: SIGKILL of the owner under load: counts lost per thousand", async (t) => {
-  const cluster = await startCluster(3, { REPLICAS: "2" });
-  t.teardown(() => cluster.stop());
-  const [a, b, c] = cluster.nodes as NodeProcess[];
-  const keys = keysOwnedBy(cluster, [0], "load");
-  const allowed = new Map<string, number>();
-  const clean = new Map<string, number>();
-  let running = true;
-  let n = 0;
-  const load = Promise.all(
-    keys.map(async (key) => {
-      while (running) {
-        const via = [b!, c!][n++ % 2]!;
-        const r = await send(via, key).catch(() => undefined);
-        if (r?.status !== 200) continue;
-        allowed.set(key.id, (allowed.get(key.id) ?? 0) + 1);
-        if (!r.json.data.degraded) clean.set(key.id, (clean.get(key.id) ?? 0) + 1);
-      }
-    }),
-  );
-  await sleep(1500);
-  a!.signal("SIGKILL");
-  await a!.exited;
-  await waitForRing([b!, c!], 2);
-  await sleep(1000);
-  running = false;
-  await load;
-  await replicated(t, [b!, c!]);
-  let admitted = 0;
-  let lost = 0;
-  let overCounted = 0;
-  for (const key of keys) {
-    const r = await send(b!, key);
-    const kept = r.json.data.count - heldBack(key.algorithm) - 1;
-    admitted += clean.get(key.id) ?? 0;
-    lost += Math.max(0, (clean.get(key.id) ?? 0) - kept);
-    overCounted += Math.max(0, kept - (allowed.get(key.id) ?? 0));
-  }
-  t.equal(overCounted, 0, "no key counts more requests than were admitted (nothing counted twice)");
-  // Only what the owner decided in its last turns before the kill, not yet replicated, can be lost:
-  // at most the requests in flight (one per key here) and the turn before them.
-  t.ok(lost <= 2 * keys.length, `lost ${lost} of ${admitted} counted requests`);
-  t.comment(`SIGKILL under load: ${lost} of ${admitted} admitted requests lost (${((1000 * lost) / Math.max(1, admitted)).toFixed(2)} per thousand)`);
-});
+/**
+ * SIGKILL of the owner under load: nothing is ever counted twice, and what is lost is what the
+ * owner decided and had not sent yet. With REPLICATION_DELAY_MS=0 that is its last turns,
+ * bounded here by two requests per key; with the default (10 ms) it is what the keys were
+ * asked in the last delay and round trip, measured and reported (docs/durability.md).
+ */
+for (const delay of ["0", "default"] as const)
+  t.test(`REPLICAS=2, REPLICATION_DELAY_MS=${delay}: SIGKILL of the owner under load: counts lost per thousand`, async (t) => {
+    const cluster = await startCluster(3, { REPLICAS: "2", ...(delay === "0" ? { REPLICATION_DELAY_MS: "0" } : {}) });
+    t.teardown(() => cluster.stop());
+    const [a, b, c] = cluster.nodes as NodeProcess[];
+    const keys = keysOwnedBy(cluster, [0], "load");
+    const allowed = new Map<string, number>();
+    const clean = new Map<string, number>();
+    let running = true;
+    let n = 0;
+    const load = Promise.all(
+      keys.map(async (key) => {
+        while (running) {
+          const via = [b!, c!][n++ % 2]!;
+          const r = await send(via, key).catch(() => undefined);
+          if (r?.status !== 200) continue;
+          allowed.set(key.id, (allowed.get(key.id) ?? 0) + 1);
+          if (!r.json.data.degraded) clean.set(key.id, (clean.get(key.id) ?? 0) + 1);
+        }
+      }),
+    );
+    await sleep(1500);
+    a!.signal("SIGKILL");
+    await a!.exited;
+    await waitForRing([b!, c!], 2);
+    await sleep(1000);
+    running = false;
+    await load;
+    await replicated(t, [b!, c!]);
+    let admitted = 0;
+    let lost = 0;
+    let overCounted = 0;
+    for (const key of keys) {
+      const r = await send(b!, key);
+      const kept = r.json.data.count - heldBack(key.algorithm) - 1;
+      admitted += clean.get(key.id) ?? 0;
+      lost += Math.max(0, (clean.get(key.id) ?? 0) - kept);
+      overCounted += Math.max(0, kept - (allowed.get(key.id) ?? 0));
+    }
+    t.equal(overCounted, 0, "no key counts more requests than were admitted (nothing counted twice)");
+    // Only what the owner decided in its last turns before the kill, not yet replicated, can be lost:
+    // at most the requests in flight (one per key here) and the turn before them.
+    if (delay === "0") t.ok(lost <= 2 * keys.length, `lost ${lost} of ${admitted} counted requests`);
+    t.ok(lost < admitted, `lost ${lost} of ${admitted}: the replica held the rest`);
+    t.comment(`SIGKILL under load: ${lost} of ${admitted} admitted requests lost (${((1000 * lost) / Math.max(1, admitted)).toFixed(2)} per thousand)`);
+  });
 
 t.test("REPLICAS=3: SIGKILL of two of three nodes loses no count once replicated", async (t) => {
   const cluster = await startCluster(3, { REPLICAS: "3" });

@@ -26,6 +26,11 @@ const MAX_IN_FLIGHT = 64;
 export interface ReplicatorOptions {
   /** REPLICAS: copies of each state, the owner's included */
   replicas: number;
+  /**
+   * REPLICATION_DELAY_MS: changes are gathered this long after the first one before they go
+   * out (0: at the end of the event-loop turn). One timer for the whole table, not per key.
+   */
+  delayMs: number;
   pool: MemberPool;
   owned: StateTable;
   /** the states this node holds for other owners */
@@ -72,8 +77,9 @@ class Link {
  * the ring, and takes over the copies it holds when their owner leaves the ring
  * (docs/durability.md):
  *
- * - Each turn, the states that requests (or merges) changed are sent once each, as states,
- *   to their replicas: a key changed 100 times in a turn is sent once, and a copy applied
+ * - Every REPLICATION_DELAY_MS (each turn when 0), the states that requests (or merges)
+ *   changed are sent once each, as states, to their replicas: a key changed 100 times in that
+ *   time is sent once, and a copy applied
  *   twice changes nothing (same origin: mergeCopies). While a member's previous call is
  *   unanswered, turns add to its next batch (see PIPELINE). A state a reset removed goes
  *   as a removal (removalRecord, with the reset's time) in the same stream, so it is applied in order with the states.
@@ -84,6 +90,7 @@ class Link {
  */
 export class Replicator {
   private scheduled = false;
+  private timer: NodeJS.Timeout | undefined = undefined;
   private changedAt = 0;
   private readonly targets: string[] = [];
   private readonly links = new Map<string, Link>();
@@ -102,16 +109,22 @@ export class Replicator {
 
   start(): void {
     this.syncedRing = this.o.pool.ring;
+    const delayMs = this.o.delayMs;
     this.o.owned.trackChanges(() => {
       if (this.scheduled) return;
       this.scheduled = true;
       this.changedAt = performance.now();
-      setImmediate(this.flush);
+      // A turn at a time sent a call (two writes, a wake-up of the replica and an answer) for
+      // about one decision at moderate load; gathering for a few ms sends one per link per
+      // delay, and a key changed many times in it once (bench/README.md, the peer path).
+      if (delayMs > 0) this.timer = setTimeout(this.flush, delayMs);
+      else setImmediate(this.flush);
     });
   }
 
   stop(): void {
     this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
   }
 
   /**
@@ -120,7 +133,8 @@ export class Replicator {
    * that were up, or was counted as dropped.
    */
   backlog(): number {
-    let n = 0;
+    // Changes gathered for the next send count too.
+    let n = this.o.replicas > 1 ? this.o.owned.pendingChanges : 0;
     for (const link of this.links.values()) n += link.pending.count + link.inFlightStates;
     return n;
   }
@@ -183,6 +197,7 @@ export class Replicator {
   /** One turn's changes, to the replicas of each. */
   private readonly flush = (): void => {
     this.scheduled = false;
+    this.timer = undefined;
     const keys = this.o.owned.takeChanges();
     if (this.stopped) return;
     const ring = this.o.pool.ring;
@@ -245,6 +260,7 @@ export class Replicator {
     }
     link.inFlight++;
     link.inFlightStates += count;
+    metrics.sent(count);
     const settled = (ok: boolean) => {
       link.inFlight--;
       link.inFlightStates -= count;

@@ -69,4 +69,20 @@ t.test("3 nodes: one counter per key whichever node is asked; exact under concur
       t.ok(((await metric(n, "ringlimit_peer_round_trip_seconds_count")) ?? 0) > 0, `node ${i} timed its forwarded round trips`);
     }
   });
+
+  await t.test("every decision a non-owner asked of an owner is in the owners' DECIDE frame histogram", async (t) => {
+    let asked = 0;
+    let received = 0;
+    let frames = 0;
+    for (const n of nodes) {
+      asked +=
+        ((await metric(n, "ringlimit_forwarded_total", '{outcome="allowed"}')) ?? 0) +
+        ((await metric(n, "ringlimit_forwarded_total", '{outcome="blocked"}')) ?? 0);
+      received += (await metric(n, "ringlimit_peer_decide_frame_decisions_sum")) ?? 0;
+      frames += (await metric(n, "ringlimit_peer_decide_frame_decisions_count")) ?? 0;
+    }
+    t.ok(asked > 0, `${asked} decisions were forwarded`);
+    t.equal(received, asked, "each forwarded decision arrived in exactly one DECIDE frame");
+    t.ok(frames >= 1 && frames <= received, `${frames} frames carried them (${(received / frames).toFixed(2)} per frame)`);
+  });
 });
