@@ -35,6 +35,9 @@ export class ClusterMetrics {
       lateAllowed: () => number;
       /** forwarded items this node dropped undecided: their sender's deadline budget had run out */
       expiredForwards: () => number;
+      /** requests owners granted this node beyond its shares (LEASE), and those it gave back unused */
+      sharesGranted: () => number;
+      sharesReturned: () => number;
     },
   ) {
     pulledLabelledCounter(
@@ -62,6 +65,18 @@ export class ClusterMetrics {
       "ringlimit_forward_given_back_total",
       "Forwarded decisions allowed and counted by their owner whose caller left before the answer was written (a closed connection, an aborted request): given back on the owner (docs/api.md, Pipelining)",
       () => this.givenBack,
+    );
+    pulledCounter(
+      registry,
+      "ringlimit_share_granted_total",
+      "Requests the owners of keys granted this node beyond its shares of their windows (LEASE), counted on the owner at once (docs/api.md, Shares)",
+      sources.sharesGranted,
+    );
+    pulledCounter(
+      registry,
+      "ringlimit_share_returned_total",
+      "Requests granted to this node that it gave back to their owner unused, after a second without a request for the key",
+      sources.sharesReturned,
     );
     this.roundTrip = new FastHistogram(
       "ringlimit_peer_round_trip_seconds",

@@ -62,7 +62,11 @@ interface Reading {
  * server closes (FIN or reset), or `waitMs` (default 1500) passes. `drive` says what to
  * write once connected and after each chunk received.
  */
-function readExchange(port: number, waitMs: number | undefined, drive: (reading: Reading) => { connected(): void; received(): void }): Promise<RawExchange> {
+function readExchange(
+  port: number,
+  waitMs: number | undefined,
+  drive: (reading: Reading) => { connected(): void; received(): void; onChunk?(chunk: Buffer): void },
+): Promise<RawExchange> {
   return new Promise((resolve, reject) => {
     const socket = net.connect(port, "127.0.0.1");
     socket.setNoDelay(true);
@@ -79,6 +83,7 @@ function readExchange(port: number, waitMs: number | undefined, drive: (reading:
     const driver = drive({ socket, responseCount: () => parseResponses(received).responses.length, finish });
     socket.on("data", (chunk: Buffer) => {
       received = Buffer.concat([received, chunk]);
+      driver.onChunk?.(chunk);
       driver.received();
     });
     socket.on("close", () => finish(true));
@@ -92,6 +97,44 @@ function readExchange(port: number, waitMs: number | undefined, drive: (reading:
       }
     });
     socket.on("connect", () => driver.connected());
+  });
+}
+
+/**
+ * Pipelined bursts on one connection: each burst (several requests in one write) is written
+ * once every answer to the bursts before it has arrived. Answers are counted as they come
+ * (framed by Content-Length), so thousands of them cost one parse at the end. Stops at the
+ * first close or after `waitMs` (default 20 s).
+ */
+export function rawBursts(port: number, bursts: readonly (string | Buffer)[], perBurst: number, options: { waitMs?: number } = {}): Promise<RawExchange> {
+  let counted = 0;
+  let scanned = 0;
+  let sent = 0;
+  let chunks: Buffer[] = [];
+  let all = Buffer.alloc(0);
+  return readExchange(port, options.waitMs ?? 20_000, ({ socket, finish }) => {
+    const next = () => {
+      if (sent === bursts.length) return finish(false);
+      socket.write(bursts[sent++]!);
+    };
+    return {
+      connected: next,
+      received: () => {
+        // readExchange keeps every byte for the final parse; this count only paces the writes.
+        all = Buffer.concat([all, ...chunks]);
+        chunks = [];
+        for (;;) {
+          const headEnd = all.indexOf("\r\n\r\n", scanned);
+          if (headEnd < 0) break;
+          const length = Number(/content-length: *(\d+)/i.exec(all.subarray(scanned, headEnd).toString("latin1"))?.[1] ?? 0);
+          if (all.length < headEnd + 4 + length) break;
+          scanned = headEnd + 4 + length;
+          counted++;
+        }
+        if (counted === sent * perBurst) next();
+      },
+      onChunk: (chunk: Buffer) => chunks.push(chunk),
+    };
   });
 }
 

@@ -50,7 +50,8 @@ export const MAX_DECIDE_ITEMS = 512;
 export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
 
 /**
- * Version byte at the start of HELLO; a server refuses any other. Protocol 9: an owner holds
+ * Version byte at the start of HELLO; a server refuses any other. Protocol 10: CALL method 17,
+ * LEASE (a member's share of a key's window runs low: the owner grants more). Protocol 9: an owner holds
  * back one share of each shared limit's window for every other member, which may answer from
  * it without asking (shard/local/share-rule.ts); a node of protocol 8 holds back nothing, so
  * the two must not share a ring. Protocol 8: READY carries the
@@ -67,7 +68,7 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * by decades. Protocol 3: DECIDE items carry `cost` (protocol 2 introduced the bound
  * handshake and per-frame tags).
  */
-export const PROTOCOL_VERSION = 9;
+export const PROTOCOL_VERSION = 10;
 /** Most bytes of a ZONE (UTF-8) in READY; config.ts holds ZONE to the same. */
 export const MAX_ZONE_BYTES = 255;
 /** Nonce and proof (HMAC-SHA256) sizes in the handshake. */

@@ -112,8 +112,11 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     peerStates: () => pool.peerStates(),
     lateAllowed: () => pool.lateAllowed(),
     expiredForwards: () => server?.stats.decideExpired ?? 0,
+    sharesGranted: () => shares.granted,
+    sharesReturned: () => shares.returned,
   });
   const blockedCache = new BlockedCache(blockedCacheBytes);
+  const shares = new Shares(new ShareTable(sharesBytes), known, (q) => local.mayChange(q), view, config.peerTimeoutMs);
   const notices = new ResetNotices(view, blockedCache, config.peerTimeoutMs);
   const decider = new ClusterDecider(
     view,
@@ -122,7 +125,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     clusterMetrics,
     new BatchForwarder(view, local, config.peerTimeoutMs, batchHoldMs(config.peerTimeoutMs), (ringKey) => notices.announce(ringKey), blockedCache),
     config.peerTimeoutMs,
-    new Shares(new ShareTable(sharesBytes), known, (q) => local.mayChange(q)),
+    shares,
   );
   const moving = coordinator;
   const inbound = new InboundHandler(view, local, {
@@ -166,5 +169,5 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
   const membership =
     dns !== undefined ? new DnsMembership(dns.host, dns.port, config.dnsIntervalMs, logger, config.dnsServer) : new StaticMembership(config.peers);
   const top = (q: TopRequest) => topAcrossRing(q, metrics.topBlocked, pool.ring.members, pool.self, (m) => pool.client(m), config.peerTimeoutMs);
-  return new Cluster({ pool, coordinator, directory, replicator, blockedCache, decider, server, membership, policyVersions, top });
+  return new Cluster({ pool, coordinator, directory, replicator, blockedCache, decider, shares, server, membership, policyVersions, top });
 }

@@ -12,6 +12,7 @@ import type { HandOffReport } from "./movement/handoff-sender.js";
 import type { Replicator } from "./movement/replicator.js";
 import type { BlockedCache } from "./routing/blocked-cache.js";
 import type { ClusterDecider } from "./routing/forwarding.js";
+import type { Shares } from "./leases/shares.js";
 
 /** The parts of a cluster, built and wired by assembleCluster (assemble.ts). */
 export interface ClusterPartsBuilt {
@@ -21,6 +22,8 @@ export interface ClusterPartsBuilt {
   replicator: Replicator | undefined;
   blockedCache: BlockedCache;
   decider: ClusterDecider;
+  /** this member's shares of keys other members own: its sweep returns idle grants */
+  shares: Shares;
   server: PeerServer;
   membership: MembershipSource;
   policyVersions: PolicyVersions;
@@ -42,6 +45,7 @@ export class Cluster {
   /** a forwarding node's memory of owners' 429s, bounded in bytes */
   readonly blockedCache: BlockedCache;
   private readonly pool: MemberPool;
+  private readonly shares: Shares;
   private readonly coordinator: Coordinator;
   private readonly server: PeerServer;
   private readonly membership: MembershipSource;
@@ -57,6 +61,7 @@ export class Cluster {
     this.replicator = parts.replicator;
     this.blockedCache = parts.blockedCache;
     this.decider = parts.decider;
+    this.shares = parts.shares;
     this.server = parts.server;
     this.membership = parts.membership;
     this.policyVersions = parts.policyVersions;
@@ -76,6 +81,7 @@ export class Cluster {
     const port = await this.server.listen();
     this.coordinator.start();
     this.replicator?.start();
+    this.shares.start();
     this.membership.start((members) => {
       this.pool.setMembers(members);
       // Peers dial this node by its name in the list, and the handshake binds that name.
@@ -125,6 +131,7 @@ export class Cluster {
     this.stopped = true;
     this.coordinator.stop();
     this.replicator?.stop();
+    this.shares.stop();
     this.membership.stop();
     this.pool.stop();
     await this.server.close();

@@ -1,7 +1,7 @@
 import { stringBytes } from "../../table/key-bytes.js";
 
-/** What an entry costs beside its key string: the Map entry and the Share object (header and four number fields). */
-const ENTRY_OVERHEAD_BYTES = 96;
+/** What an entry costs beside its key string: the Map entry and the Share object (header, seven number fields, a flag). */
+const ENTRY_OVERHEAD_BYTES = 128;
 /** A full table sweeps the ended windows at most this often: the sweep is a scan. */
 const SWEEP_EVERY_MS = 1000;
 /**
@@ -11,7 +11,7 @@ const SWEEP_EVERY_MS = 1000;
  */
 export const SHARE_KEEP_MS = 5000;
 
-interface Share {
+export interface Share {
   /** the window's start on the owner's clock (unix ms) */
   windowStart: number;
   /** the limit the share was taken for: another limit asks the owner */
@@ -20,6 +20,15 @@ interface Share {
   left: number;
   /** unix ms on this node's clock after which the entry may go (SHARE_KEEP_MS past its window) */
   keepUntil: number;
+  /** a LEASE for more is on its way */
+  asking: boolean;
+  /** the owner granted nothing in this window (near the limit): not asked again until the next */
+  refused: boolean;
+  /** requests the owner granted in this window (LEASE): the part of `left` that can be returned */
+  granted: number;
+  /** unix ms (this node's clock) of the last grant, and of the last request answered */
+  grantedAt: number;
+  usedAt: number;
 }
 
 /** What take() found: the share left after the request, or why it cannot be answered here. */
@@ -36,6 +45,8 @@ export class ShareTable {
   private readonly shares = new Map<string, Share>();
   private heldBytes = 0;
   private sweptAt = 0;
+  /** state keys whose share holds a grant: the only ones an idle return looks at */
+  private readonly holding = new Set<string>();
 
   constructor(readonly maxBytes: number) {}
 
@@ -61,7 +72,7 @@ export class ShareTable {
       if (s === undefined) {
         const bytes = stringBytes(stateKey) + ENTRY_OVERHEAD_BYTES;
         if (this.heldBytes + bytes > this.maxBytes && (this.sweep(now), this.heldBytes + bytes > this.maxBytes)) return NO_SHARE;
-        s = { windowStart, limit, left: share, keepUntil };
+        s = { windowStart, limit, left: share, keepUntil, asking: false, refused: false, granted: 0, grantedAt: 0, usedAt: now };
         this.shares.set(stateKey, s);
         this.heldBytes += bytes;
       } else {
@@ -69,13 +80,58 @@ export class ShareTable {
         s.limit = limit;
         s.left = share;
         s.keepUntil = keepUntil;
+        // What was granted for the window that ended was counted in it: nothing to return.
+        s.granted = 0;
+        s.refused = false;
       }
     }
     if (s.limit !== limit) return NO_SHARE;
     if (cost === 0) return s.left >= 1 ? s.left : NO_SHARE;
     if (cost > s.left) return NO_SHARE;
     s.left -= cost;
+    s.usedAt = now;
     return s.left;
+  }
+
+  /** The share of `stateKey`, to mark a LEASE on its way; undefined when none is held. */
+  entry(stateKey: string): Share | undefined {
+    return this.shares.get(stateKey);
+  }
+
+  /** Add what the owner granted for the window starting at `windowStart`; false when this node has moved on from it (the grant is lost with its window). */
+  grant(stateKey: string, windowStart: number, granted: number, now: number): boolean {
+    const s = this.shares.get(stateKey);
+    if (s === undefined || s.windowStart !== windowStart) return false;
+    if (granted === 0) {
+      s.refused = true;
+      return false;
+    }
+    s.left += granted;
+    s.granted += granted;
+    s.grantedAt = now;
+    this.holding.add(stateKey);
+    return true;
+  }
+
+  /**
+   * Take back what is left of the grants of shares unused for `idleMs`: `give(stateKey, share,
+   * requests)` returns them to the owner. Grants of a window that ended are forgotten.
+   */
+  returnIdle(now: number, idleMs: number, give: (stateKey: string, s: Share, requests: number) => void): void {
+    for (const key of this.holding) {
+      const s = this.shares.get(key);
+      if (s === undefined || s.granted === 0) {
+        this.holding.delete(key);
+        continue;
+      }
+      if (now - s.usedAt < idleMs) continue;
+      const back = Math.min(s.left, s.granted);
+      this.holding.delete(key);
+      s.granted = 0;
+      if (back === 0 || now >= s.keepUntil - SHARE_KEEP_MS) continue;
+      s.left -= back;
+      give(key, s, back);
+    }
   }
 
   /** Drop the shares whose window has ended (and SHARE_KEEP_MS more), once a second at most. */
@@ -85,6 +141,7 @@ export class ShareTable {
     for (const [key, s] of this.shares) {
       if (s.keepUntil > now) continue;
       this.shares.delete(key);
+      this.holding.delete(key);
       this.heldBytes -= stringBytes(key) + ENTRY_OVERHEAD_BYTES;
     }
   }

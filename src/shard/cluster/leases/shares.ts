@@ -1,9 +1,15 @@
+import { algorithmByCode } from "../../../algorithms/index.js";
 import type { Decision, LimitQuery } from "../../../decision.js";
 import type { PeerClient } from "../../../peer/index.js";
 import { ownerLimit, shareOf, SHARE_MAX_MEMBERS } from "../../local/share-rule.js";
+import type { HashRing } from "../../ring/ring.js";
+import { parseStateKey } from "../../ring/state-key.js";
+import { encodeGiveBack, MAX_GIVE_BACK_AGE_MS } from "../wire/batch-wire.js";
+import { CallMethod } from "../wire/call-methods.js";
+import { decodeLeaseReply, encodeLeaseRequest } from "../wire/lease-wire.js";
 import { resetTimeHere } from "../wire/peer-data.js";
 import type { KnownMembers } from "./known-members.js";
-import { NO_SHARE, SHARE_KEEP_MS, type ShareTable } from "./share-table.js";
+import { NO_SHARE, SHARE_KEEP_MS, type Share, type ShareTable } from "./share-table.js";
 
 /**
  * A share is taken only for a window that began at least this long after this node's
@@ -20,6 +26,14 @@ export const SHARE_MARGIN_MS = 1000;
  * catches up must differ by more than four members before a share goes unreserved.
  */
 export const SHARER_MAX_MEMBERS = SHARE_MAX_MEMBERS - 4;
+/** A grant not drawn on for this long goes back to the owner (one sweep a second, not a timer per key). */
+export const RETURN_IDLE_MS = 1000;
+
+/** What the shares read of the cluster: the ring and a member's connection. */
+export interface SharesView {
+  readonly ring: HashRing;
+  client(member: string): PeerClient | undefined;
+}
 
 /**
  * A non-owner answers a key from its share of the window (share-rule.ts), in the turn the
@@ -31,12 +45,30 @@ export const SHARER_MAX_MEMBERS = SHARE_MAX_MEMBERS - 4;
  * before this node's connection to the owner) goes to the owner as before.
  */
 export class Shares {
+  private timer: NodeJS.Timeout | undefined;
+  /** requests owners granted this node (LEASE), and requests it gave back unused (metrics) */
+  granted = 0;
+  returned = 0;
+
   constructor(
     private readonly table: ShareTable,
     private readonly members: KnownMembers,
     /** whether this node's policy may change the query's limit (an override, SHADOW_MODE): then the owner decides */
     private readonly overridden: (query: LimitQuery) => boolean,
+    private readonly view: SharesView,
+    /** deadline of a LEASE or GIVE_BACK call (PEER_TIMEOUT_MS) */
+    private readonly timeoutMs: number,
   ) {}
+
+  /** One sweep a second returns idle grants (RETURN_IDLE_MS). */
+  start(): void {
+    this.timer = setInterval(() => this.returnIdle(Date.now()), RETURN_IDLE_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
 
   /** Whether `query` may be answered from a share at all: a check on numbers, before any key is built. */
   shareable(query: LimitQuery): boolean {
@@ -53,8 +85,14 @@ export class Shares {
     const windowEndHere = windowStart + D - offset;
     const mayOpen = windowStart >= owner.upSince + offset + SHARE_MARGIN_MS;
     const code = query.algorithm.code;
-    const left = this.table.take(stateKey, windowStart, windowEndHere + SHARE_KEEP_MS, query.limit, shareOf(code, query.limit), query.cost, mayOpen, now);
-    if (left === NO_SHARE) return undefined;
+    const share = shareOf(code, query.limit);
+    const left = this.table.take(stateKey, windowStart, windowEndHere + SHARE_KEEP_MS, query.limit, share, query.cost, mayOpen, now);
+    if (left === NO_SHARE) {
+      // Used up: asked for more now, so the requests after the grant are answered here again.
+      if (mayOpen || this.table.entry(stateKey)?.windowStart === windowStart) this.ask(query, stateKey, owner, share);
+      return undefined;
+    }
+    if (left < share / 2) this.ask(query, stateKey, owner, share);
     out.allowed = true;
     // An estimate (docs/api.md, Shares): this node's share left, plus what the owner had for
     // itself when the window began; the other members' shares count as used.
@@ -66,5 +104,47 @@ export class Shares {
     out.applied = null;
     out.shadow = false;
     return out;
+  }
+
+  /** LEASE: one share more of the key's window, asked of its owner once at a time (grants.ts answers). */
+  private ask(query: LimitQuery, stateKey: string, owner: PeerClient, share: number): void {
+    const s = this.table.entry(stateKey);
+    if (s === undefined || s.asking || s.refused || s.limit !== query.limit) return;
+    s.asking = true;
+    owner.call(CallMethod.LEASE, encodeLeaseRequest(query, share), this.timeoutMs).then(
+      (reply) => {
+        s.asking = false;
+        const { granted, windowStart } = decodeLeaseReply(reply);
+        // Counted by the owner at once: lost if this node has moved on from that window meanwhile.
+        if (this.table.grant(stateKey, windowStart, granted, Date.now())) this.granted += granted;
+      },
+      () => {
+        s.asking = false;
+      },
+    );
+  }
+
+  /** Give back to their owners the grants of shares no request drew on for RETURN_IDLE_MS. */
+  returnIdle(now: number): void {
+    this.table.returnIdle(now, RETURN_IDLE_MS, (stateKey, s, requests) => this.giveBack(stateKey, s, requests, now));
+  }
+
+  private giveBack(stateKey: string, s: Share, requests: number, now: number): void {
+    const parsed = parseStateKey(stateKey);
+    const algorithm = parsed === undefined ? undefined : algorithmByCode(parsed.algorithmCode);
+    if (parsed === undefined || algorithm === undefined) return;
+    // ring key = `${namespace.length}:${namespace}${identifier}` (state-key.ts)
+    const colon = parsed.ringKey.indexOf(":");
+    const nsLength = Number(parsed.ringKey.slice(0, colon));
+    const namespace = parsed.ringKey.slice(colon + 1, colon + 1 + nsLength);
+    const identifier = parsed.ringKey.slice(colon + 1 + nsLength);
+    const owner = this.view.ring.owner(parsed.ringKey);
+    const client = owner === undefined ? undefined : this.view.client(owner);
+    if (client === undefined) return; // the owner changed or is gone: the grant stays counted (under-admitted)
+    const query: LimitQuery = { namespace, identifier, limit: s.limit, duration: parsed.duration, algorithm, cost: requests };
+    // Counted when granted, in the window that is still this share's: any moment since then is in it.
+    const ageMs = Math.min(now - s.grantedAt, MAX_GIVE_BACK_AGE_MS - 1000);
+    this.returned += requests;
+    client.call(CallMethod.GIVE_BACK, encodeGiveBack(ageMs, query), this.timeoutMs).catch(() => {});
   }
 }

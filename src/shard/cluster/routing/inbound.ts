@@ -7,6 +7,8 @@ import { onBatchCall } from "./inbound-batch.js";
 import { decodeResetRequest } from "../wire/batch-wire.js";
 import { ownership, type FailOpen, type OwnershipView } from "./ownership.js";
 import { admitState, forwardedWithinContract } from "../wire/peer-data.js";
+import { decodeLeaseRequest, encodeLeaseReply } from "../wire/lease-wire.js";
+import { grantShare } from "../leases/grants.js";
 
 /** What inbound requests change elsewhere in the cluster. */
 export interface InboundEvents {
@@ -123,6 +125,15 @@ export class InboundHandler implements PeerServerHandler {
         const q = decodeResetRequest(payload);
         await this.events.resetApplied(ringKeyOf(q.namespace, q.identifier));
         return reply;
+      }
+      case CallMethod.LEASE: {
+        const now = Date.now();
+        const q = decodeLeaseRequest(payload);
+        const ringKey = ringKeyOf(q.namespace, q.identifier);
+        // Granted only by the key's owner on this node's ring too: a stray's count is not the one that holds.
+        const verdict = ownership(this.view, ringKey, q.algorithm.code, q.duration, now, "forwarded");
+        const grant = verdict.kind === "decide" && !verdict.stray ? grantShare(this.local, q, ringKey, now) : undefined;
+        return encodeLeaseReply(grant?.granted ?? 0, grant?.windowStart ?? now - (now % (q.duration * 1000)));
       }
       case CallMethod.RESET_NOTICE:
         this.events.resetNotice(payload, from);

@@ -33,6 +33,11 @@ export const CallMethod = Object.freeze({
   RESET_NOTICE: 16,
   /** payload: what GET /top asks (top-wire.ts). Reply: this member's identifiers blocked most that the filter admits. */
   TOP: 15,
+  /**
+   * payload: a key's query whose share runs low on the sender, `cost` the requests wanted
+   * (lease-wire.ts). The owner counts what it grants at once. Reply: u32 granted, f64 window start.
+   */
+  LEASE: 17,
 });
 
 /** A batch is cut at this size (plus one record), within the peer channel's 512 KiB frame limit. */

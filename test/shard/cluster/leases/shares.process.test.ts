@@ -6,7 +6,7 @@ import t from "tap";
 import { SHARE_DIVISOR } from "../../../../src/shard/local/share-rule.js";
 import { hit, metric, startCluster } from "../../../harness/cluster.js";
 import { closeAgents } from "../../../harness/http-client.js";
-import { limitRequest, rawExchange } from "../../../harness/raw-http.js";
+import { limitRequest, rawBursts, rawExchange } from "../../../harness/raw-http.js";
 import { eventually, sleep } from "../../../harness/wait.js";
 
 t.teardown(closeAgents);
@@ -73,48 +73,84 @@ t.test("limit 3 is too small to share: a pipelined burst on a non-owner is cut o
 
 const L = 2048;
 const SHARE = L / SHARE_DIVISOR;
+/** the owner's limit for its own requests: L less the two other members' shares */
+const OWNER_LIMIT = L - 2 * SHARE;
 
-t.test("shares never over-admit: three nodes hit one key at once, exactly the limit is allowed", async (t) => {
-  const D = 30;
+/** `n` requests for `id` through `node`, 50 at a time: how many were allowed (not degraded), and the windows answered. */
+async function hits(node: typeof n0, id: string, n: number, duration: number) {
+  let allowed = 0;
+  let degraded = 0;
+  const windows = new Set<number>();
+  for (let b = 0; b < n; b += 50) {
+    const rs = await Promise.all(Array.from({ length: Math.min(50, n - b) }, () => hit(node, id, L, { duration })));
+    for (const r of rs) {
+      if (r.json.data.degraded !== undefined) degraded++;
+      else if (r.status === 200) allowed++;
+      windows.add(r.json.data.reset_time);
+    }
+  }
+  return { allowed, degraded, windows };
+}
+
+t.test("in one window that began after the cluster was up", async (t) => {
+  // One window for the four tests below: long enough for all of them on a loaded machine.
+  const D = 60;
   const window = await windowAfterUp(D);
-  const [hot] = ownedBy(1, "hot", 1);
-  // The second key, for the next test, takes node 0's share in the same window.
+  const windowEnd = window / 1000 + D;
   const [dying] = ownedBy(1, "dying", 1);
   const used = 5;
+  // Node 0 takes its share of `dying` now, for the last test; 5 of 16 leaves more than half: no LEASE.
   for (let i = 0; i < used; i++) t.equal((await hit(n0, dying!, L, { duration: D })).status, 200);
-  const before = await Promise.all([n0, n2].map(shared));
-  const perNode = 1200;
-  const results = await Promise.all(
-    [n0, n1, n2].map(async (node) => {
-      let allowed = 0;
-      let degraded = 0;
-      const windows = new Set<number>();
-      for (let b = 0; b < perNode; b += 50) {
-        const rs = await Promise.all(Array.from({ length: 50 }, () => hit(node, hot!, L, { duration: D })));
-        for (const r of rs) {
-          if (r.json.data.degraded !== undefined) degraded++;
-          if (r.status === 200) allowed++;
-          windows.add(r.json.data.reset_time);
-        }
-      }
-      return { allowed, degraded, windows };
-    }),
-  );
-  t.same(results.map((r) => r.degraded), [0, 0, 0], "no answer degraded");
-  const windows = new Set(results.flatMap((r) => [...r.windows]));
-  t.same([...windows], [window / 1000 + D], "all in one window");
-  const allowed = results.reduce((s, r) => s + r.allowed, 0);
-  t.equal(allowed, L, `exactly ${L} allowed of ${3 * perNode} (by node: ${results.map((r) => r.allowed).join(", ")})`);
-  const after = await Promise.all([n0, n2].map(shared));
-  t.same([after[0]! - before[0]!, after[1]! - before[1]!], [SHARE, SHARE], "each non-owner answered its whole share itself");
+
+  t.test("a hot key: the share runs low, the owner grants more, and a pipelining client is answered on", async (t) => {
+    const [hot] = ownedBy(1, "pipehot", 1);
+    const request = limitRequest({ namespace: "test", identifier: hot, limit: 1_000_000, duration: D });
+    const share = 1_000_000 / SHARE_DIVISOR;
+    const bursts = 12;
+    const n = 1000;
+    const before = await shared(n0);
+    // 12,000 requests on one connection, 1,000 per write, each write once the last one's answers
+    // are in: one share (7,812) does not cover them; LEASE grants do, asked before it runs out.
+    const r = await rawBursts(cluster.nodes[0]!.port, Array.from({ length: bursts }, () => request.repeat(n)), n, { waitMs: 60_000 });
+    t.notOk(r.closedByServer, "the connection stays open");
+    t.equal(r.responses.length, bursts * n, "every request answered");
+    t.ok(r.responses.every((x) => x.status === 200), "all allowed");
+    t.equal((await shared(n0)) - before, bursts * n, `all ${bursts * n} answered from node 0's share and its grants (one share: ${Math.floor(share)})`);
+  });
+
+  t.test("shares never over-admit: three nodes hit one key at once, exactly the limit is allowed", async (t) => {
+    const [hot] = ownedBy(1, "hot", 1);
+    const before = await Promise.all([n0, n2].map(shared));
+    const perNode = 1200;
+    const results = await Promise.all([n0, n1, n2].map((node) => hits(node, hot!, perNode, D)));
+    t.same(results.map((r) => r.degraded), [0, 0, 0], "no answer degraded");
+    t.same([...new Set(results.flatMap((r) => [...r.windows]))], [windowEnd], "all in one window");
+    const allowed = results.reduce((s, r) => s + r.allowed, 0);
+    t.equal(allowed, L, `exactly ${L} allowed of ${3 * perNode} (by node: ${results.map((r) => r.allowed).join(", ")})`);
+    const after = await Promise.all([n0, n2].map(shared));
+    const fromShares = [after[0]! - before[0]!, after[1]! - before[1]!];
+    t.ok(fromShares.every((n) => n >= SHARE), `each non-owner answered at least its share itself (${fromShares.join(", ")}, with grants)`);
+  });
+
+  t.test("a grant nobody draws on goes back to the owner", async (t) => {
+    const [idle] = ownedBy(1, "idle", 1);
+    // 10 of 16 leaves less than half: node 0 asks for a grant (16) and then goes quiet.
+    for (let i = 0; i < 10; i++) t.equal((await hit(n0, idle!, L, { duration: D })).status, 200);
+    const returned = async () => (await metric(n0, "ringlimit_share_returned_total")) ?? 0;
+    t.ok(await eventually(async () => (await returned()) >= 16, 10_000), "node 0 returned the grant");
+    // The GIVE_BACK crosses the peer channel: the owner's count is back to the two shares it holds back.
+    const countAtOwner = async () => (await hit(n1, idle!, L, { duration: D, cost: 0 })).json.data.count as number;
+    t.ok(await eventually(async () => (await countAtOwner()) === 2 * SHARE, 10_000), "the owner counts none of the grant");
+    const atOwner = await hits(n1, idle!, OWNER_LIMIT + 50, D);
+    t.equal(atOwner.allowed, OWNER_LIMIT, `the owner admits its whole ${OWNER_LIMIT} again (without the return: ${OWNER_LIMIT - 16})`);
+    t.same([...atOwner.windows], [windowEnd]);
+  });
 
   t.test("a node that dies with a share left under-admits by what it left, never more", async (t) => {
     await cluster.nodes[0]!.kill();
-    let allowed = used;
-    for (let b = 0; b < L + 100; b += 50) {
-      const rs = await Promise.all(Array.from({ length: 50 }, () => hit(n2, dying!, L, { duration: D })));
-      for (const r of rs) if (r.status === 200 && r.json.data.degraded === undefined) allowed++;
-    }
+    const survivors = await hits(n2, dying!, L + 100, D);
+    const allowed = used + survivors.allowed;
+    t.same([...survivors.windows], [windowEnd]);
     t.equal(allowed, L - (SHARE - used), `${allowed} allowed: the limit less the ${SHARE - used} node 0 left of its share`);
   });
 });

@@ -1,0 +1,39 @@
+import { REQUEST_BOUNDS, type LimitQuery } from "../../../decision.js";
+import { BatchMode, decodeBatchRequest, encodeBatchRequest } from "./batch-wire.js";
+
+/**
+ * LEASE (CALL method 17): a member whose share of a key's window runs low asks its owner for
+ * more (docs/api.md, Shares). The request is the key's query as a one-item BATCH body, its
+ * `cost` the requests wanted; the owner validates it as any BATCH item.
+ */
+export function encodeLeaseRequest(query: LimitQuery, wanted: number): Buffer {
+  return encodeBatchRequest(BatchMode.DECIDE, 0, 0, [{ ...query, cost: wanted }]);
+}
+
+export function decodeLeaseRequest(buf: Buffer): LimitQuery {
+  const request = decodeBatchRequest(buf);
+  if (request.queries.length !== 1) throw new RangeError("LEASE: one query");
+  return request.queries[0]!;
+}
+
+const REPLY_BYTES = 12;
+
+/**
+ * Reply: u32 requests granted (0: none, ask the owner per request), f64 the start of the window
+ * they are counted in, unix ms on the owner's clock.
+ */
+export function encodeLeaseReply(granted: number, windowStart: number): Buffer {
+  const buf = Buffer.allocUnsafe(REPLY_BYTES);
+  buf.writeUInt32BE(granted, 0);
+  buf.writeDoubleBE(windowStart, 4);
+  return buf;
+}
+
+/** A reply out of bounds (more than a limit can hold, a window start that is no time) is refused whole. */
+export function decodeLeaseReply(buf: Buffer): { granted: number; windowStart: number } {
+  if (buf.length !== REPLY_BYTES) throw new RangeError("LEASE reply: 12 bytes");
+  const granted = buf.readUInt32BE(0);
+  const windowStart = buf.readDoubleBE(4);
+  if (granted > REQUEST_BOUNDS.limit.max || !Number.isSafeInteger(windowStart) || windowStart < 0) throw new RangeError("LEASE reply out of bounds");
+  return { granted, windowStart };
+}

@@ -1,0 +1,51 @@
+// The shares a member holds of keys other members own (shard/cluster/leases/share-table.ts):
+// one per key and window, bounded in bytes without ever dropping a share of a window that has
+// not ended (taking it again would count it twice), topped up by grants and returning them idle.
+import t from "tap";
+import { NO_SHARE, SHARE_KEEP_MS, ShareTable } from "../../../../src/shard/cluster/leases/share-table.js";
+
+const T0 = 1_800_000_000_000;
+const W = 60_000;
+const keepUntil = (start: number) => start + W + SHARE_KEEP_MS;
+
+t.test("a share is taken once per window; a new window opens a fresh one", async (t) => {
+  const table = new ShareTable(1 << 20);
+  t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 1, true, T0), 15);
+  t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 15, true, T0), 0);
+  t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 1, true, T0), NO_SHARE, "used up: ask the owner");
+  t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 0, true, T0), NO_SHARE, "a peek too");
+  t.equal(table.take("k", T0 + W, keepUntil(T0 + W), 2048, 16, 1, true, T0 + W), 15, "the next window");
+  t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 1, true, T0 + W), NO_SHARE, "an earlier window once a later one is open (the owner's clock read back)");
+  t.equal(table.take("k", T0 + W, keepUntil(T0 + W), 4096, 32, 1, true, T0 + W), NO_SHARE, "another limit asks the owner");
+  t.equal(table.take("new", T0, keepUntil(T0), 2048, 16, 1, false, T0), NO_SHARE, "not opened unless the rule allows it");
+});
+
+t.test("bounded in bytes: a full table refuses new keys until their windows end, and never drops a current share", async (t) => {
+  const table = new ShareTable(4096);
+  let held = 0;
+  for (let i = 0; i < 1000; i++) if (table.take(`key-${i}`, T0, keepUntil(T0), 2048, 16, 1, true, T0) !== NO_SHARE) held++;
+  t.ok(held > 5 && held < 1000, `${held} shares in 4 KiB`);
+  t.ok(table.bytes <= 4096);
+  t.equal(table.take("key-0", T0, keepUntil(T0), 2048, 16, 1, true, T0 + 1000), 14, "a held share is still there");
+  t.equal(table.take("late", T0, keepUntil(T0), 2048, 16, 1, true, T0 + 2000), NO_SHARE, "full, windows current: refused");
+  const after = keepUntil(T0) + 1;
+  t.equal(table.take("late", T0 + 2 * W, keepUntil(T0 + 2 * W), 2048, 16, 1, true, after), 15, "once their windows ended, the sweep makes room");
+  t.equal(table.size, 1);
+});
+
+t.test("grants top up the window they were given for, and go back when unused", async (t) => {
+  const table = new ShareTable(1 << 20);
+  table.take("k", T0, keepUntil(T0), 2048, 16, 10, true, T0);
+  t.notOk(table.grant("k", T0 - W, 16, T0), "a grant for another window is lost with it");
+  t.ok(table.grant("k", T0, 16, T0 + 5));
+  t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 2, true, T0 + 10), 20);
+  const given: [string, number][] = [];
+  table.returnIdle(T0 + 500, 1000, (key, _s, n) => given.push([key, n]));
+  t.same(given, [], "not idle yet");
+  table.returnIdle(T0 + 1010, 1000, (key, _s, n) => given.push([key, n]));
+  t.same(given, [["k", 16]], "the grant goes back, the rest of the share stays");
+  t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 4, true, T0 + 1100), 0);
+  t.ok(table.grant("k", T0, 0, T0 + 1200) === false && table.entry("k")!.refused, "a refusal is remembered for the window");
+  table.take("k", T0 + W, keepUntil(T0 + W), 2048, 16, 1, true, T0 + W);
+  t.notOk(table.entry("k")!.refused, "and forgotten in the next");
+});
