@@ -3,7 +3,7 @@
 // 10-deep wrk pipeline over 10,000 identifiers with limit 1,000,000; for each run the
 // answers per second, the connections the node closed, the statuses, and how the node
 // answered (its own keys, its shares, forwards); then raw pipelined bursts whose answers must
-// come back in order; then the owners' counts of sampled keys, within the limit. Last, server
+// come back in order; then one hot key another node owns, on n1; then the owners' counts of sampled keys, within the limit. Last, server
 // CPU per decision of the 3 nodes loaded round-robin with a shared limit (1,000,000) and with
 // one too small to share (2,000: every other key forwarded), against one node, same run.
 //
@@ -164,13 +164,54 @@ for (const [i, url] of cluster.urls.entries()) {
       errors: res.errors,
       'p99 ms': (res.latencyUs.p99 / 1000).toFixed(1),
       shared: d('shared'),
-      forwarded: d('allowed') + d('blocked') + d('timeout') + d('unavailable') + d('error') + d('invalid'),
+      forwarded: d('allowed') + d('blocked') + d('cached_block') + d('timeout') + d('unavailable') + d('error') + d('invalid'),
       'given back': d('given_back'),
       'in order': `${order.answered - order.mismatches}/${100 * args.pipelining}${order.closed ? ' (closed)' : ''}`,
     }
     rows.push(row)
     console.log(JSON.stringify(row))
   }
+}
+
+// A hot key: every request of the run for one identifier that another node owns (n2), on n1:
+// one share does not last a run, so the owner's grants must keep up.
+{
+  const { HashRing } = await import('../dist/src/shard/ring/ring.js')
+  const { ringKeyOf } = await import('../dist/src/shard/ring/state-key.js')
+  const ring = new HashRing(['n1', 'n2', 'n3'])
+  let prefix = ''
+  for (let k = 0; prefix === ''; k++) if (ring.owner(ringKeyOf('bench', `hot${k}-0`)) === 'n2') prefix = `hot${k}-`
+  const url = cluster.urls[0]
+  const before = await sums(url)
+  const res = await runLoad({
+    loader: 'autocannon',
+    urls: [url],
+    connections: args.connections,
+    durationSec: args.seconds,
+    headers,
+    bodySpec: { namespace: 'bench', limit: args.limit, duration: args.window, idSpace: 1, idPrefix: prefix },
+    tmpDir: tmp,
+    pipelining: args.pipelining,
+  })
+  const after = await sums(url)
+  const d = (k) => (after[k] ?? 0) - (before[k] ?? 0)
+  const row = {
+    node: 'n1, one key owned by n2',
+    loader: 'autocannon',
+    'answers/s': Math.round(res.rps),
+    answers: res.completed,
+    'ok 200': res.status['200'] ?? 0,
+    other: res.completed - (res.status['200'] ?? 0),
+    'closed conns': res.closed,
+    errors: res.errors,
+    'p99 ms': (res.latencyUs.p99 / 1000).toFixed(1),
+    shared: d('shared'),
+    forwarded: d('allowed') + d('blocked') + d('cached_block') + d('timeout') + d('unavailable') + d('error') + d('invalid'),
+    'given back': d('given_back'),
+    'in order': '-',
+  }
+  rows.push(row)
+  console.log(JSON.stringify(row))
 }
 
 // Counts within the limit: sampled keys, peeked on every node; the owner's count is the
