@@ -114,6 +114,23 @@ export class ShareTable {
   }
 
   /**
+   * The owner reset the identifier of `ringKey`: what its grants counted is gone from the
+   * owner's count, so what is left of them here is dropped (the shares by rule stay: they are
+   * held back by rule, reset or not).
+   */
+  forgetGrants(ringKey: string): void {
+    for (const key of this.holding) {
+      if (key.slice(key.indexOf(":") + 1) !== ringKey) continue;
+      const s = this.shares.get(key);
+      if (s !== undefined) {
+        s.left -= Math.min(s.left, s.granted);
+        s.granted = 0;
+      }
+      this.holding.delete(key);
+    }
+  }
+
+  /**
    * Take back what is left of the grants of shares unused for `idleMs`: `give(stateKey, share,
    * requests)` returns them to the owner. Grants of a window that ended are forgotten.
    */

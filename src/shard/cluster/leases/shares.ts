@@ -28,6 +28,9 @@ export const SHARE_MARGIN_MS = 1000;
 export const SHARER_MAX_MEMBERS = SHARE_MAX_MEMBERS - 4;
 /** A grant not drawn on for this long goes back to the owner (one sweep a second, not a timer per key). */
 export const RETURN_IDLE_MS = 1000;
+/** Resets heard of, remembered (newest kept) for longer than any LEASE call may take. */
+const MAX_RESETS = 4096;
+const RESET_KEEP_MS = 60_000;
 
 /** What the shares read of the cluster: the ring and a member's connection. */
 export interface SharesView {
@@ -46,6 +49,8 @@ export interface SharesView {
  */
 export class Shares {
   private timer: NodeJS.Timeout | undefined;
+  /** ring key → unix ms a reset of it was heard of: a grant asked before it is not taken */
+  private readonly resets = new Map<string, number>();
   /** requests owners granted this node (LEASE), and requests it gave back unused (metrics) */
   granted = 0;
   returned = 0;
@@ -111,10 +116,13 @@ export class Shares {
     const s = this.table.entry(stateKey);
     if (s === undefined || s.asking || s.refused || s.limit !== query.limit) return;
     s.asking = true;
+    const askedAt = Date.now();
     owner.call(CallMethod.LEASE, encodeLeaseRequest(query, share), this.timeoutMs).then(
       (reply) => {
         s.asking = false;
         const { granted, windowStart } = decodeLeaseReply(reply);
+        // Granted before a reset of the identifier: it was counted in what the reset erased.
+        if (this.resets.size > 0 && (this.resets.get(stateKey.slice(stateKey.indexOf(":") + 1)) ?? 0) >= askedAt) return;
         // Counted by the owner at once: lost if this node has moved on from that window meanwhile.
         if (this.table.grant(stateKey, windowStart, granted, Date.now())) this.granted += granted;
       },
@@ -122,6 +130,18 @@ export class Shares {
         s.asking = false;
       },
     );
+  }
+
+  /** RESET_NOTICE: the owner reset the identifier of `ringKey`; the grants of its keys here go with its counts. */
+  forgetGrants(ringKey: string): void {
+    this.table.forgetGrants(ringKey);
+    const now = Date.now();
+    this.resets.delete(ringKey);
+    this.resets.set(ringKey, now);
+    for (const [key, at] of this.resets) {
+      if (this.resets.size <= MAX_RESETS && at > now - RESET_KEEP_MS) break;
+      this.resets.delete(key);
+    }
   }
 
   /** Give back to their owners the grants of shares no request drew on for RETURN_IDLE_MS. */

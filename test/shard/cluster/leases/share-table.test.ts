@@ -49,3 +49,14 @@ t.test("grants top up the window they were given for, and go back when unused", 
   table.take("k", T0 + W, keepUntil(T0 + W), 2048, 16, 1, true, T0 + W);
   t.notOk(table.entry("k")!.refused, "and forgotten in the next");
 });
+
+t.test("a reset of the identifier drops what is left of its grants, not the share by rule", async (t) => {
+  const table = new ShareTable(1 << 20);
+  table.take("0600:4:testuser", T0, keepUntil(T0), 2048, 16, 10, true, T0);
+  table.take("0600:4:testother", T0, keepUntil(T0), 2048, 16, 10, true, T0);
+  table.grant("0600:4:testuser", T0, 16, T0);
+  table.grant("0600:4:testother", T0, 16, T0);
+  table.forgetGrants("4:testuser");
+  t.equal(table.entry("0600:4:testuser")!.left, 6, "16 granted dropped, the 6 of the share by rule kept");
+  t.equal(table.entry("0600:4:testother")!.left, 22, "another identifier keeps its grant");
+});

@@ -5,7 +5,7 @@
 import t from "tap";
 import { SHARE_DIVISOR } from "../../../../src/shard/local/share-rule.js";
 import { hit, metric, startCluster } from "../../../harness/cluster.js";
-import { closeAgents } from "../../../harness/http-client.js";
+import { closeAgents, post } from "../../../harness/http-client.js";
 import { limitRequest, rawBursts, rawExchange } from "../../../harness/raw-http.js";
 import { eventually, sleep } from "../../../harness/wait.js";
 
@@ -144,6 +144,21 @@ t.test("in one window that began after the cluster was up", async (t) => {
     const atOwner = await hits(n1, idle!, OWNER_LIMIT + 50, D);
     t.equal(atOwner.allowed, OWNER_LIMIT, `the owner admits its whole ${OWNER_LIMIT} again (without the return: ${OWNER_LIMIT - 16})`);
     t.same([...atOwner.windows], [windowEnd]);
+  });
+
+  t.test("a reset drops the grants the owner counted before it: never more than the limit after it", async (t) => {
+    const [reset] = ownedBy(1, "reset", 1);
+    const granted = async () => (await metric(n0, "ringlimit_share_granted_total")) ?? 0;
+    const before = await granted();
+    // 10 of 16: node 0 asks for a grant of 16, then the identifier is reset on its owner.
+    for (let i = 0; i < 10; i++) t.equal((await hit(n0, reset!, L, { duration: D })).status, 200);
+    t.ok(await eventually(async () => (await granted()) === before + 16, 10_000), "node 0 holds a grant of 16");
+    t.equal((await post(n2.url, "/limit/reset", { namespace: "test", identifier: reset })).status, 200);
+    // After the reset: node 0's 6 left of its share, the owner's 2,016, node 2's share of 16.
+    const results = await Promise.all([n0, n1, n2].map((node) => hits(node, reset!, 800, D)));
+    const allowed = results.reduce((s, r) => s + r.allowed, 0);
+    t.same([...new Set(results.flatMap((r) => [...r.windows]))], [windowEnd]);
+    t.equal(allowed, L - (SHARE - 6), `${allowed} allowed after the reset (by node: ${results.map((r) => r.allowed).join(", ")}): the grant went with the counts`);
   });
 
   t.test("a node that dies with a share left under-admits by what it left, never more", async (t) => {
