@@ -120,11 +120,17 @@ export class Shares {
     owner.call(CallMethod.LEASE, encodeLeaseRequest(query, share), this.timeoutMs).then(
       (reply) => {
         s.asking = false;
-        const { granted, windowStart } = decodeLeaseReply(reply);
+        // A reply out of bounds is the owner's error: nothing granted (and nothing thrown into the loop).
+        let grant: { granted: number; windowStart: number };
+        try {
+          grant = decodeLeaseReply(reply);
+        } catch {
+          return;
+        }
         // Granted before a reset of the identifier: it was counted in what the reset erased.
         if (this.resets.size > 0 && (this.resets.get(stateKey.slice(stateKey.indexOf(":") + 1)) ?? 0) >= askedAt) return;
         // Counted by the owner at once: lost if this node has moved on from that window meanwhile.
-        if (this.table.grant(stateKey, windowStart, granted, Date.now())) this.granted += granted;
+        if (this.table.grant(stateKey, grant.windowStart, grant.granted, Date.now())) this.granted += grant.granted;
       },
       () => {
         s.asking = false;
