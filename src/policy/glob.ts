@@ -107,20 +107,108 @@ interface Entry<T> {
   readonly also: Glob | undefined;
 }
 
-interface TrieNode<T> {
-  next: Map<number, TrieNode<T>> | undefined;
-  /** the entries whose literal prefix ends at this node */
-  entries: Entry<T>[];
+/** The patterns that share one literal text: a `*` pattern's prefix, or an exact text. Highest priority first. */
+interface Group<T> {
+  readonly text: string;
+  readonly entries: Entry<T>[];
+}
+
+const FNV_OFFSET = 0x811c9dc5;
+const FNV_PRIME = 0x01000193;
+
+/** MurmurHash3's fmix32: a running FNV-1a state finished into a well spread hash. */
+function finish(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h | 0;
+}
+
+/** FNV-1a of a whole text, finished: the hash GlobIndex.best reaches after reading that many characters. Exported for tests. */
+export function hashOf(text: string): number {
+  let h = FNV_OFFSET;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), FNV_PRIME);
+  return finish(h);
 }
 
 /**
- * `*` patterns indexed by their literal prefix, in a trie of character codes: a lookup
- * walks the value's characters once and tests only the patterns whose prefix the value
- * starts with, so 10,000 patterns with distinct prefixes cost a walk, not 10,000 tests.
- * Patterns that start with `*` are tested on every lookup. Immutable once built.
+ * Groups by their text's hash: open addressing with linear probing, at most half full, each
+ * cell the hash and the group's number side by side in one Int32Array, so a probe that
+ * finds nothing reads no object. Only a hash that matches reads the group and its text.
+ */
+class GroupTable<T> {
+  readonly groups: Group<T>[] = [];
+  /** cell c: [2c] the hash, [2c + 1] the group's number + 1 (0: empty) */
+  private cells = new Int32Array(4);
+
+  /** The group whose text is value's first `length` characters (hashing to `hash`), if any. */
+  find(hash: number, length: number, value: string): Group<T> | undefined {
+    const cells = this.cells;
+    const mask = (cells.length >> 1) - 1;
+    for (let c = hash & mask; ; c = (c + 1) & mask) {
+      const slot = cells[2 * c + 1]!;
+      if (slot === 0) return undefined;
+      if (cells[2 * c] !== hash) continue;
+      const group = this.groups[slot - 1]!;
+      const text = group.text;
+      if (text.length === length && (length === value.length ? text === value : value.startsWith(text))) return group;
+    }
+  }
+
+  add(group: Group<T>): void {
+    this.groups.push(group);
+    if (this.groups.length * 4 > this.cells.length) {
+      this.cells = new Int32Array(this.cells.length * 2);
+      for (let slot = 0; slot < this.groups.length; slot++) this.place(slot);
+    } else this.place(this.groups.length - 1);
+  }
+
+  private place(slot: number): void {
+    const cells = this.cells;
+    const mask = (cells.length >> 1) - 1;
+    const hash = hashOf(this.groups[slot]!.text);
+    let c = hash & mask;
+    while (cells[2 * c + 1] !== 0) c = (c + 1) & mask;
+    cells[2 * c] = hash;
+    cells[2 * c + 1] = slot + 1;
+  }
+}
+
+/** marks[n]: some `*` pattern's prefix is n characters long ... */
+const STAR = 1;
+/** ... some exact text is n characters long (it can only match a value of that length). */
+const EXACT = 2;
+
+/**
+ * Patterns, exact texts included, by their literal text: `*` patterns grouped by their
+ * prefix, exact texts by themselves, each kind in its own hash table. A lookup reads the
+ * value's characters once, carrying an FNV-1a hash, and probes at the lengths some prefix
+ * has (`marks`) and, at the end, for an exact text of the value's length: every group the
+ * value can match is found, and only its patterns are tested. So 10,000 patterns cost one
+ * pass over the value and a probe per prefix length in use, with no string built (a trie
+ * with a Map per node cost a Map read per character; a Map of whole prefixes would cost a
+ * slice per length). Patterns that start with `*` are tested on every lookup. The hash has
+ * no seed: only the operator's patterns are inserted, so a caller's value can at most probe
+ * the clusters those formed. Immutable once built.
  */
 export class GlobIndex<T> {
-  private readonly root: TrieNode<T> = { next: undefined, entries: [] };
+  private readonly byText = new Map<string, Group<T>>();
+  private readonly prefixes = new GroupTable<T>();
+  private readonly exact = new GroupTable<T>();
+  /** patterns that start with `*` (the empty prefix), tested on every lookup */
+  private starFirst: Group<T> | undefined;
+  /** by length: STAR | EXACT */
+  private marks = new Uint8Array(1);
+  /** a value is read no further than this, unless an exact text of its length is indexed */
+  private longestPrefix = 0;
+  /**
+   * A bit per code unit below 256 that begins some `*` pattern's (non-empty) prefix, the
+   * bit of 255 standing for every unit above: a value that begins with a unit no prefix
+   * begins with probes no prefix, as a trie would have stopped at its root.
+   */
+  private readonly firstUnits = new Int32Array(8);
   private count = 0;
 
   get size(): number {
@@ -128,27 +216,40 @@ export class GlobIndex<T> {
   }
 
   add(glob: Glob, priority: number, item: T, also?: Glob): void {
-    let node = this.root;
-    for (let i = 0; i < glob.prefix.length; i++) {
-      const code = glob.prefix.charCodeAt(i);
-      node.next ??= new Map();
-      let child = node.next.get(code);
-      if (child === undefined) {
-        child = { next: undefined, entries: [] };
-        node.next.set(code, child);
+    const text = glob.prefix;
+    // A `*` pattern and an exact text may share a text, never a group.
+    const key = (glob.hasStar ? "*" : "=") + text;
+    let group = this.byText.get(key);
+    if (group === undefined) {
+      group = { text, entries: [] };
+      this.byText.set(key, group);
+      if (glob.hasStar && text.length === 0) this.starFirst = group;
+      else (glob.hasStar ? this.prefixes : this.exact).add(group);
+      if (text.length >= this.marks.length) {
+        const marks = new Uint8Array(text.length + 1);
+        marks.set(this.marks);
+        this.marks = marks;
       }
-      node = child;
+      this.marks[text.length]! |= glob.hasStar ? STAR : EXACT;
+      if (glob.hasStar && text.length > 0) {
+        if (text.length > this.longestPrefix) this.longestPrefix = text.length;
+        const unit = Math.min(text.charCodeAt(0), 255);
+        this.firstUnits[unit >> 5]! |= 1 << (unit & 31);
+      }
     }
-    node.entries.push({ glob, priority, item, also });
+    // Highest priority first. Callers never give two patterns one value can match the same priority.
+    const entries = group.entries;
+    let at = entries.length;
+    while (at > 0 && entries[at - 1]!.priority < priority) at--;
+    entries.splice(at, 0, { glob, priority, item, also });
     this.count++;
   }
 
   /** Whether a pattern written as `source` (stars folded) is indexed already. */
   has(source: string): boolean {
-    let node: TrieNode<T> | undefined = this.root;
-    const prefix = source.split("*", 1)[0]!;
-    for (let i = 0; i < prefix.length && node !== undefined; i++) node = node.next?.get(prefix.charCodeAt(i));
-    return node !== undefined && node.entries.some((entry) => entry.glob.source === source);
+    const star = source.indexOf("*");
+    const group = this.byText.get(star < 0 ? "=" + source : "*" + source.slice(0, star));
+    return group !== undefined && group.entries.some((entry) => entry.glob.source === source);
   }
 
   /**
@@ -156,20 +257,40 @@ export class GlobIndex<T> {
    * pattern, if any, matches `alsoValue`); undefined when none does. Allocates nothing.
    */
   best(value: string, alsoValue = ""): T | undefined {
-    let found: Entry<T> | undefined;
-    let node: TrieNode<T> | undefined = this.root;
-    for (let depth = 0; node !== undefined; depth++) {
-      const entries = node.entries;
-      for (let k = 0; k < entries.length; k++) {
-        const entry = entries[k]!;
-        if (found !== undefined && entry.priority <= found.priority) continue;
-        if (!globMatches(entry.glob, value)) continue;
-        if (entry.also !== undefined && !globMatches(entry.also, alsoValue)) continue;
-        found = entry;
-      }
-      if (depth >= value.length || node.next === undefined) break;
-      node = node.next.get(value.charCodeAt(depth));
+    let found = this.starFirst === undefined ? undefined : bestOf(this.starFirst.entries, value, alsoValue, undefined);
+    const marks = this.marks;
+    const n = value.length;
+    const exactToo = n < marks.length && (marks[n]! & EXACT) !== 0;
+    const unit = n === 0 ? 0 : Math.min(value.charCodeAt(0), 255);
+    const prefixCan = (this.firstUnits[unit >> 5]! & (1 << (unit & 31))) !== 0;
+    const end = exactToo ? n : prefixCan ? Math.min(n, this.longestPrefix) : 0;
+    let h = FNV_OFFSET;
+    for (let i = 0; i < end; ) {
+      h = Math.imul(h ^ value.charCodeAt(i), FNV_PRIME);
+      if ((marks[++i]! & STAR) === 0 || !prefixCan) continue;
+      const group = this.prefixes.find(finish(h), i, value);
+      if (group !== undefined) found = bestOf(group.entries, value, alsoValue, found);
+    }
+    if (exactToo) {
+      // find() compared the whole value with the group's text: its entries match on the value.
+      const group = this.exact.find(finish(h), n, value);
+      if (group !== undefined) found = bestOf(group.entries, undefined, alsoValue, found);
     }
     return found?.item;
   }
+}
+
+/**
+ * The best of `found` and the first entry of `entries` (highest priority first) that
+ * matches; `value` undefined: the entries' own pattern is known to match.
+ */
+function bestOf<T>(entries: readonly Entry<T>[], value: string | undefined, alsoValue: string, found: Entry<T> | undefined): Entry<T> | undefined {
+  for (let k = 0; k < entries.length; k++) {
+    const entry = entries[k]!;
+    if (found !== undefined && entry.priority <= found.priority) return found;
+    if (value !== undefined && !globMatches(entry.glob, value)) continue;
+    if (entry.also !== undefined && !globMatches(entry.also, alsoValue)) continue;
+    return entry;
+  }
+  return found;
 }

@@ -122,3 +122,84 @@ t.test("10,000 entries answer as a scan of all of them would", async (t) => {
   }
   t.ok(matched > 200, `${matched} of 2,000 lookups matched an entry`);
 });
+
+/** `*` as any run of characters, nothing else special: the reference reads patterns independently of glob.ts. */
+const asRegExp = (pattern: string) => new RegExp("^" + pattern.split("*").map((p) => p.replace(/[.*+?^${}()|[\]\\/-]/g, "\\$&")).join(".*") + "$", "s");
+
+/**
+ * The most specific entry by docs/policy.md's four steps, compared one by one: identifier
+ * exact > wildcard > absent, its literal count, namespace exact > wildcard, its literal count.
+ */
+function referenceMatch(entries: readonly { ns: string; id: string | undefined }[], namespace: string, identifier: string): number | undefined {
+  const literals = (p: string) => p.replace(/\*/g, "").length;
+  const key = (e: { ns: string; id: string | undefined }) => [
+    e.id === undefined ? 0 : e.id.includes("*") ? 1 : 2,
+    e.id === undefined ? 0 : literals(e.id),
+    e.ns.includes("*") ? 0 : 1,
+    literals(e.ns),
+  ];
+  let best: number | undefined;
+  entries.forEach((e, i) => {
+    if (!asRegExp(e.ns).test(namespace) || (e.id !== undefined && !asRegExp(e.id).test(identifier))) return;
+    if (best === undefined) return void (best = i);
+    const [a, b] = [key(e), key(entries[best]!)];
+    for (let k = 0; k < 4; k++) {
+      if (a[k]! > b[k]!) return void (best = i);
+      if (a[k]! < b[k]!) return;
+    }
+    throw new Error(`a tie reached the reference: #${best} and #${i}`);
+  });
+  return best;
+}
+
+t.test("random policies answer as the four steps of docs/policy.md say, with and without wildcard namespaces", async (t) => {
+  const text = (next: () => number, alphabet: string, min: number, max: number) => {
+    let s = "";
+    const n = min + Math.floor(next() * (max - min + 1));
+    for (let i = 0; i < n; i++) s += alphabet[Math.floor(next() * alphabet.length)];
+    return s;
+  };
+  for (const seed of [1, 2, 3, 4, 5, 6, 7, 8]) {
+    const next = prng(100 + seed);
+    const wildNamespaces = seed % 2 === 0;
+    // Short texts over two letters, so that patterns overlap and most keys match several entries.
+    let entries: { ns: string; id: string | undefined }[] = [];
+    const seen = new Set<string>();
+    while (entries.length < 120) {
+      const ns = wildNamespaces && next() < 0.3 ? text(next, "ab*", 1, 3) : text(next, "ab", 1, 2);
+      const r = next();
+      const id = r < 0.15 ? undefined : r < 0.5 ? text(next, "ab", 1, 4) : text(next, "ab*", 1, 5);
+      // `*` alone would match every key, and so would the namespaces alone over all of them: no lookup could miss.
+      if (ns === "*" || id === "*" || (id === undefined && next() < 0.7)) continue;
+      const k = `${ns}|${id}`;
+      if (seen.has(k)) continue;
+      seen.add(k);
+      entries.push({ ns, id });
+    }
+    const yaml = (list: typeof entries) =>
+      "overrides:\n" +
+      list.map((e, i) => `  - {namespace: "${e.ns}"${e.id === undefined ? "" : `, identifier: "${e.id}"`}, limit: ${i + 1}}`).join("\n");
+    // Drop the later entry of each tie until the policy loads, as an operator would have to.
+    let policy;
+    for (;;) {
+      try {
+        policy = compilePolicy(file(yaml(entries)));
+        break;
+      } catch (err) {
+        const numbers = [...(err as Error).message.matchAll(/#(\d+)/g)].map((m) => Number(m[1]));
+        entries = entries.filter((_, i) => i !== Math.max(...numbers));
+      }
+    }
+    t.ok(entries.length > 30, `seed ${seed}: ${entries.length} entries kept`);
+    let matched = 0;
+    for (let i = 0; i < 4000; i++) {
+      const namespace = text(next, "abc", 1, 3);
+      const identifier = text(next, "abc", 1, 5);
+      const want = referenceMatch(entries, namespace, identifier);
+      const got = policy.matchOverride(namespace, identifier)?.source;
+      if (got !== (want === undefined ? undefined : `o.yaml#${want}`)) t.fail(`seed ${seed}: ${namespace} ${identifier}: want #${want}, got ${got}`);
+      if (want !== undefined) matched++;
+    }
+    t.ok(matched > 400 && matched < 3900, `seed ${seed}: ${matched} of 4,000 keys matched: both outcomes are exercised`);
+  }
+});
