@@ -61,24 +61,26 @@ export class ShareTable {
   /**
    * Take `cost` (0: a peek) from the share of `stateKey` for the window starting at
    * `windowStart` (owner's clock). A share of an earlier window, or none, is replaced by a
-   * fresh one of `share` requests when `mayOpen`. Returns what is left after the request, or
-   * NO_SHARE when it must go to the owner.
+   * fresh one: `share` requests when the rule allows it (`byRule`), else none, to be filled by
+   * the owner's grants only (a grant is counted on the owner, so it needs no rule). Returns
+   * what is left after the request, or NO_SHARE when it must go to the owner.
    */
-  take(stateKey: string, windowStart: number, keepUntil: number, limit: number, share: number, cost: number, mayOpen: boolean, now: number): number {
+  take(stateKey: string, windowStart: number, keepUntil: number, limit: number, share: number, cost: number, byRule: boolean, now: number): number {
     let s = this.shares.get(stateKey);
     if (s === undefined || s.windowStart !== windowStart) {
       // A later window already open here: the owner's clock, as read, went back.
-      if (!mayOpen || (s !== undefined && s.windowStart > windowStart)) return NO_SHARE;
+      if (s !== undefined && s.windowStart > windowStart) return NO_SHARE;
+      const opening = byRule ? share : 0;
       if (s === undefined) {
         const bytes = stringBytes(stateKey) + ENTRY_OVERHEAD_BYTES;
         if (this.heldBytes + bytes > this.maxBytes && (this.sweep(now), this.heldBytes + bytes > this.maxBytes)) return NO_SHARE;
-        s = { windowStart, limit, left: share, keepUntil, asking: false, refused: false, granted: 0, grantedAt: 0, usedAt: now };
+        s = { windowStart, limit, left: opening, keepUntil, asking: false, refused: false, granted: 0, grantedAt: 0, usedAt: now };
         this.shares.set(stateKey, s);
         this.heldBytes += bytes;
       } else {
         s.windowStart = windowStart;
         s.limit = limit;
-        s.left = share;
+        s.left = opening;
         s.keepUntil = keepUntil;
         // What was granted for the window that ended was counted in it: nothing to return.
         s.granted = 0;

@@ -88,13 +88,16 @@ export class Shares {
     const D = query.duration * 1000;
     const windowStart = ownerNow - (ownerNow % D);
     const windowEndHere = windowStart + D - offset;
-    const mayOpen = windowStart >= owner.upSince + offset + SHARE_MARGIN_MS;
+    // The share by rule only in a window that began after the connection came up; in an
+    // earlier one (a node just started or reconnected) the share starts empty and the owner's
+    // grants fill it: the first request goes to the owner, the ones after its grant stay here.
+    const byRule = windowStart >= owner.upSince + offset + SHARE_MARGIN_MS;
     const code = query.algorithm.code;
     const share = shareOf(code, query.limit);
-    const left = this.table.take(stateKey, windowStart, windowEndHere + SHARE_KEEP_MS, query.limit, share, query.cost, mayOpen, now);
+    const left = this.table.take(stateKey, windowStart, windowEndHere + SHARE_KEEP_MS, query.limit, share, query.cost, byRule, now);
     if (left === NO_SHARE) {
-      // Used up: asked for more now, so the requests after the grant are answered here again.
-      if (mayOpen || this.table.entry(stateKey)?.windowStart === windowStart) this.ask(query, stateKey, owner, share);
+      // Used up (or empty): asked for more now, so the requests after the grant are answered here again.
+      this.ask(query, stateKey, owner, share);
       return undefined;
     }
     if (left < share / 2) this.ask(query, stateKey, owner, share);

@@ -17,7 +17,9 @@ t.test("a share is taken once per window; a new window opens a fresh one", async
   t.equal(table.take("k", T0 + W, keepUntil(T0 + W), 2048, 16, 1, true, T0 + W), 15, "the next window");
   t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 1, true, T0 + W), NO_SHARE, "an earlier window once a later one is open (the owner's clock read back)");
   t.equal(table.take("k", T0 + W, keepUntil(T0 + W), 4096, 32, 1, true, T0 + W), NO_SHARE, "another limit asks the owner");
-  t.equal(table.take("new", T0, keepUntil(T0), 2048, 16, 1, false, T0), NO_SHARE, "not opened unless the rule allows it");
+  t.equal(table.take("new", T0, keepUntil(T0), 2048, 16, 1, false, T0), NO_SHARE, "without the rule, the share opens empty");
+  t.ok(table.grant("new", T0, 16, T0 + 1), "and a grant fills it");
+  t.equal(table.take("new", T0, keepUntil(T0), 2048, 16, 1, true, T0 + 2), 15, "the rule does not add to a window already open");
 });
 
 t.test("bounded in bytes: a full table refuses new keys until their windows end, and never drops a current share", async (t) => {
