@@ -115,9 +115,12 @@ async function startClusterOnce(
     },
   };
   try {
+    // A bound, not a speed claim, as spawnNode's: at load 13 on 2 cores three fresh nodes
+    // once took longer than waitForRing's default to see each other.
     await waitForRing(
       nodes.filter((x): x is NodeProcess => x !== undefined),
       n,
+      60_000,
     );
   } catch (err) {
     await cluster.stop();
