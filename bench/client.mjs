@@ -5,12 +5,12 @@
 // request. Same run, same machine, same concurrency; ratios, medians over rounds.
 //
 //   npm run build && node bench/client.mjs [--seconds 6] [--rounds 3] [--concurrency 48]
-import { readdirSync, readFileSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 import { installCleanup, killAllSync, spawnTracked } from './lib/children.mjs'
 import { RunConditions } from './lib/conditions.mjs'
 import { freePort, get, waitFor, waitReady } from './lib/net.mjs'
 import { benchOptions } from './lib/options.mjs'
+import { cpuNs } from './lib/procfs.mjs'
 import { spawnNode } from './lib/servers.mjs'
 
 const { values: args } = benchOptions(import.meta.url, {
@@ -38,22 +38,6 @@ const conditions = new RunConditions()
 // peers) every decision in the 3-node rows is also replicated, which bench/replication.mjs
 // prices (1.40x at load 3.5): with it, client to owners measured 3.42x one node, not 1.5x.
 const start = (env) => spawnNode('ringlimit', { API_KEYS: KEY, REPLICAS: '1', ...env })
-/**
- * CPU time of a process in ns, every thread (V8's GC helpers, libuv's pool) included: the
- * first field of /proc/<pid>/task/<tid>/schedstat. /proc/<pid>/stat counts 10 ms ticks, too
- * coarse for the idle measurement below.
- */
-const cpuNs = (pid) => {
-  let ns = 0
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0])
-    } catch {
-      /* thread gone */
-    }
-  }
-  return ns
-}
 const totalNs = (pids) => pids.reduce((s, p) => s + cpuNs(p), 0)
 
 /**

@@ -20,6 +20,7 @@ import { bodyParts } from './lib/bodies.mjs'
 import { RunConditions } from './lib/conditions.mjs'
 import { summarizeProfile } from './lib/cpu-profile.mjs'
 import { get } from './lib/net.mjs'
+import { cpuNs } from './lib/procfs.mjs'
 import { benchOptions } from './lib/options.mjs'
 import { buildMain, makeApiKey, ringlimitMain, startRinglimit } from './lib/servers.mjs'
 
@@ -57,18 +58,6 @@ const here = path.dirname(new URL(import.meta.url).pathname)
 const NS = 'bench'
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
-/** CPU ns of every thread of `pid` (schedstat: finer than /proc/<pid>/stat's ticks). */
-function cpuNs(pid) {
-  let ns = 0
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0])
-    } catch {
-      /* thread gone */
-    }
-  }
-  return ns
-}
 /** Read and write syscalls of `pid` so far (/proc/<pid>/io: every thread of the process). */
 function syscalls(pid) {
   const t = readFileSync(`/proc/${pid}/io`, 'utf8')

@@ -120,3 +120,20 @@ export class GroupWatch {
     return this.peakRssKb
   }
 }
+
+/**
+ * CPU time of a process in ns, every thread (V8's GC helpers, libuv's pool) included: the
+ * first field of /proc/<pid>/task/<tid>/schedstat. /proc/<pid>/stat counts 10 ms ticks, too
+ * coarse for idle or per-decision figures.
+ */
+export function cpuNs(pid) {
+  let ns = 0
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0])
+    } catch {
+      /* thread gone */
+    }
+  }
+  return ns
+}
