@@ -37,11 +37,26 @@ node summed by concern. Needs the build (npm run build); the load comes at a ste
     connections: { type: 'number', min: 1, default: 48, help: 'connections of the load generator' },
     replicas: { type: 'number', min: 1, default: 2, help: 'REPLICAS of the cluster' },
     layouts: { type: 'string', arg: 'LIST', default: 'roles,round-robin', help: 'layouts to run: roles, round-robin' },
-    'cpu-prof': { type: 'string', arg: 'DIR', defaultText: 'none', help: 'run the cluster nodes under node --cpu-prof, profiles in DIR, and print their breakdown' },
+    'cpu-prof': {
+      type: 'string',
+      arg: 'DIR',
+      defaultText: 'none',
+      help: 'run the cluster nodes under node --cpu-prof, profiles in DIR, and print their breakdown',
+    },
     build: { type: 'string', arg: 'DIR', defaultText: 'this checkout', help: "measure another checkout's build (DIR/dist/src/main.js) instead" },
     env: { type: 'string', arg: 'K=V,...', defaultText: 'none', help: 'extra settings of the cluster nodes, e.g. REPLICATION_DELAY_MS=0' },
-    baseline: { type: 'string', arg: 'DIR', defaultText: 'none', help: "also a cluster of another checkout's build, measured in the same rows (before/after in one run)" },
-    'baseline-env': { type: 'string', arg: 'K=V,...', defaultText: 'none', help: 'settings of the baseline cluster (alone: this build with these settings as the baseline)' },
+    baseline: {
+      type: 'string',
+      arg: 'DIR',
+      defaultText: 'none',
+      help: "also a cluster of another checkout's build, measured in the same rows (before/after in one run)",
+    },
+    'baseline-env': {
+      type: 'string',
+      arg: 'K=V,...',
+      defaultText: 'none',
+      help: 'settings of the baseline cluster (alone: this build with these settings as the baseline)',
+    },
   },
 })
 installCleanup()
@@ -133,10 +148,27 @@ async function measure(label, urls, pids, rate, bodySpec, metricUrls = urls) {
   await sleep(2000)
   const idleNsPerSec = pids.map((p, i) => (cpuNs(p) - i0[i]) / ((performance.now() - t0) / 1000))
   const [head, tail] = bodyParts(bodySpec)
-  const driver = spawnTracked('paced driver', process.execPath, [
-    path.join(here, 'lib/paced-driver.mjs'),
-    JSON.stringify({ urls: urls.map((u) => u + '/limit'), rate, seconds: args.seconds, warmup: args.warmup, connections: args.connections, headers, head, tail, ids: bodySpec.ids, idPrefix: bodySpec.idPrefix, idSpace: bodySpec.idSpace }),
-  ], { stdout: 'all' })
+  const driver = spawnTracked(
+    'paced driver',
+    process.execPath,
+    [
+      path.join(here, 'lib/paced-driver.mjs'),
+      JSON.stringify({
+        urls: urls.map((u) => u + '/limit'),
+        rate,
+        seconds: args.seconds,
+        warmup: args.warmup,
+        connections: args.connections,
+        headers,
+        head,
+        tail,
+        ids: bodySpec.ids,
+        idPrefix: bodySpec.idPrefix,
+        idSpace: bodySpec.idSpace,
+      }),
+    ],
+    { stdout: 'all' },
+  )
   let s0
   let m0
   let from = 0
@@ -183,7 +215,13 @@ const ms = (us) => (us / 1000).toFixed(2)
 const results = []
 
 /** The clusters compared in each row: this build, and with --baseline / --baseline-env another build or setting. */
-const parseEnv = (list) => Object.fromEntries((list ?? '').split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))
+const parseEnv = (list) =>
+  Object.fromEntries(
+    (list ?? '')
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+  )
 const variants = [{ name: args.build === undefined ? 'this build' : args.build, main, env: parseEnv(args.env) }]
 if (args.baseline !== undefined || args['baseline-env'] !== undefined)
   variants.push({
@@ -214,7 +252,14 @@ for (const rate of RATES) {
         // roles: keys B owns and C keeps the copy of, all sent to A. round-robin: any keys, all nodes.
         const ids = roles ? idsPlacedOn(cluster.members, args.replicas > 1 ? [B, C] : [B], 2000) : undefined
         const urls = roles ? [cluster.urls[0]] : cluster.urls
-        const c = await measure(`3 nodes, ${label}, ${variants[v].name}`, urls, cluster.pgids, rate, { ...spec, idPrefix: `${label}-c${v}-`, ...(ids ? { ids } : {}) }, cluster.urls)
+        const c = await measure(
+          `3 nodes, ${label}, ${variants[v].name}`,
+          urls,
+          cluster.pgids,
+          rate,
+          { ...spec, idPrefix: `${label}-c${v}-`, ...(ids ? { ids } : {}) },
+          cluster.urls,
+        )
         const localUs = local.perPid[0].us
         const row = {
           variant: variants[v].name,
@@ -275,16 +320,26 @@ for (const rate of RATES) {
   }
 }
 console.log(`\npeer path — ${new Date().toISOString()} — ${args.seconds} s per row, ${args.connections} connections, REPLICAS=${args.replicas}`)
-console.log('\n| build | layout | rate asked | decisions/s | node | CPU µs/decision (raw) | × 1 node local | write syscalls/decision | read syscalls/decision | context switches/decision |')
+console.log(
+  '\n| build | layout | rate asked | decisions/s | node | CPU µs/decision (raw) | × 1 node local | write syscalls/decision | read syscalls/decision | context switches/decision |',
+)
 console.log('|:--|:--|--:|--:|:--|--:|--:|--:|--:|--:|')
 for (const r of results) {
-  if (r.v === 0) console.log(`| – | ${r.layout} | ${r.rate} | ${Math.round(r.localRps)} | 1 node, local | ${f1(r.localUs)} (${f1(r.local.rawUs)}) | 1.00× | ${f2(r.local.writes)} | ${f2(r.local.reads)} | ${f2(r.local.switches)} |`)
-  for (const n of r.nodes) console.log(`| ${r.variant} | ${r.layout} | ${r.rate} | ${Math.round(r.rps)} | ${n.role} | ${f1(n.us)} (${f1(n.rawUs)}) | ${f2(n.us / r.localUs)}× | ${f2(n.writes)} | ${f2(n.reads)} | ${f2(n.switches)} |`)
+  if (r.v === 0)
+    console.log(
+      `| – | ${r.layout} | ${r.rate} | ${Math.round(r.localRps)} | 1 node, local | ${f1(r.localUs)} (${f1(r.local.rawUs)}) | 1.00× | ${f2(r.local.writes)} | ${f2(r.local.reads)} | ${f2(r.local.switches)} |`,
+    )
+  for (const n of r.nodes)
+    console.log(
+      `| ${r.variant} | ${r.layout} | ${r.rate} | ${Math.round(r.rps)} | ${n.role} | ${f1(n.us)} (${f1(n.rawUs)}) | ${f2(n.us / r.localUs)}× | ${f2(n.writes)} | ${f2(n.reads)} | ${f2(n.switches)} |`,
+    )
   console.log(
     `| ${r.variant} | ${r.layout} | ${r.rate} | ${Math.round(r.rps)} | **3 nodes, all** | **${f1(r.clusterUs)}** | **${f2(r.clusterUs / r.localUs)}×** | ${f2(r.nodes.reduce((s, n) => s + n.writes, 0))} | ${f2(r.nodes.reduce((s, n) => s + n.reads, 0))} | ${f2(r.nodes.reduce((s, n) => s + n.switches, 0))} |`,
   )
 }
-console.log('\n| build | layout | rate asked | forwarded share | DECIDE frames/decision | decisions/DECIDE frame | REPLICATE calls/decision | states/call | degraded | p50 / p99 ms (1 node) |')
+console.log(
+  '\n| build | layout | rate asked | forwarded share | DECIDE frames/decision | decisions/DECIDE frame | REPLICATE calls/decision | states/call | degraded | p50 / p99 ms (1 node) |',
+)
 console.log('|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|')
 for (const r of results) {
   const x = r.frames
@@ -296,7 +351,9 @@ if (PROF !== undefined) {
   for (const r of results) {
     for (const p of r.profiles ?? []) {
       if (p === null) continue
-      console.log(`\nprofile, ${r.variant}, ${r.layout} at ${r.rate}/s, ${p.role}: ${(p.busyMs / 1000).toFixed(2)} s busy while measured, ${f1((p.busyMs * 1000) / r.n)} µs per decision (${p.file})`)
+      console.log(
+        `\nprofile, ${r.variant}, ${r.layout} at ${r.rate}/s, ${p.role}: ${(p.busyMs / 1000).toFixed(2)} s busy while measured, ${f1((p.busyMs * 1000) / r.n)} µs per decision (${p.file})`,
+      )
       for (const [name, t] of p.concerns)
         if (t / p.busyMs >= 0.005) console.log(`  ${((100 * t) / p.busyMs).toFixed(1).padStart(5)} %  ${f1((t * 1000) / r.n).padStart(5)} µs  ${name}`)
     }

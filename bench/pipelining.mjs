@@ -32,10 +32,24 @@ node, same run. Needs wrk, bench/node_modules (npm ci in bench/) and the build (
     pipelining: { type: 'number', min: 1, default: 10, help: 'requests each connection sends before waiting for an answer' },
     keys: { type: 'number', min: 1, default: 10000, help: 'identifiers per run' },
     limit: { type: 'number', min: 1, default: 1000000, help: 'the limit of every request' },
-    window: { type: 'number', min: 1, arg: 'S', default: 10, help: "the limit's window, seconds (fixed window); runs begin in a window that began after the cluster was up" },
+    window: {
+      type: 'number',
+      min: 1,
+      arg: 'S',
+      default: 10,
+      help: "the limit's window, seconds (fixed window); runs begin in a window that began after the cluster was up",
+    },
     rounds: { type: 'number', min: 0, default: 3, help: 'rounds of the CPU rows (0: none)' },
-    fresh: { type: 'boolean', help: "start at once, in the window current when the cluster came up (what a user sees right after starting it: each node's first request of a key there goes to its owner)" },
-    baseline: { type: 'string', arg: 'DIR', defaultText: "this checkout's build", help: 'run the build of another checkout (DIR/dist/src/main.js) instead, for a before column' },
+    fresh: {
+      type: 'boolean',
+      help: "start at once, in the window current when the cluster came up (what a user sees right after starting it: each node's first request of a key there goes to its owner)",
+    },
+    baseline: {
+      type: 'string',
+      arg: 'DIR',
+      defaultText: "this checkout's build",
+      help: 'run the build of another checkout (DIR/dist/src/main.js) instead, for a before column',
+    },
   },
 })
 if (!wrkVersion()) {
@@ -129,6 +143,26 @@ function inOrder(url, bursts, depth, prefix) {
   })
 }
 
+/** One row of the table: a load run's answers and the node's forward outcomes over it (metric sums before and after). */
+function loadRow(node, loader, res, before, after, inOrderText) {
+  const d = (k) => (after[k] ?? 0) - (before[k] ?? 0)
+  return {
+    node,
+    loader,
+    'answers/s': Math.round(res.rps),
+    answers: res.completed,
+    'ok 200': res.status['200'] ?? 0,
+    other: res.completed - (res.status['200'] ?? 0),
+    'closed conns': res.closed,
+    errors: res.errors,
+    'p99 ms': (res.latencyUs.p99 / 1000).toFixed(1),
+    shared: d('shared'),
+    forwarded: d('allowed') + d('blocked') + d('cached_block') + d('timeout') + d('unavailable') + d('error') + d('invalid'),
+    'given back': d('given_back'),
+    'in order': inOrderText,
+  }
+}
+
 // Part 1: each node in turn, both loaders.
 const rows = []
 for (const [i, url] of cluster.urls.entries()) {
@@ -151,24 +185,16 @@ for (const [i, url] of cluster.urls.entries()) {
       () => (cpu0 = watch.cpuTicks()),
     )
     conditions.add(`pipelined on n${i + 1}`, (watch.cpuTicks() - cpu0) / clockTicks(), res.wallSec, 3)
-    const after = await sums(url)
-    const d = (k) => (after[k] ?? 0) - (before[k] ?? 0)
+    const after = await sums(url) // before the order check, whose requests are not the run's
     const order = await inOrder(url, 100, args.pipelining, `order-n${i + 1}${loader[0]}-`)
-    const row = {
-      node: `n${i + 1}`,
+    const row = loadRow(
+      `n${i + 1}`,
       loader,
-      'answers/s': Math.round(res.rps),
-      answers: res.completed,
-      'ok 200': res.status['200'] ?? 0,
-      other: res.completed - (res.status['200'] ?? 0),
-      'closed conns': res.closed,
-      errors: res.errors,
-      'p99 ms': (res.latencyUs.p99 / 1000).toFixed(1),
-      shared: d('shared'),
-      forwarded: d('allowed') + d('blocked') + d('cached_block') + d('timeout') + d('unavailable') + d('error') + d('invalid'),
-      'given back': d('given_back'),
-      'in order': `${order.answered - order.mismatches}/${100 * args.pipelining}${order.closed ? ' (closed)' : ''}`,
-    }
+      res,
+      before,
+      after,
+      `${order.answered - order.mismatches}/${100 * args.pipelining}${order.closed ? ' (closed)' : ''}`,
+    )
     rows.push(row)
     console.log(JSON.stringify(row))
   }
@@ -179,9 +205,12 @@ for (const [i, url] of cluster.urls.entries()) {
 {
   const { HashRing } = await import('../dist/src/shard/ring/ring.js')
   const { ringKeyOf } = await import('../dist/src/shard/ring/state-key.js')
-  const ring = new HashRing(['n1', 'n2', 'n3'])
+  // The ring as the nodes hold it: members are named by their peer addresses, not n1..n3.
+  const { members } = JSON.parse((await get(cluster.urls[0] + '/cluster', 2000, headers)).body).data
+  const n2 = members.find((m) => m.url === cluster.urls[1]).id
+  const ring = new HashRing(members.map((m) => m.id))
   let prefix = ''
-  for (let k = 0; prefix === ''; k++) if (ring.owner(ringKeyOf('bench', `hot${k}-0`)) === 'n2') prefix = `hot${k}-`
+  for (let k = 0; prefix === ''; k++) if (ring.owner(ringKeyOf('bench', `hot${k}-0`)) === n2) prefix = `hot${k}-`
   const url = cluster.urls[0]
   const before = await sums(url)
   const res = await runLoad({
@@ -194,23 +223,7 @@ for (const [i, url] of cluster.urls.entries()) {
     tmpDir: tmp,
     pipelining: args.pipelining,
   })
-  const after = await sums(url)
-  const d = (k) => (after[k] ?? 0) - (before[k] ?? 0)
-  const row = {
-    node: 'n1, one key owned by n2',
-    loader: 'autocannon',
-    'answers/s': Math.round(res.rps),
-    answers: res.completed,
-    'ok 200': res.status['200'] ?? 0,
-    other: res.completed - (res.status['200'] ?? 0),
-    'closed conns': res.closed,
-    errors: res.errors,
-    'p99 ms': (res.latencyUs.p99 / 1000).toFixed(1),
-    shared: d('shared'),
-    forwarded: d('allowed') + d('blocked') + d('cached_block') + d('timeout') + d('unavailable') + d('error') + d('invalid'),
-    'given back': d('given_back'),
-    'in order': '-',
-  }
+  const row = loadRow('n1, one key owned by n2', 'autocannon', res, before, await sums(url), '-')
   rows.push(row)
   console.log(JSON.stringify(row))
 }
