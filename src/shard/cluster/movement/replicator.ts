@@ -302,7 +302,11 @@ export class Replicator {
         // The key has a new owner that may hold no copy: with zones, the next owner on the
         // ring can be in the lost owner's zone while the copy is in another. Send it this one;
         // it merges it as a copy (receive), so a copy it had already changes nothing.
-        if (n > 0 && before !== undefined && before.owner(ringKey) !== targets[0]) {
+        // Only when the previous owner is off the ring: one still on it (a member joined) hands
+        // the new owner the state itself, and a copy arriving first, up to
+        // REPLICATION_DELAY_MS behind, would let a joiner decide on counts already spent.
+        const previous = before?.owner(ringKey);
+        if (n > 0 && previous !== undefined && previous !== targets[0] && !ring.has(previous)) {
           const state = replicaTable.get(key);
           if (state !== undefined) this.queue(targets[0]!, key, state, changedAt);
         }
