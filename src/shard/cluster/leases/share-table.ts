@@ -29,6 +29,8 @@ export interface Share {
   /** unix ms (this node's clock) of the last grant, and of the last request answered */
   grantedAt: number;
   usedAt: number;
+  /** requests of this window the share could not answer (they went to the owner) */
+  misses: number;
 }
 
 /** What take() found: the share left after the request, or why it cannot be answered here. */
@@ -74,7 +76,7 @@ export class ShareTable {
       if (s === undefined) {
         const bytes = stringBytes(stateKey) + ENTRY_OVERHEAD_BYTES;
         if (this.heldBytes + bytes > this.maxBytes && (this.sweep(now), this.heldBytes + bytes > this.maxBytes)) return NO_SHARE;
-        s = { windowStart, limit, left: opening, keepUntil, asking: false, refused: false, granted: 0, grantedAt: 0, usedAt: now };
+        s = { windowStart, limit, left: opening, keepUntil, asking: false, refused: false, granted: 0, grantedAt: 0, usedAt: now, misses: 0 };
         this.shares.set(stateKey, s);
         this.heldBytes += bytes;
       } else {
@@ -85,11 +87,15 @@ export class ShareTable {
         // What was granted for the window that ended was counted in it: nothing to return.
         s.granted = 0;
         s.refused = false;
+        s.misses = 0;
       }
     }
     if (s.limit !== limit) return NO_SHARE;
     if (cost === 0) return s.left >= 1 ? s.left : NO_SHARE;
-    if (cost > s.left) return NO_SHARE;
+    if (cost > s.left) {
+      s.misses++;
+      return NO_SHARE;
+    }
     s.left -= cost;
     s.usedAt = now;
     return s.left;
