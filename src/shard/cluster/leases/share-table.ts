@@ -29,9 +29,14 @@ export interface Share {
   /** unix ms (this node's clock) of the last grant, and of the last request answered */
   grantedAt: number;
   usedAt: number;
-  /** requests of this window the share could not answer (they went to the owner) */
+  /** requests the share could not answer (they went to the owner), each within MISS_RUN_MS of the one before */
   misses: number;
+  /** unix ms of the last of them */
+  missedAt: number;
 }
+
+/** Misses further apart than this start a new run: a key asked for about once a second or less is not hot. */
+export const MISS_RUN_MS = 100;
 
 /** What take() found: the share left after the request, or why it cannot be answered here. */
 export const NO_SHARE = -1;
@@ -76,7 +81,7 @@ export class ShareTable {
       if (s === undefined) {
         const bytes = stringBytes(stateKey) + ENTRY_OVERHEAD_BYTES;
         if (this.heldBytes + bytes > this.maxBytes && (this.sweep(now), this.heldBytes + bytes > this.maxBytes)) return NO_SHARE;
-        s = { windowStart, limit, left: opening, keepUntil, asking: false, refused: false, granted: 0, grantedAt: 0, usedAt: now, misses: 0 };
+        s = { windowStart, limit, left: opening, keepUntil, asking: false, refused: false, granted: 0, grantedAt: 0, usedAt: now, misses: 0, missedAt: 0 };
         this.shares.set(stateKey, s);
         this.heldBytes += bytes;
       } else {
@@ -93,7 +98,8 @@ export class ShareTable {
     if (s.limit !== limit) return NO_SHARE;
     if (cost === 0) return s.left >= 1 ? s.left : NO_SHARE;
     if (cost > s.left) {
-      s.misses++;
+      s.misses = now - s.missedAt <= MISS_RUN_MS ? s.misses + 1 : 1;
+      s.missedAt = now;
       return NO_SHARE;
     }
     s.left -= cost;

@@ -2,7 +2,7 @@
 // one per key and window, bounded in bytes without ever dropping a share of a window that has
 // not ended (taking it again would count it twice), topped up by grants and returning them idle.
 import t from "tap";
-import { NO_SHARE, SHARE_KEEP_MS, ShareTable } from "../../../../src/shard/cluster/leases/share-table.js";
+import { MISS_RUN_MS, NO_SHARE, SHARE_KEEP_MS, ShareTable } from "../../../../src/shard/cluster/leases/share-table.js";
 
 const T0 = 1_800_000_000_000;
 const W = 60_000;
@@ -20,6 +20,19 @@ t.test("a share is taken once per window; a new window opens a fresh one", async
   t.equal(table.take("new", T0, keepUntil(T0), 2048, 16, 1, false, T0), NO_SHARE, "without the rule, the share opens empty");
   t.ok(table.grant("new", T0, 16, T0 + 1), "and a grant fills it");
   t.equal(table.take("new", T0, keepUntil(T0), 2048, 16, 1, true, T0 + 2), 15, "the rule does not add to a window already open");
+});
+
+t.test("misses come in runs: only requests that reach the owner within MISS_RUN_MS of each other make a run (a hot key)", async (t) => {
+  const table = new ShareTable(1 << 20);
+  const miss = (at: number) => table.take("k", T0, keepUntil(T0), 2048, 16, 1, false, at);
+  t.equal(miss(T0), NO_SHARE);
+  t.equal(table.entry("k")!.misses, 1, "a key seen once");
+  t.equal(miss(T0 + MISS_RUN_MS + 1), NO_SHARE);
+  t.equal(table.entry("k")!.misses, 1, "seen again later: a new run, not a hot key");
+  t.equal(miss(T0 + MISS_RUN_MS + 2), NO_SHARE);
+  t.equal(table.entry("k")!.misses, 2, "twice in a row: a run of two");
+  t.equal(table.take("k", T0 + W, keepUntil(T0 + W), 2048, 16, 1, false, T0 + W), NO_SHARE);
+  t.equal(table.entry("k")!.misses, 1, "a new window starts over");
 });
 
 t.test("bounded in bytes: a full table refuses new keys until their windows end, and never drops a current share", async (t) => {

@@ -51,7 +51,10 @@ t.test("a non-owner answers a pipelined burst of keys it never saw, in order, an
     burst,
     "answers in the order of the requests",
   );
-  t.ok(r.responses.every((x) => x.status === 200 && JSON.parse(x.body).data.degraded === undefined), "all allowed, none degraded");
+  t.ok(
+    r.responses.every((x) => x.status === 200 && JSON.parse(x.body).data.degraded === undefined),
+    "all allowed, none degraded",
+  );
   t.equal((await shared(n0)) - before, 40, "the 40 keys other nodes own were answered from node 0's shares");
 });
 
@@ -71,27 +74,36 @@ t.test("limit 3 is too small to share: a pipelined burst on a non-owner is cut o
   t.same(statuses, [200, 200, 200, 429], "three allowed, the fourth refused");
 });
 
-t.test("a window that began before the node connected: a key's first requests go to its owner, asked again its grant answers the pipelined ones after it", async (t) => {
-  const [id] = ownedBy(1, "early", 1);
-  const YEAR = 31_536_000; // a window that began long before these nodes started
-  const forwarded = async () => (await metric(n0, "ringlimit_forwarded_total", '{outcome="allowed"}')) ?? 0;
-  const granted = async () => (await metric(n0, "ringlimit_share_granted_total")) ?? 0;
-  const countAtOwner = async () => (await hit(n1, id!, 1_000_000, { duration: YEAR, cost: 0 })).json.data.count as number;
-  const [f0, g0, s0] = [await forwarded(), await granted(), await shared(n0)];
-  t.equal((await hit(n0, id!, 1_000_000, { duration: YEAR })).status, 200);
-  t.equal((await forwarded()) - f0, 1, "the first request went to the owner");
-  // A key seen once asks for no grant: the owner counts that request and the two shares it
-  // holds back, no grant (a grant at the first request made it 1 + 3 x 7,812).
-  t.equal(await countAtOwner(), 1 + 2 * 7812, "no grant for a key seen once");
-  t.equal((await hit(n0, id!, 1_000_000, { duration: YEAR })).status, 200);
-  t.equal((await forwarded()) - f0, 2, "the second went to the owner too");
-  t.ok(await eventually(async () => (await granted()) - g0 === 7812, 10_000), "and asked it for a grant: node 0 got one share (7,812)");
-  const request = limitRequest({ namespace: "test", identifier: id, limit: 1_000_000, duration: YEAR });
-  const r = await rawExchange(cluster.nodes[0]!.port, request.repeat(50), { responses: 50, waitMs: 10_000 });
-  t.notOk(r.closedByServer, "the connection stays open");
-  t.equal(r.responses.length, 50, "50 pipelined requests answered");
-  t.equal((await shared(n0)) - s0, 50, "from the grant");
-});
+t.test(
+  "a window that began before the node connected: a key's first requests go to its owner, a run of them asks for a grant that answers the pipelined ones after it",
+  async (t) => {
+    const [id] = ownedBy(1, "early", 1);
+    const YEAR = 31_536_000; // a window that began long before these nodes started
+    const forwarded = async () => (await metric(n0, "ringlimit_forwarded_total", '{outcome="allowed"}')) ?? 0;
+    const granted = async () => (await metric(n0, "ringlimit_share_granted_total")) ?? 0;
+    const countAtOwner = async () => (await hit(n1, id!, 1_000_000, { duration: YEAR, cost: 0 })).json.data.count as number;
+    const [f0, g0, s0] = [await forwarded(), await granted(), await shared(n0)];
+    t.equal((await hit(n0, id!, 1_000_000, { duration: YEAR })).status, 200);
+    t.equal((await forwarded()) - f0, 1, "the first request went to the owner");
+    // A key seen once asks for no grant: the owner counts that request and the two shares it
+    // holds back, no grant (a grant at the first request made it 1 + 3 x 7,812).
+    t.equal(await countAtOwner(), 1 + 2 * 7812, "no grant for a key seen once");
+    // Two at once: a run of requests that go to the owner within MISS_RUN_MS of each other
+    // marks the key hot, and the second of them asks for a grant.
+    const both = await Promise.all([0, 1].map(() => hit(n0, id!, 1_000_000, { duration: YEAR })));
+    t.same(
+      both.map((r) => r.status),
+      [200, 200],
+    );
+    t.equal((await forwarded()) - f0, 3, "they went to the owner too");
+    t.ok(await eventually(async () => (await granted()) - g0 === 7812, 10_000), "and asked it for a grant: node 0 got one share (7,812)");
+    const request = limitRequest({ namespace: "test", identifier: id, limit: 1_000_000, duration: YEAR });
+    const r = await rawExchange(cluster.nodes[0]!.port, request.repeat(50), { responses: 50, waitMs: 10_000 });
+    t.notOk(r.closedByServer, "the connection stays open");
+    t.equal(r.responses.length, 50, "50 pipelined requests answered");
+    t.equal((await shared(n0)) - s0, 50, "from the grant");
+  },
+);
 
 const L = 2048;
 const SHARE = L / SHARE_DIVISOR;
@@ -123,7 +135,7 @@ async function hits(node: typeof n0, id: string, n: number, duration: number) {
 async function drain(nodes: (typeof n0)[], id: string, duration: number) {
   let allowed = 0;
   const windows = new Set<number>();
-  for (let quiet = 0; quiet < 2; ) {
+  for (let quiet = 0; quiet < 2;) {
     let round = 0;
     for (const node of nodes) {
       for (;;) {
@@ -159,10 +171,18 @@ t.test("in one window that began after the cluster was up", async (t) => {
     const before = await shared(n0);
     // 12,000 requests on one connection, 1,000 per write, each write once the last one's answers
     // are in: one share (7,812) does not cover them; LEASE grants do, asked before it runs out.
-    const r = await rawBursts(cluster.nodes[0]!.port, Array.from({ length: bursts }, () => request.repeat(n)), n, { waitMs: 60_000 });
+    const r = await rawBursts(
+      cluster.nodes[0]!.port,
+      Array.from({ length: bursts }, () => request.repeat(n)),
+      n,
+      { waitMs: 60_000 },
+    );
     t.notOk(r.closedByServer, "the connection stays open");
     t.equal(r.responses.length, bursts * n, "every request answered");
-    t.ok(r.responses.every((x) => x.status === 200), "all allowed");
+    t.ok(
+      r.responses.every((x) => x.status === 200),
+      "all allowed",
+    );
     t.equal((await shared(n0)) - before, bursts * n, `all ${bursts * n} answered from node 0's share and its grants (one share: ${Math.floor(share)})`);
   });
 
@@ -171,14 +191,21 @@ t.test("in one window that began after the cluster was up", async (t) => {
     const before = await Promise.all([n0, n2].map(shared));
     const perNode = 1200;
     const results = await Promise.all([n0, n1, n2].map((node) => hits(node, hot!, perNode, D)));
-    t.same(results.map((r) => r.degraded), [0, 0, 0], "no answer degraded");
+    t.same(
+      results.map((r) => r.degraded),
+      [0, 0, 0],
+      "no answer degraded",
+    );
     const rest = await drain([n0, n1, n2], hot!, D);
     t.same([...new Set([...results.flatMap((r) => [...r.windows]), ...rest.windows])], [windowEnd], "all in one window");
     const allowed = results.reduce((s, r) => s + r.allowed, 0) + rest.allowed;
     t.equal(allowed, L, `exactly ${L} allowed (by node: ${results.map((r) => r.allowed).join(", ")} of ${perNode} each, then ${rest.allowed})`);
     const after = await Promise.all([n0, n2].map(shared));
     const fromShares = [after[0]! - before[0]!, after[1]! - before[1]!];
-    t.ok(fromShares.every((n) => n >= SHARE), `each non-owner answered at least its share itself (${fromShares.join(", ")}, with grants)`);
+    t.ok(
+      fromShares.every((n) => n >= SHARE),
+      `each non-owner answered at least its share itself (${fromShares.join(", ")}, with grants)`,
+    );
   });
 
   t.test("a grant nobody draws on goes back to the owner", async (t) => {
@@ -208,7 +235,11 @@ t.test("in one window that began after the cluster was up", async (t) => {
     const rest = await drain([n0, n1, n2], reset!, D);
     const allowed = results.reduce((s, r) => s + r.allowed, 0) + rest.allowed;
     t.same([...new Set([...results.flatMap((r) => [...r.windows]), ...rest.windows])], [windowEnd]);
-    t.equal(allowed, L - 10, `${allowed} allowed after the reset (by node: ${results.map((r) => r.allowed).join(", ")}, then ${rest.allowed}): the limit less the 10 node 0 used before it`);
+    t.equal(
+      allowed,
+      L - 10,
+      `${allowed} allowed after the reset (by node: ${results.map((r) => r.allowed).join(", ")}, then ${rest.allowed}): the limit less the 10 node 0 used before it`,
+    );
   });
 
   t.test("a node that dies with a share left under-admits by what it left, never more", async (t) => {
