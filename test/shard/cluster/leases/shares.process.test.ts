@@ -82,26 +82,28 @@ t.test(
     const forwarded = async () => (await metric(n0, "ringlimit_forwarded_total", '{outcome="allowed"}')) ?? 0;
     const granted = async () => (await metric(n0, "ringlimit_share_granted_total")) ?? 0;
     const countAtOwner = async () => (await hit(n1, id!, 1_000_000, { duration: YEAR, cost: 0 })).json.data.count as number;
-    const [f0, g0, s0] = [await forwarded(), await granted(), await shared(n0)];
+    const [f0, g0] = [await forwarded(), await granted()];
     t.equal((await hit(n0, id!, 1_000_000, { duration: YEAR })).status, 200);
     t.equal((await forwarded()) - f0, 1, "the first request went to the owner");
     // A key seen once asks for no grant: the owner counts that request and the two shares it
     // holds back, no grant (a grant at the first request made it 1 + 3 x 7,812).
     t.equal(await countAtOwner(), 1 + 2 * 7812, "no grant for a key seen once");
-    // Two at once: a run of requests that go to the owner within MISS_RUN_MS of each other
-    // marks the key hot, and the second of them asks for a grant.
-    const both = await Promise.all([0, 1].map(() => hit(n0, id!, 1_000_000, { duration: YEAR })));
-    t.same(
-      both.map((r) => r.status),
-      [200, 200],
+    // A run of requests that reach the owner within MISS_RUN_MS of each other marks the key
+    // hot and asks for a grant: pairs at once until it has come (which request of a pair asks,
+    // and whether the other is answered by the grant, depends on the machine's timing).
+    t.ok(
+      await eventually(async () => {
+        await Promise.all([0, 1].map(() => hit(n0, id!, 1_000_000, { duration: YEAR })));
+        return (await granted()) - g0 === 7812;
+      }, 10_000),
+      "a run of requests asked for a grant: node 0 got one share (7,812)",
     );
-    t.equal((await forwarded()) - f0, 3, "they went to the owner too");
-    t.ok(await eventually(async () => (await granted()) - g0 === 7812, 10_000), "and asked it for a grant: node 0 got one share (7,812)");
+    const s1 = await shared(n0);
     const request = limitRequest({ namespace: "test", identifier: id, limit: 1_000_000, duration: YEAR });
     const r = await rawExchange(cluster.nodes[0]!.port, request.repeat(50), { responses: 50, waitMs: 10_000 });
     t.notOk(r.closedByServer, "the connection stays open");
     t.equal(r.responses.length, 50, "50 pipelined requests answered");
-    t.equal((await shared(n0)) - s0, 50, "from the grant");
+    t.equal((await shared(n0)) - s1, 50, "from the grant");
   },
 );
 
