@@ -1,3 +1,4 @@
+import { splitRingKey } from "../shard/ring/state-key.js";
 import { stringBytes } from "../shard/table/key-bytes.js";
 
 /** How long one sketch collects before it is rotated out: GET /top covers the last one to two of these. */
@@ -188,11 +189,9 @@ export class TopBlocked {
         found.error += error;
         return;
       }
-      const colon = key.indexOf(":");
-      const length = Number(key.slice(0, colon));
-      const namespace = key.slice(colon + 1, colon + 1 + length);
+      const { namespace, identifier } = splitRingKey(key);
       if (!admits(namespace)) return;
-      merged.set(key, { namespace, identifier: key.slice(colon + 1 + length), count, error });
+      merged.set(key, { namespace, identifier, count, error });
     };
     this.previous.forEach(visit);
     this.current.forEach(visit);

@@ -22,6 +22,13 @@ export function ringKeyOfStateKey(stateKey: string): string {
   return stateKey.slice(stateKey.indexOf(":") + 1);
 }
 
+/** The (namespace, identifier) a ring key was built from (no validation: for keys this node built or validated). */
+export function splitRingKey(ringKey: string): { namespace: string; identifier: string } {
+  const colon = ringKey.indexOf(":");
+  const end = colon + 1 + Number(ringKey.slice(0, colon));
+  return { namespace: ringKey.slice(colon + 1, end), identifier: ringKey.slice(end) };
+}
+
 export interface ParsedStateKey {
   algorithmCode: number;
   duration: number;

@@ -1,5 +1,5 @@
 import t from "tap";
-import { parseStateKey, ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
+import { parseStateKey, ringKeyOf, ringKeyOfStateKey, splitRingKey, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { prng } from "../../harness/prng.js";
 
 t.test("ring keys are length-prefixed: no two (namespace, identifier) pairs collide", async (t) => {
@@ -18,6 +18,22 @@ t.test("ring keys are length-prefixed: no two (namespace, identifier) pairs coll
     seen.set(key, pair);
   }
   t.ok(seen.size > 1000, `${seen.size} distinct pairs`);
+});
+
+t.test("a ring key splits back into its namespace and identifier, and a state key gives back its ring key", async (t) => {
+  const rnd = prng(7);
+  const alphabet = ["a", "1", ":", ".", "é", "😀", "0"];
+  const word = (min: number) => Array.from({ length: min + Math.floor(rnd() * 6) }, () => alphabet[Math.floor(rnd() * alphabet.length)]).join("");
+  const wrong: string[] = [];
+  for (let i = 0; i < 5_000; i++) {
+    const namespace = word(1);
+    const identifier = word(1);
+    const ringKey = ringKeyOf(namespace, identifier);
+    const split = splitRingKey(ringKey);
+    if (split.namespace !== namespace || split.identifier !== identifier) wrong.push(`split ${ringKey}`);
+    if (ringKeyOfStateKey(stateKeyOf(2, 3600, ringKey)) !== ringKey) wrong.push(`state key of ${ringKey}`);
+  }
+  t.same(wrong, [], "5,000 random pairs");
 });
 
 t.test("state keys round-trip through parseStateKey", async (t) => {

@@ -1,3 +1,4 @@
+import { ringKeyOfStateKey } from "../../ring/state-key.js";
 import { stringBytes } from "../../table/key-bytes.js";
 
 /** What an entry costs beside its key string: the Map entry and the Share object (header, seven number fields, a flag). */
@@ -134,7 +135,7 @@ export class ShareTable {
    */
   forgetGrants(ringKey: string): void {
     for (const key of this.holding) {
-      if (key.slice(key.indexOf(":") + 1) !== ringKey) continue;
+      if (ringKeyOfStateKey(key) !== ringKey) continue;
       const s = this.shares.get(key);
       if (s !== undefined) {
         s.left -= Math.min(s.left, s.granted);
