@@ -13,10 +13,15 @@ t.teardown(closeAgents);
 
 const ALGORITHMS = ALGORITHM_NAMES;
 const YEAR = 31536000; // no window boundary or refill worth a request during the test
-// Below the limits members share (docs/api.md, Shares): a share or a grant counts on the owner as
-// a lump, not request by request, and these tests read each key's count as its requests. No key
-// reaches it in these runs (a load run here: ~1,100 requests per key).
-const LIMIT = SHARE_MIN_LIMIT - 1;
+/**
+ * These tests read each key's count as its requests, so no share may answer them: a share or a
+ * grant counts on the owner as a lump (docs/api.md, Shares). Shares answer fixed windows of
+ * SHARE_MIN_LIMIT or more only, so a fixed-window key stays just below it and the others get a
+ * limit no run reaches. The load test stops a fixed-window key short of its limit (LOAD_MARGIN):
+ * on a quiet machine it sent more than 2,047 requests to one key, and a 429 has no count.
+ */
+const limitOf = (key: { algorithm: string }): number => (key.algorithm === "fixed-window" ? SHARE_MIN_LIMIT - 1 : 1_000_000);
+const LOAD_MARGIN = 50;
 /** the SIGSTOP test's hold after its owner is dropped (shorter than the default, FAILURE_TIMEOUT_MS: 3 s here) */
 const TAKEOVER_HOLD_MS = 1000;
 
@@ -35,7 +40,7 @@ function keysOwnedBy(cluster: TestCluster, owners: number[], prefix: string): Ke
 }
 
 function send(node: NodeProcess, key: Key): Promise<Reply> {
-  return hit(node, key.id, LIMIT, { algorithm: key.algorithm, duration: YEAR });
+  return hit(node, key.id, limitOf(key), { algorithm: key.algorithm, duration: YEAR });
 }
 
 /** `n` requests per key through `via` (round robin), each answered 200 and not degraded. */
@@ -144,7 +149,7 @@ for (const delay of ["0", "default"] as const)
     let n = 0;
     const load = Promise.all(
       keys.map(async (key) => {
-        while (running) {
+        while (running && (allowed.get(key.id) ?? 0) < limitOf(key) - LOAD_MARGIN) {
           const via = [b!, c!][n++ % 2]!;
           const r = await send(via, key).catch(() => undefined);
           if (r?.status !== 200) continue;
