@@ -37,7 +37,7 @@ export const DEFAULTS = Object.freeze({
   replicationDelayMs: 10 as number, // ms an owner gathers changed states before sending them to the replicas (0: every event-loop turn); bounds what an owner's SIGKILL loses
   failOpen: true as boolean,
   maxKeys: 5_000_000 as number,
-  maxMemoryMb: undefined as number | undefined, // MiB for limit states (tables + blocked cache); default 30 % of the heap limit, shared as shard/table/memory-budget.ts says
+  maxMemoryMb: undefined as number | undefined, // MiB for limit states (tables + blocked cache); default 30 % of V8's old space, shared as shard/table/memory-budget.ts says
   metricsPort: undefined as number | undefined, // set: /metrics moves to this port
   advertiseUrl: undefined as string | undefined, // the URL clients reach this node at (GET /cluster); default: http(s)://host:port, see defaultAdvertiseUrl
   metricsToken: undefined as string | undefined, // set: /metrics requires `Authorization: Bearer <token>`
@@ -183,7 +183,7 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   maxMemoryMb: [
     "MAX_MEMORY_MB",
     int(16, 1_048_576),
-    "MiB for rate-limit states (owned and replica tables, blocked cache); beyond it the state whose loss matters least is evicted (unset: 30 % of the V8 heap limit)",
+    "MiB for rate-limit states (owned and replica tables, blocked cache); beyond it the state whose loss matters least is evicted (unset: 30 % of V8's old space, --max-old-space-size)",
   ],
   metricsPort: ["METRICS_PORT", int(0, 65535), "serve /metrics on this port instead of PORT (unset: on PORT)"],
   metricsToken: ["METRICS_TOKEN", str, "when set (16+ characters), /metrics requires Authorization: Bearer <token>"],

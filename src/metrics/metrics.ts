@@ -115,7 +115,7 @@ export class Metrics {
     pulledGauge(
       registry,
       "ringlimit_stored_bytes_limit",
-      "Bound on ringlimit_stored_bytes (MAX_MEMORY_MB, or 30 % of the heap limit), shared by the tables and the blocked cache: states are evicted to stay under it",
+      "Bound on ringlimit_stored_bytes (MAX_MEMORY_MB, or 30 % of V8's old space), shared by the tables and the blocked cache: states are evicted to stay under it",
       () => sources.maxStoredBytes,
     );
     // Exported so that alerts compare with the setting in force rather than a copy of it.

@@ -1,8 +1,18 @@
 import { getHeapStatistics } from "node:v8";
 import { MIN_BYTES } from "./key-bytes.js";
 
-/** Without MAX_MEMORY_MB, limit states may use this share of V8's heap limit (--max-old-space-size). */
+/** Without MAX_MEMORY_MB, limit states may use this share of V8's old space (--max-old-space-size). */
 export const STATES_HEAP_SHARE = 0.3;
+/**
+ * What V8's heap_size_limit counts beside the old space on 64-bit Node 22 and 24: the young
+ * generation, three semi-spaces of 16 MiB (`--max-old-space-size=64` reads 112 MiB, the default
+ * 4,144). Our states live in the old space; 30 % of the whole limit was 52 % of a 64 MiB old
+ * space, and a flood of maximal keys killed such a node on a loaded CI machine (heap OOM).
+ */
+export const YOUNG_GENERATION_BYTES = 48 * 1024 * 1024;
+
+/** The old space V8 may grow to: its heap limit less the young generation (at most half of it, for a heap run with smaller semi-spaces). */
+export const oldSpaceBytes = (heapLimitBytes: number): number => heapLimitBytes - Math.min(YOUNG_GENERATION_BYTES, heapLimitBytes / 2);
 /** Of the bytes for limit states, the share a forwarding node's blocked cache may use. */
 export const BLOCKED_CACHE_SHARE = 1 / 16;
 /** Of the same bytes, the share of a member's shares of keys other members own (shard/cluster/leases/); 0 alone. */
@@ -26,7 +36,7 @@ export interface MemoryBudget {
 }
 
 /**
- * How MAX_MEMORY_MB (else 30 % of the heap limit, which follows --max-old-space-size) is
+ * How MAX_MEMORY_MB (else 30 % of V8's old space, which follows --max-old-space-size) is
  * shared (issue 10: MAX_KEYS alone let maximal keys, ~3.5 KB each, take a 256 MB heap down in
  * 13 s; the rest of the heap is for requests in flight, peer buffers and hand-off batches).
  *
@@ -41,7 +51,7 @@ export function memoryBudget(
   cluster: { clustered: boolean; replicas: number },
   heapLimitBytes = getHeapStatistics().heap_size_limit,
 ): MemoryBudget {
-  const totalBytes = maxMemoryMb !== undefined ? maxMemoryMb * 1024 * 1024 : Math.floor(heapLimitBytes * STATES_HEAP_SHARE);
+  const totalBytes = maxMemoryMb !== undefined ? maxMemoryMb * 1024 * 1024 : Math.floor(oldSpaceBytes(heapLimitBytes) * STATES_HEAP_SHARE);
   const blockedCacheBytes = cluster.clustered ? Math.floor(totalBytes * BLOCKED_CACHE_SHARE) : 0;
   const sharesBytes = cluster.clustered ? Math.floor(totalBytes * SHARES_SHARE) : 0;
   const topBlockedBytes = Math.floor(totalBytes * TOP_BLOCKED_SHARE);

@@ -6,7 +6,7 @@ import t from "tap";
 import { newStep } from "../../../src/algorithms/index.js";
 import { fixedWindow } from "../../../src/algorithms/fixed-window.js";
 import { MIN_BYTES } from "../../../src/shard/table/key-bytes.js";
-import { BLOCKED_CACHE_SHARE, SHARES_SHARE, TOP_BLOCKED_SHARE, memoryBudget, STATES_HEAP_SHARE } from "../../../src/shard/table/memory-budget.js";
+import { BLOCKED_CACHE_SHARE, SHARES_SHARE, TOP_BLOCKED_SHARE, memoryBudget, oldSpaceBytes, STATES_HEAP_SHARE, YOUNG_GENERATION_BYTES } from "../../../src/shard/table/memory-budget.js";
 import { mergeStates } from "../../../src/shard/records/merge-states.js";
 import { stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { StateTable } from "../../../src/shard/table/state-table.js";
@@ -25,9 +25,19 @@ t.test("alone: all of it for the owned table", async (t) => {
   }, "the owned table and the top offenders' 1/64");
 });
 
-t.test("unset: a share of the heap limit", async (t) => {
+t.test("unset: a share of the old space, the heap limit less the young generation", async (t) => {
   const b = memoryBudget(undefined, { clustered: false, replicas: 1 }, 1000 * MiB);
-  t.equal(b.totalBytes, Math.floor(1000 * MiB * STATES_HEAP_SHARE));
+  t.equal(b.totalBytes, Math.floor((1000 * MiB - YOUNG_GENERATION_BYTES) * STATES_HEAP_SHARE));
+  // --max-old-space-size=64 reads 112 MiB: 30 % of the 64 MiB old space, not of 112.
+  t.equal(memoryBudget(undefined, { clustered: false, replicas: 1 }, 112 * MiB).totalBytes, Math.floor(64 * MiB * STATES_HEAP_SHARE));
+  // smaller semi-spaces (--max-semi-space-size=1 reads 67 MiB): never more than half the limit taken for them
+  t.equal(oldSpaceBytes(67 * MiB), 67 * MiB - 33.5 * MiB);
+});
+
+t.test("the young generation this Node reports matches the constant", async (t) => {
+  const { execFileSync } = await import("node:child_process");
+  const limit = Number(execFileSync(process.execPath, ["--max-old-space-size=64", "-p", "require('v8').getHeapStatistics().heap_size_limit"]).toString());
+  t.equal(limit - 64 * MiB, YOUNG_GENERATION_BYTES, `heap_size_limit with a 64 MiB old space: ${limit / MiB} MiB`);
 });
 
 t.test("clustered: the blocked cache's share, then owned : replicas = 1 : R - 1", async (t) => {
