@@ -63,7 +63,9 @@ t.test(`${FLOOD} maximal keys against a 64 MB heap`, { timeout: 240_000 }, async
   const stored = (await metric(node, "ringlimit_stored_bytes"))!;
   const bound = (await metric(node, "ringlimit_stored_bytes_limit"))!;
   const evictions = (await metric(node, "ringlimit_evictions_total"))!;
-  t.ok(bound > 0 && bound < 64 * 1024 * 1024, `the bound follows the heap: ${(bound / 2 ** 20).toFixed(1)} MiB`);
+  // 30 % of the 64 MiB old space, not of heap_size_limit (112 MiB: it counts the young generation):
+  // with 33.6 MiB the node died of heap exhaustion in one clean CI run of five.
+  t.ok(Math.abs(bound - 0.3 * 64 * 2 ** 20) < 2 ** 20, `the bound follows the old space: ${(bound / 2 ** 20).toFixed(1)} MiB`);
   t.ok(stored <= bound, `${(stored / 2 ** 20).toFixed(1)} MiB held of ${(bound / 2 ** 20).toFixed(1)} MiB`);
   t.ok(evictions > 0, `${evictions} states evicted to stay under it`);
   t.comment(`stored keys after the flood: ${await metric(node, "ringlimit_stored_keys")}`);
