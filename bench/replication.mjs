@@ -8,7 +8,8 @@
 // Load: wrk when installed, else autocannon (bench/lib/load.mjs), connections spread over the three nodes, 10 000
 // identifiers with a limit nobody reaches (the ringlimit-cluster3 row of run.mjs).
 // Memory: after the timed runs, each cluster is filled with --keys distinct keys; RSS of the
-// three nodes' growth over the distinct keys, and over the states they hold (owned + replica).
+// three nodes' growth over the distinct keys, and over the states they hold (owned + replica),
+// both readings taken once RSS has settled (settledRss).
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir, cpus } from 'node:os'
 import path from 'node:path'
@@ -125,13 +126,34 @@ for (let run = 1; run <= RUNS; run++) {
   }
 }
 
+/**
+ * The nodes' RSS once it stops falling: read every 500 ms until four readings in a row are
+ * within 1 % of the lowest (at most SETTLE_MAX_MS). Read at once after a load, RSS still holds
+ * the garbage of that load and a young generation grown to it (up to 48 MiB a node, which V8's
+ * memory reducer gives back after a few idle seconds): a reading 1.5 s after the fill moved by
+ * a factor of two between runs of one build (305 and 544 B per key, 2026-11-26).
+ */
+async function settledRss(pgids) {
+  const watch = new GroupWatch(pgids)
+  const t0 = performance.now()
+  let lowest = Infinity
+  let steady = 0
+  for (;;) {
+    watch.refresh()
+    const rss = watch.rssKb() * 1024
+    steady = rss < lowest * 0.99 ? 0 : steady + 1
+    lowest = Math.min(lowest, rss)
+    if (steady >= 4 || performance.now() - t0 > SETTLE_MAX_MS) return lowest
+    await new Promise((res) => setTimeout(res, 500))
+  }
+}
+const SETTLE_MAX_MS = 20_000
+
 // Memory: fill each cluster with KEYS distinct keys.
 const memory = {}
 for (const r of [1, 2]) {
   const server = servers[r]
-  const before = new GroupWatch(server.pgids)
-  before.refresh()
-  const rssBefore = before.rssKb() * 1024
+  const rssBefore = await settledRss(server.pgids)
   await runLoad({
     loader: 'autocannon',
     urls: server.urls,
@@ -141,11 +163,8 @@ for (const r of [1, 2]) {
     bodySpec: { namespace: 'bench', limit: 10, duration: 3600, idSpace: KEYS, idPrefix: 'mem-' },
     tmpDir: tmp,
   })
-  await new Promise((res) => setTimeout(res, 1500))
+  const rssBytes = await settledRss(server.pgids)
   const { sums } = await scrape(server.urls)
-  const watch = new GroupWatch(server.pgids)
-  watch.refresh()
-  const rssBytes = watch.rssKb() * 1024
   const grown = rssBytes - rssBefore
   const held = (sums.ringlimit_stored_keys ?? 0) + (sums.ringlimit_replica_states ?? 0)
   memory[r] = {
