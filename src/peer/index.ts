@@ -12,4 +12,4 @@ export { PeerError } from "./errors.js";
 export type { PeerErrorCode } from "./errors.js";
 export type { PeerLogger } from "./logger.js";
 export type { PeerTlsOptions } from "./link/transport.js";
-export { DecideCode, DecideFlag, HANDSHAKE_TIMEOUT_MS, MAX_FRAME_BYTES, PEER_DEFAULTS } from "./wire/constants.js";
+export { DecideCode, DecideFlag, DecideItemFlag, HANDSHAKE_TIMEOUT_MS, MAX_FRAME_BYTES, PEER_DEFAULTS } from "./wire/constants.js";

@@ -1,5 +1,5 @@
 import t from "tap";
-import type { DecideQuery, DecideResult, PeerError } from "../../src/peer/index.js";
+import { DecideFlag, DecideItemFlag, type DecideQuery, type DecideResult, type PeerError } from "../../src/peer/index.js";
 import { decideQuery, connectedPair, echoHandler, makeClient } from "./helpers.js";
 
 type Answer = { err: string | null; r: DecideResult | null };
@@ -96,8 +96,8 @@ t.test("errors are per item: a throwing handler fails only its own items", async
       [null, 0],
     ],
   );
-  t.same(got[3]!.r, { code: 1, remaining: 0, resetTime: 1_700_000_100, retryAfterMs: 1234.5, flags: 0, limit: 0, duration: 0, algorithm: 0 });
-  t.same(got[1]!.r, { code: 2, remaining: 0, resetTime: 0, retryAfterMs: 0, flags: 0, limit: 0, duration: 0, algorithm: 0 });
+  t.same(got[3]!.r, { code: 1, remaining: 0, resetTime: 1_700_000_100, retryAfterMs: 1234.5, flags: 0, limit: 0, duration: 0, algorithm: 0, granted: 0, grantWindowStart: 0 });
+  t.same(got[1]!.r, { code: 2, remaining: 0, resetTime: 0, retryAfterMs: 0, flags: 0, limit: 0, duration: 0, algorithm: 0, granted: 0, grantWindowStart: 0 });
   t.equal(server.stats.decideFrames, 1);
   t.equal(server.stats.decideErrors, 2);
   t.equal(client.state, "up", "connection unaffected");
@@ -136,4 +136,36 @@ t.test("a callback that throws does not hurt the batch or the connection", async
   t.equal(thrown.length, 1, "rethrown on its own tick");
   t.match(String(thrown[0]), /caller bug/);
   t.equal(client.state, "up");
+});
+
+t.test("an OPENING item reaches the owner's handler, and the grant it answers travels back with the decision", async (t) => {
+  const seen: boolean[] = [];
+  const handler = {
+    decide({ identifier: id, limit, opening }: DecideQuery, out: DecideResult): void {
+      seen.push(opening === true);
+      out.code = 0;
+      out.remaining = limit - 1;
+      out.resetTime = 1_700_000_000;
+      out.retryAfterMs = 0;
+      if (opening === true && id !== "refused") {
+        out.granted = 16;
+        out.grantWindowStart = 1_699_999_980;
+      }
+    },
+  };
+  const { client } = await pair(t, handler as unknown as ReturnType<typeof echoHandler>);
+  const askWith = (id: string, flags: number) =>
+    new Promise<Answer>((resolve) =>
+      client.decide(decideQuery("ns", id, 0, 2048, 60), (err, r) => resolve({ err: err?.code ?? null, r: r && { ...r } }), flags),
+    );
+  const [plain, opening, refused] = await Promise.all([askWith("plain", 0), askWith("opening", DecideItemFlag.OPENING), askWith("refused", DecideItemFlag.OPENING)]);
+  t.same(seen, [false, true, true], "the flag reaches the handler on its own item only");
+  t.same([plain.r!.granted, plain.r!.flags], [0, 0], "no grant asked, none sent");
+  t.same([opening.r!.granted, opening.r!.grantWindowStart, opening.r!.flags], [16, 1_699_999_980, DecideFlag.GRANTED], "the grant and its window");
+  t.same([refused.r!.granted, refused.r!.flags], [0, 0], "asked and refused: nothing granted");
+  t.same(
+    [plain, opening, refused].map((a) => a.r!.remaining),
+    [2047, 2047, 2047],
+    "the decisions themselves unchanged",
+  );
 });

@@ -209,6 +209,7 @@ export class InboundConnection implements PendingConnection {
       out.resetTime = 0;
       out.retryAfterMs = 0;
       out.flags = 0;
+      out.granted = 0;
       query.namespace = namespaces[i]!;
       query.identifier = identifiers[i]!;
       query.algorithm.code = algorithms[i]!;
@@ -216,6 +217,7 @@ export class InboundConnection implements PendingConnection {
       query.duration = durations[i]!;
       query.cost = costs[i]!;
       query.overridable = (flags[i]! & DecideItemFlag.OVERRIDABLE) !== 0;
+      query.opening = (flags[i]! & DecideItemFlag.OPENING) !== 0;
       let code: number;
       try {
         handler.decide(query, out, now);
@@ -227,7 +229,7 @@ export class InboundConnection implements PendingConnection {
         replies.put(reqIds[i]!, DecideCode.ERROR, 0, 0, 0);
         continue;
       }
-      replies.put(reqIds[i]!, code, out.remaining, out.resetTime, out.retryAfterMs, out.flags, out.limit, out.duration, out.algorithm);
+      replies.put(reqIds[i]!, code, out.remaining, out.resetTime, out.retryAfterMs, out.flags, out.limit, out.duration, out.algorithm, out.granted, out.grantWindowStart);
     }
     this.send(replies.finish());
   }

@@ -28,7 +28,7 @@ export class DecideQueue {
   private readonly flushBound = (): void => this.flush();
   private readonly onDeadlineBound = (): void => this.onDeadline();
   /** Hand to readDecideReply: one call per answered item, plain numbers, nothing allocated. */
-  readonly onReplyItem: DecideReplySink = (reqId, code, remaining, resetTime, retryAfterMs, flags, limit, duration, algorithm) => {
+  readonly onReplyItem: DecideReplySink = (reqId, code, remaining, resetTime, retryAfterMs, flags, limit, duration, algorithm, granted, grantWindowStart) => {
     const cb = this.pending.take(reqId);
     // Expired (or an id we never sent: a peer that does so is broken anyway).
     if (cb === null) {
@@ -45,6 +45,8 @@ export class DecideQueue {
     r.limit = limit;
     r.duration = duration;
     r.algorithm = algorithm;
+    r.granted = granted;
+    r.grantWindowStart = grantWindowStart;
     invokeSafely(cb, null, r);
   };
 
@@ -63,9 +65,10 @@ export class DecideQueue {
     return this.pending.waiting;
   }
 
-  /** Queue one decision for this turn's batch; false (nothing queued) when it cannot be encoded. */
-  add(q: DecideQuery, cb: DecideCallback): boolean {
-    if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, q.cost, q.overridable === true ? DecideItemFlag.OVERRIDABLE : 0)) return false;
+  /** Queue one decision for this turn's batch; false (nothing queued) when it cannot be encoded. `itemFlags`: DecideItemFlag bits beside OVERRIDABLE (OPENING). */
+  add(q: DecideQuery, cb: DecideCallback, itemFlags: number): boolean {
+    const flags = itemFlags | (q.overridable === true ? DecideItemFlag.OVERRIDABLE : 0);
+    if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, q.cost, flags)) return false;
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       // One clock read per turn: the whole batch shares a deadline, counted

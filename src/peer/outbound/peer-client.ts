@@ -154,12 +154,12 @@ export class PeerClient extends EventEmitter {
    * synchronously, inside decide(): callers must tolerate that (it saves a
    * tick per request exactly when a peer is failing and load is highest).
    */
-  decide(query: DecideQuery, cb: DecideCallback): void {
+  decide(query: DecideQuery, cb: DecideCallback, itemFlags = 0): void {
     if (this.state !== "up") {
       cb(this.closed ? CLOSED_ERROR : UNAVAILABLE_ERROR, null);
       return;
     }
-    if (!this.queue.add(query, cb)) cb(INVALID_ERROR, null);
+    if (!this.queue.add(query, cb, itemFlags)) cb(INVALID_ERROR, null);
   }
 
   /**

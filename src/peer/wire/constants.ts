@@ -50,7 +50,10 @@ export const MAX_DECIDE_ITEMS = 512;
 export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
 
 /**
- * Version byte at the start of HELLO; a server refuses any other. Protocol 10: CALL method 17,
+ * Version byte at the start of HELLO; a server refuses any other. Protocol 11: a DECIDE item may
+ * carry OPENING (the sender's share of the key's window opened empty: it started or reconnected
+ * in that window) and its DECIDE_REPLY item GRANTED, a grant of the window counted with the
+ * decision (shard/cluster/leases/shares.ts). Protocol 10: CALL method 17,
  * LEASE (a member's share of a key's window runs low: the owner grants more). Protocol 9: an owner holds
  * back one share of each shared limit's window for every other member, which may answer from
  * it without asking (shard/local/share-rule.ts); a node of protocol 8 holds back nothing, so
@@ -68,7 +71,7 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * by decades. Protocol 3: DECIDE items carry `cost` (protocol 2 introduced the bound
  * handshake and per-frame tags).
  */
-export const PROTOCOL_VERSION = 10;
+export const PROTOCOL_VERSION = 11;
 /** Most bytes of a ZONE (UTF-8) in READY; config.ts holds ZONE to the same. */
 export const MAX_ZONE_BYTES = 255;
 /** Nonce and proof (HMAC-SHA256) sizes in the handshake. */
@@ -96,21 +99,31 @@ export const DecideCode = { ALLOWED: 0, BLOCKED: 1, ERROR: 2 } as const;
  * (DecideItemFlag).
  */
 export const DECIDE_ITEM_FIXED_BYTES = 22;
-/** Bits of a DECIDE item's flag byte. OVERRIDABLE: the owner's overrides and shadow mode apply to it (a POST /limit key, not an RLS descriptor's). */
-export const DecideItemFlag = { OVERRIDABLE: 1 } as const;
+/**
+ * Bits of a DECIDE item's flag byte. OVERRIDABLE: the owner's overrides and shadow mode apply to
+ * it (a POST /limit key, not an RLS descriptor's). OPENING: the sender's share of this key's
+ * window opened empty (a window that began before its connection to the owner): the owner may
+ * answer with a grant (DecideFlag.GRANTED).
+ */
+export const DecideItemFlag = { OVERRIDABLE: 1, OPENING: 2 } as const;
 /**
  * One DECIDE_REPLY item: reqId u32, code u8, remaining u32, resetTime u32, retryAfterMs f64,
- * flags u8 (DecideFlag), then only with APPLIED: limit u32, duration u32, algorithm u8.
+ * flags u8 (DecideFlag), then only with APPLIED: limit u32, duration u32, algorithm u8, then
+ * only with GRANTED: granted u32, the grant's window start u32 (unix seconds, owner's clock).
  */
 export const DECIDE_REPLY_ITEM_BYTES = 22;
 /** What an APPLIED reply item carries after its fixed part. */
 export const DECIDE_REPLY_APPLIED_BYTES = 9;
+/** What a GRANTED reply item carries after that. */
+export const DECIDE_REPLY_GRANTED_BYTES = 8;
 /**
  * Bits of a DECIDE_REPLY item's flag byte. APPLIED: the owner decided with a limit other than
  * the one asked (an operator's override), which follows. SHADOW: the answer is ALLOWED only
  * because the owner's policy runs this key in shadow mode (it would have been BLOCKED).
+ * GRANTED: beside this decision the owner counted a grant of the key's window for the sender
+ * (an answer to DecideItemFlag.OPENING), which follows.
  */
-export const DecideFlag = { APPLIED: 1, SHADOW: 2 } as const;
+export const DecideFlag = { APPLIED: 1, SHADOW: 2, GRANTED: 4 } as const;
 /** u32 item count at the start of DECIDE and DECIDE_REPLY bodies. */
 export const BATCH_COUNT_BYTES = 4;
 /**

@@ -89,7 +89,7 @@ export class DecideBatchWriter {
     buf[at + 15] = idLen >>> 8;
     buf[at + 16] = idLen & 0xff;
     putU32(buf, at + 17, cost);
-    buf[at + 21] = flags & DecideItemFlag.OVERRIDABLE;
+    buf[at + 21] = flags & (DecideItemFlag.OVERRIDABLE | DecideItemFlag.OPENING);
     this.off = at + itemBytes;
     this.frameItems++;
     this.count++;
@@ -220,7 +220,7 @@ export class DecideBatchReader {
       durations[i] = getU32(body, pos + 9);
       costs[i] = getU32(body, pos + 17);
       const itemFlags = body[pos + 21]!;
-      if ((itemFlags & ~DecideItemFlag.OVERRIDABLE) !== 0) throw new FrameError(`DECIDE item ${i}: unknown flags ${itemFlags}`);
+      if ((itemFlags & ~(DecideItemFlag.OVERRIDABLE | DecideItemFlag.OPENING)) !== 0) throw new FrameError(`DECIDE item ${i}: unknown flags ${itemFlags}`);
       flags[i] = itemFlags;
       // A batch usually repeats a few namespaces: reuse the previous item's
       // string when the bytes are the same instead of decoding again.

@@ -3,7 +3,7 @@
 // is consumed exactly; anything else is a FrameError and the connection is closed
 // without acting on the frame.
 
-import { BATCH_COUNT_BYTES, DECIDE_REPLY_APPLIED_BYTES, DECIDE_REPLY_ITEM_BYTES, DecideFlag, FRAME_HEADER_BYTES, FrameType, MAX_DECIDE_ITEMS } from "./constants.js";
+import { BATCH_COUNT_BYTES, DECIDE_REPLY_APPLIED_BYTES, DECIDE_REPLY_GRANTED_BYTES, DECIDE_REPLY_ITEM_BYTES, DecideFlag, FRAME_HEADER_BYTES, FrameType, MAX_DECIDE_ITEMS } from "./constants.js";
 import { FrameError } from "../errors.js";
 import { getU32, putU32 } from "./decide-frames.js";
 import { sealedFrameBytes, writeFrameHeader } from "./frame.js";
@@ -29,10 +29,14 @@ export interface DecideResult {
   duration: number;
   /** the applied algorithm's code (APPLIED) */
   algorithm: number;
+  /** requests of the key's window the owner granted the sender beside this decision (GRANTED), else 0 */
+  granted: number;
+  /** the start of the granted window, unix seconds on the owner's clock (GRANTED) */
+  grantWindowStart: number;
 }
 
 export function newDecideResult(): DecideResult {
-  return { code: 0, remaining: 0, resetTime: 0, retryAfterMs: 0, flags: 0, limit: 0, duration: 0, algorithm: 0 };
+  return { code: 0, remaining: 0, resetTime: 0, retryAfterMs: 0, flags: 0, limit: 0, duration: 0, algorithm: 0, granted: 0, grantWindowStart: 0 };
 }
 
 /** Writes one DECIDE_REPLY frame of a known item count. */
@@ -42,33 +46,54 @@ export class DecideReplyWriter {
 
   /**
    * Start a reply for `count` items. The frame is a fresh buffer handed to the socket, sized
-   * for the worst case (every item APPLIED); finish() writes the header for what was put.
+   * for the worst case (every item APPLIED and GRANTED); finish() writes the header for what was put.
    */
   begin(count: number): void {
-    const payload = BATCH_COUNT_BYTES + count * (DECIDE_REPLY_ITEM_BYTES + DECIDE_REPLY_APPLIED_BYTES);
+    const payload = BATCH_COUNT_BYTES + count * (DECIDE_REPLY_ITEM_BYTES + DECIDE_REPLY_APPLIED_BYTES + DECIDE_REPLY_GRANTED_BYTES);
     this.buf = Buffer.allocUnsafe(sealedFrameBytes(payload));
     this.buf.writeUInt32BE(count, FRAME_HEADER_BYTES);
     this.at = BATCH_START;
   }
 
-  /** One item; `applied` (flags has APPLIED): the limit, duration and algorithm code follow. */
-  put(reqId: number, code: number, remaining: number, resetTime: number, retryAfterMs: number, flags = 0, limit = 0, duration = 0, algorithm = 0): void {
+  /**
+   * One item; `applied` (flags has APPLIED): the limit, duration and algorithm code follow; a
+   * grant (`granted` > 0, GRANTED is set for it): the granted requests and their window's start.
+   */
+  put(
+    reqId: number,
+    code: number,
+    remaining: number,
+    resetTime: number,
+    retryAfterMs: number,
+    flags = 0,
+    limit = 0,
+    duration = 0,
+    algorithm = 0,
+    granted = 0,
+    grantWindowStart = 0,
+  ): void {
     const b = this.buf;
-    const at = this.at;
+    let at = this.at;
     putU32(b, at, reqId);
     b[at + 4] = code;
     putU32(b, at + 5, clampU32(remaining));
     putU32(b, at + 9, clampU32(resetTime));
     b.writeDoubleBE(retryAfterMs > 0 ? retryAfterMs : 0, at + 13); // NaN and negatives become 0
-    b[at + 21] = flags & (DecideFlag.APPLIED | DecideFlag.SHADOW);
-    if ((flags & DecideFlag.APPLIED) === 0) {
-      this.at = at + DECIDE_REPLY_ITEM_BYTES;
-      return;
+    const grant = granted >= 1 && granted <= 0xffffffff;
+    b[at + 21] = (flags & (DecideFlag.APPLIED | DecideFlag.SHADOW)) | (grant ? DecideFlag.GRANTED : 0);
+    at += DECIDE_REPLY_ITEM_BYTES;
+    if ((flags & DecideFlag.APPLIED) !== 0) {
+      putU32(b, at, clampU32(limit));
+      putU32(b, at + 4, clampU32(duration));
+      b[at + 8] = algorithm & 0xff;
+      at += DECIDE_REPLY_APPLIED_BYTES;
     }
-    putU32(b, at + 22, clampU32(limit));
-    putU32(b, at + 26, clampU32(duration));
-    b[at + 30] = algorithm & 0xff;
-    this.at = at + DECIDE_REPLY_ITEM_BYTES + DECIDE_REPLY_APPLIED_BYTES;
+    if (grant) {
+      putU32(b, at, Math.floor(granted));
+      putU32(b, at + 4, clampU32(grantWindowStart));
+      at += DECIDE_REPLY_GRANTED_BYTES;
+    }
+    this.at = at;
   }
 
   finish(): Buffer {
@@ -89,7 +114,8 @@ function clampU32(n: number): number {
 
 /**
  * Receives one DECIDE_REPLY item; called with plain numbers so nothing is allocated. `limit`,
- * `duration` and `algorithm` are 0 unless `flags` has APPLIED.
+ * `duration` and `algorithm` are 0 unless `flags` has APPLIED; `granted` and
+ * `grantWindowStart` 0 unless it has GRANTED.
  */
 export type DecideReplySink = (
   reqId: number,
@@ -101,6 +127,8 @@ export type DecideReplySink = (
   limit: number,
   duration: number,
   algorithm: number,
+  granted: number,
+  grantWindowStart: number,
 ) => void;
 
 /** Validate a DECIDE_REPLY body (items fill it exactly, codes and flags known), then hand each item to `sink`. */
@@ -115,20 +143,43 @@ export function readDecideReply(body: Buffer, sink: DecideReplySink): number {
     if (at + DECIDE_REPLY_ITEM_BYTES > body.length) throw new FrameError(`DECIDE_REPLY count ${n} does not match ${body.length} bytes`);
     if (body[at + 4]! > 2) throw new FrameError(`DECIDE_REPLY item ${i}: unknown code ${body[at + 4]}`);
     const flags = body[at + 21]!;
-    if ((flags & ~(DecideFlag.APPLIED | DecideFlag.SHADOW)) !== 0) throw new FrameError(`DECIDE_REPLY item ${i}: unknown flags ${flags}`);
-    at += DECIDE_REPLY_ITEM_BYTES + ((flags & DecideFlag.APPLIED) !== 0 ? DECIDE_REPLY_APPLIED_BYTES : 0);
+    if ((flags & ~(DecideFlag.APPLIED | DecideFlag.SHADOW | DecideFlag.GRANTED)) !== 0) throw new FrameError(`DECIDE_REPLY item ${i}: unknown flags ${flags}`);
+    at += itemBytes(flags);
   }
   if (at !== body.length) throw new FrameError(`DECIDE_REPLY count ${n} does not match ${body.length} bytes`);
   at = BATCH_COUNT_BYTES;
   for (let i = 0; i < n; i++) {
     const flags = body[at + 21]!;
-    if ((flags & DecideFlag.APPLIED) === 0) {
-      sink(getU32(body, at), body[at + 4]!, getU32(body, at + 5), getU32(body, at + 9), body.readDoubleBE(at + 13), flags, 0, 0, 0);
-      at += DECIDE_REPLY_ITEM_BYTES;
+    if ((flags & (DecideFlag.APPLIED | DecideFlag.GRANTED)) === 0) {
+      sink(getU32(body, at), body[at + 4]!, getU32(body, at + 5), getU32(body, at + 9), body.readDoubleBE(at + 13), flags, 0, 0, 0, 0, 0);
     } else {
-      sink(getU32(body, at), body[at + 4]!, getU32(body, at + 5), getU32(body, at + 9), body.readDoubleBE(at + 13), flags, getU32(body, at + 22), getU32(body, at + 26), body[at + 30]!);
-      at += DECIDE_REPLY_ITEM_BYTES + DECIDE_REPLY_APPLIED_BYTES;
+      const applied = (flags & DecideFlag.APPLIED) !== 0;
+      const g = at + DECIDE_REPLY_ITEM_BYTES + (applied ? DECIDE_REPLY_APPLIED_BYTES : 0);
+      const granted = (flags & DecideFlag.GRANTED) !== 0;
+      sink(
+        getU32(body, at),
+        body[at + 4]!,
+        getU32(body, at + 5),
+        getU32(body, at + 9),
+        body.readDoubleBE(at + 13),
+        flags,
+        applied ? getU32(body, at + 22) : 0,
+        applied ? getU32(body, at + 26) : 0,
+        applied ? body[at + 30]! : 0,
+        granted ? getU32(body, g) : 0,
+        granted ? getU32(body, g + 4) : 0,
+      );
     }
+    at += itemBytes(flags);
   }
   return n;
+}
+
+/** Bytes of a DECIDE_REPLY item with these flags. */
+function itemBytes(flags: number): number {
+  return (
+    DECIDE_REPLY_ITEM_BYTES +
+    ((flags & DecideFlag.APPLIED) !== 0 ? DECIDE_REPLY_APPLIED_BYTES : 0) +
+    ((flags & DecideFlag.GRANTED) !== 0 ? DECIDE_REPLY_GRANTED_BYTES : 0)
+  );
 }

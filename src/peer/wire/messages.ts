@@ -229,6 +229,8 @@ export interface DecideQuery {
   readonly cost: number;
   /** the owner's overrides and shadow mode apply (DecideItemFlag.OVERRIDABLE); absent: false */
   readonly overridable?: boolean;
+  /** read from DecideItemFlag.OPENING by the server; a sender passes that flag to PeerClient.decide instead */
+  readonly opening?: boolean;
 }
 
 /** The server's reused DecideQuery, filled from a DECIDE item. */
@@ -240,8 +242,10 @@ export interface DecodedQuery extends DecideQuery {
   duration: number;
   cost: number;
   overridable: boolean;
+  /** the sender's share of the key's window opened empty (DecideItemFlag.OPENING): a grant may go with the answer */
+  opening: boolean;
 }
 
 export function newDecodedQuery(): DecodedQuery {
-  return { namespace: "", identifier: "", algorithm: { code: 0 }, limit: 0, duration: 0, cost: 0, overridable: false };
+  return { namespace: "", identifier: "", algorithm: { code: 0 }, limit: 0, duration: 0, cost: 0, overridable: false, opening: false };
 }

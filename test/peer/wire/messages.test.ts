@@ -5,8 +5,10 @@ import {
   DECIDE_BUDGET_BYTES,
   DECIDE_ITEM_FIXED_BYTES,
   DECIDE_REPLY_APPLIED_BYTES,
+  DECIDE_REPLY_GRANTED_BYTES,
   DECIDE_REPLY_ITEM_BYTES,
   DecideFlag,
+  DecideItemFlag,
   FRAME_HEADER_BYTES,
   FrameType,
   MAX_DECIDE_ITEMS,
@@ -276,24 +278,32 @@ t.test("DECIDE decoder reuses a repeated namespace correctly", async (t) => {
 
 t.test("DECIDE_REPLY round trip and count check", async (t) => {
   const rw = new DecideReplyWriter();
-  rw.begin(4);
+  rw.begin(6);
   rw.put(1, 0, 9, 1_700_000_060, 0);
   rw.put(0xffffffff, 1, 0, 1_700_000_061, 1234.567);
   rw.put(3, 2, -5, NaN, -1); // a careless handler's numbers are clamped
   rw.put(4, 0, 0, 1_700_000_062, 0, DecideFlag.APPLIED | DecideFlag.SHADOW, 0, 3600, 2); // an override applied, in shadow
+  rw.put(5, 0, 991, 1_700_000_100, 0, 0, 0, 0, 0, 7812, 1_699_999_200); // an opening grant beside the decision
+  rw.put(6, 0, 7, 1_700_000_100, 0, DecideFlag.APPLIED | DecideFlag.GRANTED, 10, 60, 0, 0, 0); // GRANTED asked with nothing granted: not set
   const f = frames(rw.finish());
   t.equal(f[0]!.type, FrameType.DECIDE_REPLY);
-  t.equal(f[0]!.body.length, 4 + 4 * DECIDE_REPLY_ITEM_BYTES + DECIDE_REPLY_APPLIED_BYTES, "the applied values only where an override applied");
+  t.equal(
+    f[0]!.body.length,
+    4 + 6 * DECIDE_REPLY_ITEM_BYTES + 2 * DECIDE_REPLY_APPLIED_BYTES + DECIDE_REPLY_GRANTED_BYTES,
+    "the applied values only where an override applied, the grant only where one was given",
+  );
   const got: number[][] = [];
   t.equal(
     readDecideReply(f[0]!.body, (...a) => got.push(a)),
-    4,
+    6,
   );
   t.same(got, [
-    [1, 0, 9, 1_700_000_060, 0, 0, 0, 0, 0],
-    [0xffffffff, 1, 0, 1_700_000_061, 1234.567, 0, 0, 0, 0],
-    [3, 2, 0, 0, 0, 0, 0, 0, 0],
-    [4, 0, 0, 1_700_000_062, 0, 3, 0, 3600, 2],
+    [1, 0, 9, 1_700_000_060, 0, 0, 0, 0, 0, 0, 0],
+    [0xffffffff, 1, 0, 1_700_000_061, 1234.567, 0, 0, 0, 0, 0, 0],
+    [3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    [4, 0, 0, 1_700_000_062, 0, 3, 0, 3600, 2, 0, 0],
+    [5, 0, 991, 1_700_000_100, 0, DecideFlag.GRANTED, 0, 0, 0, 7812, 1_699_999_200],
+    [6, 0, 7, 1_700_000_100, 0, DecideFlag.APPLIED, 10, 60, 0, 0, 0],
   ]);
   const b = f[0]!.body;
   t.throws(() => readDecideReply(b.subarray(0, b.length - 1), () => {}), FrameError, "truncated");
@@ -305,20 +315,26 @@ t.test("DECIDE_REPLY round trip and count check", async (t) => {
   badCode[4 + DECIDE_REPLY_ITEM_BYTES + 4] = 3;
   t.throws(() => readDecideReply(badCode, (id) => seen.push(id)), FrameError, "unknown code");
   const badFlags = Buffer.from(b);
-  badFlags[4 + 21] = 4;
+  badFlags[4 + 21] = 8;
   t.throws(() => readDecideReply(badFlags, (id) => seen.push(id)), FrameError, "unknown flags");
   const flagWithoutValues = Buffer.from(b.subarray(0, 4 + 3 * DECIDE_REPLY_ITEM_BYTES));
   flagWithoutValues.writeUInt32BE(3, 0);
   flagWithoutValues[4 + 21] = DecideFlag.APPLIED;
   t.throws(() => readDecideReply(flagWithoutValues, (id) => seen.push(id)), FrameError, "APPLIED without its values");
+  const grantWithoutValues = Buffer.from(b.subarray(0, 4 + 3 * DECIDE_REPLY_ITEM_BYTES));
+  grantWithoutValues.writeUInt32BE(3, 0);
+  grantWithoutValues[4 + 21] = DecideFlag.GRANTED;
+  t.throws(() => readDecideReply(grantWithoutValues, (id) => seen.push(id)), FrameError, "GRANTED without its values");
   t.same(seen, [], "nothing from a bad reply is delivered");
 });
 
 t.test("DECIDE: an item with unknown flags refuses the frame", async (t) => {
   const w = new DecideBatchWriter();
-  w.add(1, 0, 1, 1, "ns", "id", 1, 1);
+  w.add(1, 0, 1, 1, "ns", "id", 1, DecideItemFlag.OVERRIDABLE | DecideItemFlag.OPENING);
   const body = frames(w.take()!)[0]!.body;
-  body[8 + 21] = 2;
+  t.equal(body[8 + 21], DecideItemFlag.OVERRIDABLE | DecideItemFlag.OPENING, "both known flags travel");
+  t.doesNotThrow(() => decodeDecideItems(body));
+  body[8 + 21] = 4;
   t.throws(() => decodeDecideItems(body), FrameError);
 });
 

@@ -1,3 +1,4 @@
+import type { Algorithm } from "../../../algorithms/types.js";
 import type { LimitQuery } from "../../../decision.js";
 import type { LocalDecider } from "../../local/local-decider.js";
 import { shareOf } from "../../local/share-rule.js";
@@ -29,4 +30,26 @@ export function grantShare(local: LocalDecider, query: LimitQuery, ringKey: stri
   const granted = Math.min(query.cost, Math.floor(free / (2 * (local.sharers + 1))));
   if (granted < MIN_GRANT) return none;
   return local.decideKey(ringKey, query.algorithm, query.limit, query.duration, now, granted).allowed ? { granted, windowStart } : none;
+}
+
+/**
+ * The grant that goes back with a forwarded decision whose sender's share of the window opened
+ * empty (DecideItemFlag.OPENING: it started or reconnected in that window, so the share by rule
+ * may have been used by its earlier process). One share at most, sized and counted like a
+ * LEASE's, so the key's next requests there are answered from it instead of each being
+ * forwarded. Asked once per key, window and sender.
+ */
+export function openingGrant(
+  local: LocalDecider,
+  namespace: string,
+  identifier: string,
+  ringKey: string,
+  algorithm: Algorithm,
+  limit: number,
+  duration: number,
+  overridable: boolean,
+  now: number,
+): Grant {
+  const cost = shareOf(algorithm.code, limit);
+  return grantShare(local, { namespace, identifier, algorithm, limit, duration, cost, overridable }, ringKey, now);
 }

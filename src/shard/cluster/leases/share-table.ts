@@ -34,6 +34,12 @@ export interface Share {
   misses: number;
   /** unix ms of the last of them */
   missedAt: number;
+  /** the share opened with the rule's requests (`byRule`), not empty */
+  ruled: boolean;
+  /** opened empty, and a forward of the key asked its owner for an opening grant (DecideItemFlag.OPENING) */
+  opened: boolean;
+  /** holds an opening grant: what is left of it stays here until the window ends, not returned when idle */
+  keep: boolean;
 }
 
 /** Misses further apart than this start a new run: a key asked for about once a second or less is not hot. */
@@ -82,7 +88,7 @@ export class ShareTable {
       if (s === undefined) {
         const bytes = stringBytes(stateKey) + ENTRY_OVERHEAD_BYTES;
         if (this.heldBytes + bytes > this.maxBytes && (this.sweep(now), this.heldBytes + bytes > this.maxBytes)) return NO_SHARE;
-        s = { windowStart, limit, left: opening, keepUntil, asking: false, refused: false, granted: 0, grantedAt: 0, usedAt: now, misses: 0, missedAt: 0 };
+        s = { windowStart, limit, left: opening, keepUntil, asking: false, refused: false, granted: 0, grantedAt: 0, usedAt: now, misses: 0, missedAt: 0, ruled: byRule, opened: false, keep: false };
         this.shares.set(stateKey, s);
         this.heldBytes += bytes;
       } else {
@@ -94,6 +100,9 @@ export class ShareTable {
         s.granted = 0;
         s.refused = false;
         s.misses = 0;
+        s.ruled = byRule;
+        s.opened = false;
+        s.keep = false;
       }
     }
     if (s.limit !== limit) return NO_SHARE;
@@ -113,8 +122,12 @@ export class ShareTable {
     return this.shares.get(stateKey);
   }
 
-  /** Add what the owner granted for the window starting at `windowStart`; false when this node has moved on from it (the grant is lost with its window). */
-  grant(stateKey: string, windowStart: number, granted: number, now: number): boolean {
+  /**
+   * Add what the owner granted for the window starting at `windowStart`; false when this node
+   * has moved on from it (the grant is lost with its window). `keep`: an opening grant, kept
+   * until the window ends like a share by rule (returnIdle passes it by).
+   */
+  grant(stateKey: string, windowStart: number, granted: number, now: number, keep = false): boolean {
     const s = this.shares.get(stateKey);
     if (s === undefined || s.windowStart !== windowStart) return false;
     if (granted === 0) {
@@ -124,7 +137,19 @@ export class ShareTable {
     s.left += granted;
     s.granted += granted;
     s.grantedAt = now;
+    if (keep) s.keep = true;
     this.holding.add(stateKey);
+    return true;
+  }
+
+  /**
+   * Whether a forward of `stateKey` should ask its owner for an opening grant: its share opened
+   * empty in this window (not by rule), is empty, and has not asked yet. Marks it asked.
+   */
+  wantsOpening(stateKey: string): boolean {
+    const s = this.shares.get(stateKey);
+    if (s === undefined || s.ruled || s.opened || s.refused || s.asking || s.left > 0) return false;
+    s.opened = true;
     return true;
   }
 
@@ -156,7 +181,8 @@ export class ShareTable {
         this.holding.delete(key);
         continue;
       }
-      if (now - s.usedAt < idleMs) continue;
+      // An opening grant stands in for the share by rule this node could not take: kept like it.
+      if (s.keep || now - s.usedAt < idleMs) continue;
       const back = Math.min(s.left, s.granted);
       this.holding.delete(key);
       s.granted = 0;

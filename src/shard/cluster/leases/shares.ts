@@ -28,13 +28,12 @@ export const SHARE_MARGIN_MS = 1000;
 export const SHARER_MAX_MEMBERS = SHARE_MAX_MEMBERS - 4;
 /**
  * A share that opened empty (a window that began before this node's connection to the owner)
- * is asked to be filled only once this many of the key's requests in a row went to the owner,
- * each within MISS_RUN_MS of the one before (share-table.ts): a hot key. A grant for a key
- * asked for now and then is a LEASE and, a second later unused, a GIVE_BACK: three peer calls
- * where one forward does. 3 nodes behind a round-robin Service, 30,000 identifiers, in the
- * window current at start-up (bench row ringlimit-service3, same run, load 9–11): a grant at a
- * key's first request 52.5 µs of CPU per decision against 37.0 µs before shares existed; with
- * this rule 31.2 µs against their 34.2 µs.
+ * is filled by the opening grant that comes back with the key's first forward (wantsOpening);
+ * when that brought nothing (refused, lost), a LEASE is asked only once this many of the key's
+ * requests in a row went to the owner, each within MISS_RUN_MS of the one before
+ * (share-table.ts): a hot key. A LEASE at a key's first request, and a GIVE_BACK a second later
+ * unused, made three peer calls where one forward does (bench row ringlimit-service3, load
+ * 9–11: 52.5 µs of CPU per decision against 37.0 µs before shares existed).
  */
 export const ASK_EMPTY_AFTER_MISSES = 2;
 /** A grant not drawn on for this long goes back to the owner (one sweep a second, not a timer per key). */
@@ -100,8 +99,8 @@ export class Shares {
     const windowStart = ownerNow - (ownerNow % D);
     const windowEndHere = windowStart + D - offset;
     // The share by rule only in a window that began after the connection came up; in an
-    // earlier one (a node just started or reconnected) the share starts empty and the owner's
-    // grants fill it: a hot key's first requests go to the owner, the ones after its grant stay here.
+    // earlier one (a node just started or reconnected) the share starts empty: the key's first
+    // request goes to the owner and brings back an opening grant, the ones after it stay here.
     const byRule = windowStart >= owner.upSince + offset + SHARE_MARGIN_MS;
     const code = query.algorithm.code;
     const share = shareOf(code, query.limit);
@@ -150,6 +149,27 @@ export class Shares {
         s.asking = false;
       },
     );
+  }
+
+  /**
+   * Whether the forward of `stateKey` asks its owner for an opening grant (DecideItemFlag.OPENING):
+   * its share of this window opened empty (the window began before this node's connection to
+   * the owner, so the share by rule may have been used by an earlier process of this node) and
+   * has not asked yet. The grant comes back with the decision (openingGranted): no LEASE, and it
+   * is kept for the window like a share by rule, so no GIVE_BACK either. In the window current
+   * when a node starts, a key's first request there goes to its owner, not every request.
+   */
+  wantsOpening(stateKey: string, limit: number): boolean {
+    const s = this.table.entry(stateKey);
+    return s !== undefined && s.limit === limit && this.table.wantsOpening(stateKey);
+  }
+
+  /** The opening grant that came back with a forward sent at `askedAt` (unix ms); more than one share is the owner's error and is not taken. */
+  openingGranted(stateKey: string, query: LimitQuery, windowStartMs: number, granted: number, askedAt: number): void {
+    if (granted > shareOf(query.algorithm.code, query.limit)) return;
+    // Granted before a reset of the identifier: it was counted in what the reset erased.
+    if (this.resets.size > 0 && (this.resets.get(ringKeyOfStateKey(stateKey)) ?? 0) >= askedAt) return;
+    if (this.table.grant(stateKey, windowStartMs, granted, Date.now(), true)) this.granted += granted;
   }
 
   /** RESET_NOTICE: the owner reset the identifier of `ringKey`; the grants of its keys here go with its counts. */

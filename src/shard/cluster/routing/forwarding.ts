@@ -2,7 +2,7 @@ import { algorithmByCode, type Algorithm } from "../../../algorithms/index.js";
 import { newDecision, failOpenDecision, type AppliedLimit, type BatchOutcome, type Decider, type Decision } from "../../../decision.js";
 import type { ResetOutcome, ResetQuery } from "../../../decision.js";
 import type { LimitQuery } from "../../../decision.js";
-import { DecideFlag, type PeerClient, type PeerError } from "../../../peer/index.js";
+import { DecideFlag, DecideItemFlag, type PeerClient, type PeerError } from "../../../peer/index.js";
 import type { BlockedCache } from "./blocked-cache.js";
 import type { ClusterMetrics } from "../../../metrics/cluster-metrics.js";
 import type { LocalDecider } from "../../local/local-decider.js";
@@ -154,6 +154,8 @@ export class ClusterDecider implements Decider {
     }
     const sentAt = performance.now();
     const owner = verdict.owner;
+    // A share that opened empty in this window asks for a grant with the decision (leases/shares.ts).
+    const opening = this.shares.wantsOpening(stateKey, query.limit);
     // The query itself crosses the peer boundary (a DecideQuery): nothing is unpacked or built for it.
     client.decide(query, (err: PeerError | null, r) => {
       const d = this.forwarded;
@@ -172,6 +174,7 @@ export class ClusterDecider implements Decider {
       }
       this.metrics.observeForward(performance.now() - sentAt);
       this.view.noteForward(owner, false, now);
+      if (r.granted > 0 && opening) this.shares.openingGranted(stateKey, query, r.grantWindowStart * 1000, r.granted, now);
       d.allowed = r.code === 0;
       d.remaining = r.remaining;
       d.resetTime = r.resetTime;
@@ -197,7 +200,7 @@ export class ClusterDecider implements Decider {
       // client uWebSockets.js cut off): what the owner counted for it is given back, so a
       // key's count holds only answers that were delivered.
       if (!done(d) && given !== undefined) this.giveBack(client, given, sentAt);
-    });
+    }, opening ? DecideItemFlag.OPENING : 0);
   }
 
   /** The owner's 429 this node remembers for the key, as this request's answer; undefined when none. */

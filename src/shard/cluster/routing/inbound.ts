@@ -8,7 +8,7 @@ import { decodeResetRequest } from "../wire/batch-wire.js";
 import { ownership, type FailOpen, type OwnershipView } from "./ownership.js";
 import { admitState, forwardedWithinContract } from "../wire/peer-data.js";
 import { decodeLeaseRequest, encodeLeaseReply } from "../wire/lease-wire.js";
-import { grantShare } from "../leases/grants.js";
+import { grantShare, openingGrant } from "../leases/grants.js";
 
 /** What inbound requests change elsewhere in the cluster. */
 export interface InboundEvents {
@@ -77,6 +77,13 @@ export class InboundHandler implements PeerServerHandler {
       out.limit = applied.limit;
       out.duration = applied.duration;
       out.algorithm = applied.algorithm.code;
+    }
+    // The sender's share opened empty: a grant of the window goes back with a counted answer
+    // (none for a stray's count, nor where this owner's policy changed or shadowed the limit).
+    if (query.opening === true && verdict.kind === "decide" && !verdict.stray && d.allowed && !d.shadow && applied === null && cost > 0) {
+      const grant = openingGrant(this.local, namespace, identifier, ringKey, algorithm, limit, duration, overridable, now);
+      out.granted = grant.granted;
+      out.grantWindowStart = grant.windowStart / 1000;
     }
   }
 
