@@ -104,3 +104,33 @@ t.test("a reset drops what is left of an opening grant too", async (t) => {
   table.forgetGrants("4:testuser");
   t.equal(table.entry("0600:4:testuser")!.left, 0, "the owner's reset erased the grant: nothing left here");
 });
+
+t.test("kept grants are indexed by ring key: a reset finds them, the idle sweep never walks them, and the index goes with their window", async (t) => {
+  const keys = Array.from({ length: 1000 }, (_, i) => `0600:5:user${i}`);
+  const fill = (table: ShareTable) => {
+    for (const k of keys) {
+      table.take(k, T0, keepUntil(T0), 2048, 16, 1, false, T0);
+      table.wantsOpening(k);
+      table.grant(k, T0, 16, T0, true);
+    }
+    return table;
+  };
+  const shares = new ShareTable(1 << 20);
+  for (const k of keys) shares.take(k, T0, keepUntil(T0), 2048, 16, 1, false, T0);
+  // Sized to hold the 1,000 kept grants with their index: full, so the next new key sweeps.
+  const table = fill(new ShareTable(fill(new ShareTable(1 << 20)).bytes));
+  t.ok(table.bytes > shares.bytes, `the index is counted in the table's bytes (${table.bytes} against ${shares.bytes} without it)`);
+  let visited = 0;
+  table.returnIdle(T0 + 10_000, 1000, () => visited++);
+  t.equal(visited, 0, "nothing returned");
+  table.forgetGrants("5:user7");
+  t.equal(table.entry("0600:5:user7")!.left, 0, "the reset dropped user7's kept grant");
+  t.equal(table.entry("0600:5:user8")!.left, 16, "and no other");
+  // the windows end; a new key finds the table full and sweeps: shares and index entries go
+  const after = keepUntil(T0) + 1;
+  t.equal(table.take("0600:5:late", T0 + 2 * W, keepUntil(T0 + 2 * W), 2048, 16, 1, true, after), 15);
+  const one = new ShareTable(1 << 20);
+  one.take("0600:5:late", T0 + 2 * W, keepUntil(T0 + 2 * W), 2048, 16, 1, true, after);
+  t.equal(table.size, 1, "every ended window swept");
+  t.equal(table.bytes, one.bytes, "with its index entries: the bytes are those of one share");
+});
