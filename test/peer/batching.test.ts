@@ -96,7 +96,18 @@ t.test("errors are per item: a throwing handler fails only its own items", async
       [null, 0],
     ],
   );
-  t.same(got[3]!.r, { code: 1, remaining: 0, resetTime: 1_700_000_100, retryAfterMs: 1234.5, flags: 0, limit: 0, duration: 0, algorithm: 0, granted: 0, grantWindowStart: 0 });
+  t.same(got[3]!.r, {
+    code: 1,
+    remaining: 0,
+    resetTime: 1_700_000_100,
+    retryAfterMs: 1234.5,
+    flags: 0,
+    limit: 0,
+    duration: 0,
+    algorithm: 0,
+    granted: 0,
+    grantWindowStart: 0,
+  });
   t.same(got[1]!.r, { code: 2, remaining: 0, resetTime: 0, retryAfterMs: 0, flags: 0, limit: 0, duration: 0, algorithm: 0, granted: 0, grantWindowStart: 0 });
   t.equal(server.stats.decideFrames, 1);
   t.equal(server.stats.decideErrors, 2);
@@ -158,7 +169,11 @@ t.test("an OPENING item reaches the owner's handler, and the grant it answers tr
     new Promise<Answer>((resolve) =>
       client.decide(decideQuery("ns", id, 0, 2048, 60), (err, r) => resolve({ err: err?.code ?? null, r: r && { ...r } }), flags),
     );
-  const [plain, opening, refused] = await Promise.all([askWith("plain", 0), askWith("opening", DecideItemFlag.OPENING), askWith("refused", DecideItemFlag.OPENING)]);
+  const [plain, opening, refused] = await Promise.all([
+    askWith("plain", 0),
+    askWith("opening", DecideItemFlag.OPENING),
+    askWith("refused", DecideItemFlag.OPENING),
+  ]);
   t.same(seen, [false, true, true], "the flag reaches the handler on its own item only");
   t.same([plain.r!.granted, plain.r!.flags], [0, 0], "no grant asked, none sent");
   t.same([opening.r!.granted, opening.r!.grantWindowStart, opening.r!.flags], [16, 1_699_999_980, DecideFlag.GRANTED], "the grant and its window");

@@ -98,7 +98,22 @@ export class ShareTable {
       if (s === undefined) {
         const bytes = stringBytes(stateKey) + ENTRY_OVERHEAD_BYTES;
         if (this.heldBytes + bytes > this.maxBytes && (this.sweep(now), this.heldBytes + bytes > this.maxBytes)) return NO_SHARE;
-        s = { windowStart, limit, left: opening, keepUntil, asking: false, refused: false, granted: 0, grantedAt: 0, usedAt: now, misses: 0, missedAt: 0, ruled: byRule, opened: false, keep: false };
+        s = {
+          windowStart,
+          limit,
+          left: opening,
+          keepUntil,
+          asking: false,
+          refused: false,
+          granted: 0,
+          grantedAt: 0,
+          usedAt: now,
+          misses: 0,
+          missedAt: 0,
+          ruled: byRule,
+          opened: false,
+          keep: false,
+        };
         this.shares.set(stateKey, s);
         this.heldBytes += bytes;
       } else {

@@ -170,7 +170,11 @@ t.test("in a window that began before the nodes started, three nodes hit one key
   const allowed = results.reduce((s, r) => s + r.allowed, 0) + rest.allowed;
   // The owner holds back the other two members' shares by rule, which neither may take in a window
   // that began before its connection: what they answer comes out of the owner's part as grants.
-  t.equal(allowed, OWNER_LIMIT, `exactly ${OWNER_LIMIT} allowed (by node: ${results.map((r) => r.allowed).join(", ")} of ${perNode} each, then ${rest.allowed})`);
+  t.equal(
+    allowed,
+    OWNER_LIMIT,
+    `exactly ${OWNER_LIMIT} allowed (by node: ${results.map((r) => r.allowed).join(", ")} of ${perNode} each, then ${rest.allowed})`,
+  );
   const after = await Promise.all([n0, n2].map(shared));
   const grantedAfter = await Promise.all([n0, n2].map(async (n) => (await metric(n, "ringlimit_share_granted_total")) ?? 0));
   t.ok(
