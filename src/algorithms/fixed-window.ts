@@ -1,6 +1,11 @@
 import { checkWindowAges, windowFromAges, windowToAges } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
+/** The start of the fixed window holding `now` (ms): windows are aligned to the Unix epoch, [k·D, (k+1)·D). */
+export function fixedWindowStart(now: number, durationMs: number): number {
+  return now - (now % durationMs);
+}
+
 /**
  * Up to `limit` requests per window, windows aligned to the Unix epoch: [k·D, (k+1)·D).
  * State: a = window start (ms), b = requests counted in that window.
@@ -10,7 +15,7 @@ export const fixedWindow: Algorithm<"fixed-window"> = {
   code: 0,
 
   step(state, limit, durationMs, now, out, cost = 1) {
-    const windowStart = now - (now % durationMs);
+    const windowStart = fixedWindowStart(now, durationMs);
     const windowEnd = windowStart + durationMs;
     const count = state !== null && state.a === windowStart ? state.b : 0;
     out.resetMs = windowEnd;

@@ -1,4 +1,4 @@
-import type { Algorithm } from "../../../algorithms/types.js";
+import { fixedWindowStart } from "../../../algorithms/fixed-window.js";
 import type { LimitQuery } from "../../../decision.js";
 import type { LocalDecider } from "../../local/local-decider.js";
 import { shareOf } from "../../local/share-rule.js";
@@ -21,8 +21,7 @@ export interface Grant {
  * for a key the share rule does not cover, or whose limit this owner's policy may change.
  */
 export function grantShare(local: LocalDecider, query: LimitQuery, ringKey: string, now: number): Grant {
-  const D = query.duration * 1000;
-  const windowStart = now - (now % D);
+  const windowStart = fixedWindowStart(now, query.duration * 1000);
   const share = shareOf(query.algorithm.code, query.limit);
   const none = { granted: 0, windowStart };
   if (share === 0 || local.sharers === 0 || query.cost < 1 || query.cost > share || local.mayChange(query)) return none;
@@ -39,17 +38,6 @@ export function grantShare(local: LocalDecider, query: LimitQuery, ringKey: stri
  * LEASE's, so the key's next requests there are answered from it instead of each being
  * forwarded. Asked once per key, window and sender.
  */
-export function openingGrant(
-  local: LocalDecider,
-  namespace: string,
-  identifier: string,
-  ringKey: string,
-  algorithm: Algorithm,
-  limit: number,
-  duration: number,
-  overridable: boolean,
-  now: number,
-): Grant {
-  const cost = shareOf(algorithm.code, limit);
-  return grantShare(local, { namespace, identifier, algorithm, limit, duration, cost, overridable }, ringKey, now);
+export function openingGrant(local: LocalDecider, query: LimitQuery, ringKey: string, now: number): Grant {
+  return grantShare(local, { ...query, cost: shareOf(query.algorithm.code, query.limit) }, ringKey, now);
 }

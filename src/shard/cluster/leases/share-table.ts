@@ -179,12 +179,13 @@ export class ShareTable {
   }
 
   /**
-   * Whether a forward of `stateKey` should ask its owner for an opening grant: its share opened
-   * empty in this window (not by rule), is empty, and has not asked yet. Marks it asked.
+   * Whether a forward of `stateKey` for `limit` should ask its owner for an opening grant: its
+   * share of that limit opened empty in this window (not by rule), is empty, and has not asked
+   * yet. Marks it asked.
    */
-  wantsOpening(stateKey: string): boolean {
+  wantsOpening(stateKey: string, limit: number): boolean {
     const s = this.shares.get(stateKey);
-    if (s === undefined || s.ruled || s.opened || s.refused || s.asking || s.left > 0) return false;
+    if (s === undefined || s.limit !== limit || s.ruled || s.opened || s.refused || s.asking || s.left > 0) return false;
     s.opened = true;
     return true;
   }
@@ -200,6 +201,7 @@ export class ShareTable {
       if (s === undefined) return;
       s.left -= Math.min(s.left, s.granted);
       s.granted = 0;
+      s.keep = false;
     };
     for (const key of this.holding) {
       if (ringKeyOfStateKey(key) !== ringKey) continue;
@@ -208,21 +210,15 @@ export class ShareTable {
     }
     const keys = this.kept.get(ringKey);
     if (keys === undefined) return;
-    for (const key of keys) {
-      drop(key);
-      const s = this.shares.get(key);
-      if (s !== undefined) s.keep = false;
-    }
+    for (const key of keys) drop(key);
     this.kept.delete(ringKey);
     this.heldBytes -= stringBytes(ringKey) + KEPT_OVERHEAD_BYTES;
   }
 
-  /** Take `stateKey` out of the kept-grant index (its window ended, or it is being dropped). */
+  /** Take `stateKey` out of the kept-grant index (its window ended, or it is being dropped); the caller clears its `keep`. */
   private unkeep(stateKey: string): void {
     const ringKey = ringKeyOfStateKey(stateKey);
     const keys = this.kept.get(ringKey);
-    const s = this.shares.get(stateKey);
-    if (s !== undefined) s.keep = false;
     if (keys === undefined) return;
     const i = keys.indexOf(stateKey);
     if (i >= 0) keys.splice(i, 1);

@@ -1,4 +1,5 @@
 import { algorithmByCode } from "../../../algorithms/index.js";
+import { fixedWindowStart } from "../../../algorithms/fixed-window.js";
 import type { Decision, LimitQuery } from "../../../decision.js";
 import type { PeerClient } from "../../../peer/index.js";
 import { ownerLimit, shareOf, SHARE_MAX_MEMBERS } from "../../local/share-rule.js";
@@ -96,7 +97,7 @@ export class Shares {
     if (Number.isNaN(offset)) return undefined;
     const ownerNow = Math.floor(now + offset);
     const D = query.duration * 1000;
-    const windowStart = ownerNow - (ownerNow % D);
+    const windowStart = fixedWindowStart(ownerNow, D);
     const windowEndHere = windowStart + D - offset;
     // The share by rule only in a window that began after the connection came up; in an
     // earlier one (a node just started or reconnected) the share starts empty: the key's first
@@ -140,10 +141,7 @@ export class Shares {
         } catch {
           return;
         }
-        // Granted before a reset of the identifier: it was counted in what the reset erased.
-        if (this.resets.size > 0 && (this.resets.get(ringKeyOfStateKey(stateKey)) ?? 0) >= askedAt) return;
-        // Counted by the owner at once: lost if this node has moved on from that window meanwhile.
-        if (this.table.grant(stateKey, grant.windowStart, grant.granted, Date.now())) this.granted += grant.granted;
+        this.takeGrant(stateKey, grant.windowStart, grant.granted, askedAt, false);
       },
       () => {
         s.asking = false;
@@ -160,16 +158,23 @@ export class Shares {
    * when a node starts, a key's first request there goes to its owner, not every request.
    */
   wantsOpening(stateKey: string, limit: number): boolean {
-    const s = this.table.entry(stateKey);
-    return s !== undefined && s.limit === limit && this.table.wantsOpening(stateKey);
+    return this.table.wantsOpening(stateKey, limit);
   }
 
   /** The opening grant that came back with a forward sent at `askedAt` (unix ms); more than one share is the owner's error and is not taken. */
   openingGranted(stateKey: string, query: LimitQuery, windowStartMs: number, granted: number, askedAt: number): void {
     if (granted > shareOf(query.algorithm.code, query.limit)) return;
-    // Granted before a reset of the identifier: it was counted in what the reset erased.
+    this.takeGrant(stateKey, windowStartMs, granted, askedAt, true);
+  }
+
+  /**
+   * What an owner granted for a request sent at `askedAt`, a LEASE's or an opening one (`keep`),
+   * counted by the owner at once: lost if this node has moved on from that window meanwhile,
+   * and not taken if a reset of the identifier came since (it was counted in what that erased).
+   */
+  private takeGrant(stateKey: string, windowStart: number, granted: number, askedAt: number, keep: boolean): void {
     if (this.resets.size > 0 && (this.resets.get(ringKeyOfStateKey(stateKey)) ?? 0) >= askedAt) return;
-    if (this.table.grant(stateKey, windowStartMs, granted, Date.now(), true)) this.granted += granted;
+    if (this.table.grant(stateKey, windowStart, granted, Date.now(), keep)) this.granted += granted;
   }
 
   /** RESET_NOTICE: the owner reset the identifier of `ringKey`; the grants of its keys here go with its counts. */

@@ -129,10 +129,13 @@ export class ClusterDecider implements Decider {
       return;
     }
 
+    // decideSync built the state key only to ask the key's share.
+    let shareAsked = stateKey !== "";
     if (stateKey === "") {
       stateKey = stateKeyOf(query.algorithm.code, query.duration, ringKey);
       // Not through decideSync (the RLS door): the share is asked here.
       if (!fromSync && this.shares.shareable(query)) {
+        shareAsked = true;
         const d = this.fromShare(query, stateKey, verdict.owner, now);
         if (d !== undefined) {
           done(d);
@@ -155,7 +158,7 @@ export class ClusterDecider implements Decider {
     const sentAt = performance.now();
     const owner = verdict.owner;
     // A share that opened empty in this window asks for a grant with the decision (leases/shares.ts).
-    const opening = this.shares.wantsOpening(stateKey, query.limit);
+    const opening = shareAsked && this.shares.wantsOpening(stateKey, query.limit);
     // The query itself crosses the peer boundary (a DecideQuery): nothing is unpacked or built for it.
     client.decide(query, (err: PeerError | null, r) => {
       const d = this.forwarded;

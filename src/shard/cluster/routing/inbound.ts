@@ -1,4 +1,5 @@
 import { algorithmByCode } from "../../../algorithms/index.js";
+import { fixedWindowStart } from "../../../algorithms/fixed-window.js";
 import { DecideCode, DecideFlag, type DecideQuery, type DecideResult, type PeerServerHandler } from "../../../peer/index.js";
 import type { LocalDecider } from "../../local/local-decider.js";
 import { ringKeyOf } from "../../ring/state-key.js";
@@ -81,7 +82,7 @@ export class InboundHandler implements PeerServerHandler {
     // The sender's share opened empty: a grant of the window goes back with a counted answer
     // (none for a stray's count, nor where this owner's policy changed or shadowed the limit).
     if (query.opening === true && verdict.kind === "decide" && !verdict.stray && d.allowed && !d.shadow && applied === null && cost > 0) {
-      const grant = openingGrant(this.local, namespace, identifier, ringKey, algorithm, limit, duration, overridable, now);
+      const grant = openingGrant(this.local, { namespace, identifier, algorithm, limit, duration, cost, overridable }, ringKey, now);
       out.granted = grant.granted;
       out.grantWindowStart = grant.windowStart / 1000;
     }
@@ -140,7 +141,7 @@ export class InboundHandler implements PeerServerHandler {
         // Granted only by the key's owner on this node's ring too: a stray's count is not the one that holds.
         const verdict = ownership(this.view, ringKey, q.algorithm.code, q.duration, now, "forwarded");
         const grant = verdict.kind === "decide" && !verdict.stray ? grantShare(this.local, q, ringKey, now) : undefined;
-        return encodeLeaseReply(grant?.granted ?? 0, grant?.windowStart ?? now - (now % (q.duration * 1000)));
+        return encodeLeaseReply(grant?.granted ?? 0, grant?.windowStart ?? fixedWindowStart(now, q.duration * 1000));
       }
       case CallMethod.RESET_NOTICE:
         this.events.resetNotice(payload, from);

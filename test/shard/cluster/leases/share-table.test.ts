@@ -79,26 +79,27 @@ t.test("a reset of the identifier drops what is left of its grants, not the shar
 t.test("a share that opened empty asks for an opening grant once per window, and keeps it when idle", async (t) => {
   const table = new ShareTable(1 << 20);
   t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 1, true, T0), 15);
-  t.notOk(table.wantsOpening("k"), "a share by rule asks for none");
+  t.notOk(table.wantsOpening("k", 2048), "a share by rule asks for none");
   t.equal(table.take("e", T0, keepUntil(T0), 2048, 16, 1, false, T0), NO_SHARE, "opened empty");
-  t.ok(table.wantsOpening("e"), "its first forward asks");
-  t.notOk(table.wantsOpening("e"), "once a window");
+  t.notOk(table.wantsOpening("e", 4096), "not for another limit than the share's");
+  t.ok(table.wantsOpening("e", 2048), "its first forward asks");
+  t.notOk(table.wantsOpening("e", 2048), "once a window");
   t.ok(table.grant("e", T0, 16, T0 + 1, true));
   t.equal(table.take("e", T0, keepUntil(T0), 2048, 16, 1, false, T0 + 2), 15, "the grant answers");
   const given: string[] = [];
   table.returnIdle(T0 + 10_000, 1000, (key) => given.push(key));
   t.same(given, [], "kept to the window's end like a share by rule, not returned when idle");
   t.equal(table.take("e", T0 + W, keepUntil(T0 + W), 2048, 16, 1, false, T0 + W), NO_SHARE, "the next window opens empty again");
-  t.ok(table.wantsOpening("e"), "and asks again");
+  t.ok(table.wantsOpening("e", 2048), "and asks again");
   t.equal(table.take("u", T0, keepUntil(T0), 2048, 16, 1, false, T0), NO_SHARE);
   table.entry("u")!.asking = true;
-  t.notOk(table.wantsOpening("u"), "not while a LEASE is on its way");
+  t.notOk(table.wantsOpening("u", 2048), "not while a LEASE is on its way");
 });
 
 t.test("a reset drops what is left of an opening grant too", async (t) => {
   const table = new ShareTable(1 << 20);
   table.take("0600:4:testuser", T0, keepUntil(T0), 2048, 16, 1, false, T0);
-  t.ok(table.wantsOpening("0600:4:testuser"));
+  t.ok(table.wantsOpening("0600:4:testuser", 2048));
   table.grant("0600:4:testuser", T0, 16, T0, true);
   t.equal(table.take("0600:4:testuser", T0, keepUntil(T0), 2048, 16, 3, false, T0 + 1), 13);
   table.forgetGrants("4:testuser");
@@ -110,7 +111,7 @@ t.test("kept grants are indexed by ring key: a reset finds them, the idle sweep 
   const fill = (table: ShareTable) => {
     for (const k of keys) {
       table.take(k, T0, keepUntil(T0), 2048, 16, 1, false, T0);
-      table.wantsOpening(k);
+      table.wantsOpening(k, 2048);
       table.grant(k, T0, 16, T0, true);
     }
     return table;
