@@ -2,7 +2,7 @@
 // share of the window, in the turn the request arrived, so a pipelining client's connection
 // survives; the owner holds the shares back from the window's start, so three nodes hit at once
 // admit exactly the limit, and a node that dies with a share left under-admits by what it left.
-import t from "tap";
+import t, { type Test } from "tap";
 import { SHARE_DIVISOR } from "../../../../src/shard/local/share-rule.js";
 import { hit, metric, startCluster } from "../../../harness/cluster.js";
 import { closeAgents, post } from "../../../harness/http-client.js";
@@ -154,27 +154,33 @@ async function drain(nodes: (typeof n0)[], id: string, duration: number) {
   return { allowed, windows };
 }
 
+/**
+ * `perNode` requests for `id` through each of the three nodes at once (none may be degraded),
+ * then the drain: how many each allowed, what the drain allowed, the total and the windows.
+ */
+async function allAtOnce(t: Test, id: string, perNode: number, duration: number) {
+  const results = await Promise.all([n0, n1, n2].map((node) => hits(node, id, perNode, duration)));
+  t.same(
+    results.map((r) => r.degraded),
+    [0, 0, 0],
+    "no answer degraded",
+  );
+  const rest = await drain([n0, n1, n2], id, duration);
+  const allowed = results.reduce((s, r) => s + r.allowed, 0) + rest.allowed;
+  const windows = new Set([...results.flatMap((r) => [...r.windows]), ...rest.windows]);
+  return { byNode: `${results.map((r) => r.allowed).join(", ")} of ${perNode} each, then ${rest.allowed}`, allowed, windows };
+}
+
 t.test("in a window that began before the nodes started, three nodes hit one key at once: the limit less the two shares held back, never more", async (t) => {
   const YEAR = 31_536_000;
   const [key] = ownedBy(1, "opening", 1);
   const perNode = 1200;
   const granted = await Promise.all([n0, n2].map(async (n) => (await metric(n, "ringlimit_share_granted_total")) ?? 0));
   const before = await Promise.all([n0, n2].map(shared));
-  const results = await Promise.all([n0, n1, n2].map((node) => hits(node, key!, perNode, YEAR)));
-  t.same(
-    results.map((r) => r.degraded),
-    [0, 0, 0],
-    "no answer degraded",
-  );
-  const rest = await drain([n0, n1, n2], key!, YEAR);
-  const allowed = results.reduce((s, r) => s + r.allowed, 0) + rest.allowed;
+  const { allowed, byNode } = await allAtOnce(t, key!, perNode, YEAR);
   // The owner holds back the other two members' shares by rule, which neither may take in a window
   // that began before its connection: what they answer comes out of the owner's part as grants.
-  t.equal(
-    allowed,
-    OWNER_LIMIT,
-    `exactly ${OWNER_LIMIT} allowed (by node: ${results.map((r) => r.allowed).join(", ")} of ${perNode} each, then ${rest.allowed})`,
-  );
+  t.equal(allowed, OWNER_LIMIT, `exactly ${OWNER_LIMIT} allowed (by node: ${byNode})`);
   const after = await Promise.all([n0, n2].map(shared));
   const grantedAfter = await Promise.all([n0, n2].map(async (n) => (await metric(n, "ringlimit_share_granted_total")) ?? 0));
   t.ok(
@@ -221,16 +227,9 @@ t.test("in one window that began after the cluster was up", async (t) => {
     const [hot] = ownedBy(1, "hot", 1);
     const before = await Promise.all([n0, n2].map(shared));
     const perNode = 1200;
-    const results = await Promise.all([n0, n1, n2].map((node) => hits(node, hot!, perNode, D)));
-    t.same(
-      results.map((r) => r.degraded),
-      [0, 0, 0],
-      "no answer degraded",
-    );
-    const rest = await drain([n0, n1, n2], hot!, D);
-    t.same([...new Set([...results.flatMap((r) => [...r.windows]), ...rest.windows])], [windowEnd], "all in one window");
-    const allowed = results.reduce((s, r) => s + r.allowed, 0) + rest.allowed;
-    t.equal(allowed, L, `exactly ${L} allowed (by node: ${results.map((r) => r.allowed).join(", ")} of ${perNode} each, then ${rest.allowed})`);
+    const { allowed, byNode, windows } = await allAtOnce(t, hot!, perNode, D);
+    t.same([...windows], [windowEnd], "all in one window");
+    t.equal(allowed, L, `exactly ${L} allowed (by node: ${byNode})`);
     const after = await Promise.all([n0, n2].map(shared));
     const fromShares = [after[0]! - before[0]!, after[1]! - before[1]!];
     t.ok(
