@@ -187,14 +187,14 @@ export class StateTable {
    * From now on, remember each key whose state a decision or a set() changes, once until
    * the next takeChanges() (replication sends a state, not each change). `onFirstChange`
    * runs when the first key is remembered after a take: the caller schedules its flush.
+   * Returns the log, whose `pending` counts the keys not yet taken.
    */
-  trackChanges(onFirstChange: () => void): void {
+  trackChanges(onFirstChange: () => void): ChangeLog {
     this.changes = new ChangeLog(this.a.length, onFirstChange);
     this.slotBytes = SLOT_BYTES + ChangeLog.SLOT_BYTES;
+    return this.changes;
   }
 
-  /** Keys changed since the last takeChanges() (0 when changes are not tracked). */
-  get pendingChanges(): number { return this.changes?.pending ?? 0; } // prettier-ignore
   /** The keys changed since the last call (some may have been deleted since). */
   takeChanges(): string[] {
     return this.changes?.take() ?? [];

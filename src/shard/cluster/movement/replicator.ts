@@ -4,6 +4,7 @@ import { mergeState, storeReplica } from "../../records/merge-states.js";
 import { ringKeyOfStateKey } from "../../ring/state-key.js";
 import { removalRecord, agesInPlace, decodeStates, isRemoval, maxRecordBytes, writeRecord, bornHere } from "../../records/state-records.js";
 import type { StateTable, StoredState } from "../../table/state-table.js";
+import type { ChangeLog } from "../../table/change-log.js";
 import { CallMethod, MAX_BATCH_BYTES } from "../wire/call-methods.js";
 import type { MemberPool } from "../membership/member-pool.js";
 import { admitState } from "../wire/peer-data.js";
@@ -91,6 +92,8 @@ class Link {
 export class Replicator {
   private scheduled = false;
   private timer: NodeJS.Timeout | undefined = undefined;
+  /** the owned table's log of changed keys, from start() */
+  private changes: ChangeLog | undefined = undefined;
   private changedAt = 0;
   private readonly targets: string[] = [];
   private readonly links = new Map<string, Link>();
@@ -110,7 +113,7 @@ export class Replicator {
   start(): void {
     this.syncedRing = this.o.pool.ring;
     const delayMs = this.o.delayMs;
-    this.o.owned.trackChanges(() => {
+    this.changes = this.o.owned.trackChanges(() => {
       if (this.scheduled) return;
       this.scheduled = true;
       this.changedAt = performance.now();
@@ -134,7 +137,7 @@ export class Replicator {
    */
   backlog(): number {
     // Changes gathered for the next send count too.
-    let n = this.o.replicas > 1 ? this.o.owned.pendingChanges : 0;
+    let n = this.changes?.pending ?? 0;
     for (const link of this.links.values()) n += link.pending.count + link.inFlightStates;
     return n;
   }
