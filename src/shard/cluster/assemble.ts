@@ -146,10 +146,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
       pool.reconnectNow(member);
     },
     resetApplied: (ringKey) => notices.announce(ringKey),
-    resetNotice: (payload) => {
-      notices.received(payload);
-      shares.forgetGrants(payload.toString("utf8"));
-    },
+    resetNotice: (payload) => shares.forgetGrants(notices.received(payload)),
     replicate: (payload, from) => {
       if (replicator === undefined) throw new Error("REPLICAS=1 here: not keeping replicas");
       return replicator.receive(payload, from, Date.now());

@@ -42,9 +42,11 @@ export class ResetNotices {
     return Promise.all(calls).then(() => undefined);
   }
 
-  /** RESET_NOTICE from the owner of the identifier. */
-  received(payload: Buffer): void {
+  /** RESET_NOTICE from the owner of the identifier: drop this node's blocks of the ring key it names, and return that key. */
+  received(payload: Buffer): string {
     if (payload.length === 0 || payload.length > MAX_NOTICE_BYTES) throw new RangeError("RESET_NOTICE: not a ring key");
-    this.blocked.forgetIdentifier(payload.toString("utf8"), Date.now());
+    const ringKey = payload.toString("utf8");
+    this.blocked.forgetIdentifier(ringKey, Date.now());
+    return ringKey;
   }
 }
