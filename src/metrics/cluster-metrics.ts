@@ -35,7 +35,7 @@ export class ClusterMetrics {
       lateAllowed: () => number;
       /** forwarded items this node dropped undecided: their sender's deadline budget had run out */
       expiredForwards: () => number;
-      /** requests owners granted this node beyond its shares (LEASE), and those it gave back unused */
+      /** requests owners granted this node beyond its shares (LEASE, opening grants), and those it gave back unused */
       sharesGranted: () => number;
       sharesReturned: () => number;
     },
@@ -69,7 +69,7 @@ export class ClusterMetrics {
     pulledCounter(
       registry,
       "ringlimit_share_granted_total",
-      "Requests the owners of keys granted this node beyond its shares of their windows (LEASE), counted on the owner at once (docs/api.md, Shares)",
+      "Requests the owners of keys granted this node beyond its shares of their windows (LEASE, and opening grants that came back with a forwarded decision), counted on the owner at once (docs/api.md, Shares)",
       sources.sharesGranted,
     );
     pulledCounter(
