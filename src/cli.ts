@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { KNOWN_VARIABLES } from "./config.js";
+import { RATELIMIT_IGNORED } from "./config/envoy-ratelimit.js";
 
 /** The commands `ringlimit [command]` knows; no command starts a node. */
 export const COMMANDS = Object.freeze({
@@ -39,7 +40,18 @@ export function version(): string {
 const KNOWN_NAMES = new Set(KNOWN_VARIABLES.map((v) => v.name));
 // Other programs' variables that sit within an edit or two of ours (OpenSSL's SSL_CERT_FILE
 // is set in many images): never suspect.
-const FOREIGN = new Set(["SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "NODE_OPTIONS", "NODE_ENV", "HOSTNAME", "HOME", "PATH"]);
+// envoyproxy/ratelimit's variables that ringlimit knows and ignores (a deployment made for it sets them).
+const FOREIGN = new Set([
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  "NODE_EXTRA_CA_CERTS",
+  "NODE_OPTIONS",
+  "NODE_ENV",
+  "HOSTNAME",
+  "HOME",
+  "PATH",
+  ...Object.keys(RATELIMIT_IGNORED),
+]);
 const PREFIX = "RINGLIMIT_";
 // Kubernetes injects service links for a Service named ringlimit (RINGLIMIT_SERVICE_HOST,
 // RINGLIMIT_PORT=tcp://…, RINGLIMIT_PORT_8080_TCP_ADDR, …): not ours, not misspellings.

@@ -1,7 +1,6 @@
-import { createPrivateKey, X509Certificate } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { createSecureContext } from "node:tls";
 import { parseArgs } from "node:util";
+import { bool, certificate, checkTlsFiles, ConfigError, int, list, oneOf, str, type Parser } from "./config/parsers.js";
+import { deriveRatelimitSettings, RATELIMIT_DEFAULTS, RATELIMIT_VARIABLES } from "./config/envoy-ratelimit.js";
 import { problemOfPolicy } from "./policy/index.js";
 import { clusterSecretWeakness } from "./peer/link/cluster-secret.js";
 
@@ -50,6 +49,8 @@ export const DEFAULTS = Object.freeze({
   shadowMode: false as boolean,
   rlsAllOrNothing: false as boolean,
   rlsRateLimitHeaders: false as boolean,
+  // envoyproxy/ratelimit's names, for a drop-in (docs/envoy-gateway.md)
+  ...RATELIMIT_DEFAULTS,
 });
 
 /** Settings whose default configFrom derives from the others (see DEFAULTS): a Config always holds a number there. */
@@ -59,25 +60,6 @@ export type Config = {
   -readonly [K in keyof typeof DEFAULTS]: K extends Derived ? number : (typeof DEFAULTS)[K];
 };
 
-type Parser = (raw: string, name: string) => unknown;
-
-const int =
-  (min: number, max: number): Parser =>
-  (raw, name) => {
-    if (!/^\d+$/.test(raw.trim())) throw new ConfigError(name, `expected an integer from ${min} to ${max}, got "${raw}"`);
-    const n = Number(raw);
-    if (n < min || n > max) throw new ConfigError(name, `expected an integer from ${min} to ${max}, got ${n}`);
-    return n;
-  };
-const str: Parser = (raw, name) => {
-  if (raw.trim() === "") throw new ConfigError(name, "must not be empty");
-  return raw.trim();
-};
-const list: Parser = (raw) =>
-  raw
-    .split(",")
-    .map((s) => s.trim())
-    .filter((s) => s !== "");
 /**
  * API_KEYS / API_KEY_HASHES: comma-separated entries, each a key optionally scoped to
  * namespace prefixes with `@`: `svc_sk_A@checkout.,search.,svc_sk_B`. A part that does not
@@ -103,19 +85,6 @@ const keyList =
     }
     return entries;
   };
-const bool: Parser = (raw, name) => {
-  const v = raw.trim().toLowerCase();
-  if (["true", "1", "yes", "on"].includes(v)) return true;
-  if (["false", "0", "no", "off"].includes(v)) return false;
-  throw new ConfigError(name, `expected true or false, got "${raw}"`);
-};
-const oneOf =
-  (values: string[]): Parser =>
-  (raw, name) => {
-    if (!values.includes(raw.trim())) throw new ConfigError(name, `expected one of ${values.join(", ")}, got "${raw}"`);
-    return raw.trim();
-  };
-
 /**
  * Every environment variable ringlimit reads: its name, its parser and one line for
  * `--help`. The only list of them: flags, `--help`, the misspelling warning and the tests
@@ -196,11 +165,28 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   advertiseUrl: ["ADVERTISE_URL", str, "the URL clients reach this node at, listed by GET /cluster (unset: http(s)://HOST:PORT)"],
   logLevel: ["LOG_LEVEL", oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"]), "fatal, error, warn, info, debug, trace or silent"],
   policyPath: ["POLICY_PATH", str, "a YAML file or folder of them: RLS rules and POST /limit overrides, reloaded on change (docs/policy.md)"],
-  grpcPort: ["GRPC_PORT", int(0, 65535), "port of Envoy's rate limit service (gRPC, RLS v3) and grpc.health.v1, with TLS when TLS_CERT_FILE is set (unset: off; docs/envoy.md)"],
-  grpcAuth: ["GRPC_AUTH", oneOf(["api-key", "none"]), "api-key: every RLS call needs authorization: Bearer <API key>; none: no key asked (only behind an mTLS mesh)"],
-  shadowMode: ["SHADOW_MODE", bool, "every RLS answer is OK, and every POST /limit answer allowed; requests are still counted, and what would have been blocked shows in ringlimit_rls_shadow_mode_total and ringlimit_shadow_allowed_total"],
-  rlsAllOrNothing: ["RLS_ALL_OR_NOTHING", bool, "count an RLS request's descriptors only when every one passes (default: each counted on its own, as envoyproxy/ratelimit)"],
+  grpcPort: [
+    "GRPC_PORT",
+    int(0, 65535),
+    "port of Envoy's rate limit service (gRPC, RLS v3) and grpc.health.v1, with TLS when TLS_CERT_FILE is set (unset: off; docs/envoy.md)",
+  ],
+  grpcAuth: [
+    "GRPC_AUTH",
+    oneOf(["api-key", "none"]),
+    "api-key: every RLS call needs authorization: Bearer <API key>; none: no key asked (only behind an mTLS mesh)",
+  ],
+  shadowMode: [
+    "SHADOW_MODE",
+    bool,
+    "every RLS answer is OK, and every POST /limit answer allowed; requests are still counted, and what would have been blocked shows in ringlimit_rls_shadow_mode_total and ringlimit_shadow_allowed_total",
+  ],
+  rlsAllOrNothing: [
+    "RLS_ALL_OR_NOTHING",
+    bool,
+    "count an RLS request's descriptors only when every one passes (default: each counted on its own, as envoyproxy/ratelimit)",
+  ],
   rlsRateLimitHeaders: ["RLS_RATELIMIT_HEADERS", bool, "add draft-10 RateLimit and RateLimit-Policy headers to RLS answers (response_headers_to_add)"],
+  ...RATELIMIT_VARIABLES,
 };
 
 const HOST_PORT = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;
@@ -274,57 +260,16 @@ export function configFrom(env: NodeJS.ProcessEnv, flags: ReadonlyMap<string, st
   if (config.metricsToken !== undefined && config.metricsToken.length < 16) {
     throw new ConfigError("METRICS_TOKEN", "must be at least 16 characters");
   }
+  deriveRatelimitSettings(config, (field) => {
+    const name = VARIABLES[field][0];
+    return flags.has(flagOf(name)) || env[name] !== undefined;
+  });
   const policyProblem = config.policyPath === undefined ? undefined : problemOfPolicy(config.policyPath); // start-up stops on a bad policy
   if (policyProblem !== undefined) throw new ConfigError("POLICY_PATH", policyProblem);
   if (config.failureTimeoutMs <= config.heartbeatIntervalMs) {
     throw new ConfigError("FAILURE_TIMEOUT_MS", "must be greater than HEARTBEAT_INTERVAL_MS");
   }
   return config;
-}
-
-/**
- * A certificate and its key: each readable and parseable, set together, and matching, so a
- * wrong file stops start-up with its variable's name instead of a TLS error later.
- */
-function checkTlsFiles(certName: string, certFile: string | undefined, keyName: string, keyFile: string | undefined): void {
-  const cert = certFile === undefined ? undefined : certificate(certName, certFile);
-  const key = keyFile === undefined ? undefined : privateKey(keyName, keyFile);
-  if (cert === undefined && key === undefined) return;
-  if (cert === undefined || key === undefined)
-    throw new ConfigError(cert === undefined ? certName : keyName, `${certName} and ${keyName} must be set together`);
-  try {
-    createSecureContext({ cert, key });
-  } catch {
-    throw new ConfigError(keyName, `${keyFile} is not the private key of the certificate in ${certName}`);
-  }
-}
-
-function readPem(name: string, file: string): Buffer {
-  try {
-    return readFileSync(file);
-  } catch (err) {
-    throw new ConfigError(name, `cannot read file ${file} (${(err as NodeJS.ErrnoException).code ?? "unreadable"})`);
-  }
-}
-
-function certificate(name: string, file: string): Buffer {
-  const pem = readPem(name, file);
-  try {
-    new X509Certificate(pem);
-  } catch {
-    throw new ConfigError(name, `${file} is not a PEM certificate`);
-  }
-  return pem;
-}
-
-function privateKey(name: string, file: string): Buffer {
-  const pem = readPem(name, file);
-  try {
-    createPrivateKey(pem);
-  } catch {
-    throw new ConfigError(name, `${file} is not an unencrypted PEM private key`);
-  }
-  return pem;
 }
 
 /** What the command line says: `[command] [--help] [--version] [--kebab-case value | --kebab-case=value]…` */
@@ -380,10 +325,4 @@ export const KNOWN_VARIABLES: readonly KnownVariable[] = Object.freeze(
 
 export const ENVIRONMENT_VARIABLES = Object.freeze(KNOWN_VARIABLES.map((v) => v.name));
 
-/** Thrown when start-up configuration is wrong; main prints `message` as one line. */
-export class ConfigError extends Error {
-  constructor(variable: string, problem: string) {
-    super(`${variable}: ${problem}`);
-    this.name = "ConfigError";
-  }
-}
+export { ConfigError } from "./config/parsers.js";

@@ -22,7 +22,10 @@ import { clusterKey } from "./peer/link/cluster-secret.js";
 import type { Policy } from "./policy/types.js";
 import { loadPolicy, NO_POLICY_VERSION, PolicyWatcher } from "./policy/index.js";
 import { PolicyMetrics } from "./metrics/policy-metrics.js";
+import { XdsPolicy, xdsClientOptionsOf } from "./policy/xds/index.js";
 import { RlsGrpcServer } from "./rls/grpc-server.js";
+import type { GrpcTlsFiles } from "./rls/grpc-tls.js";
+import { grpcClientCa } from "./config/envoy-ratelimit.js";
 import { RlsMetrics } from "./rls/rls-metrics.js";
 import { RlsService } from "./rls/rls-service.js";
 
@@ -49,7 +52,11 @@ export interface NodeOptions {
 }
 
 /** Wire one node together from its configuration and start serving. */
-export async function startNode(config: Config, logger: Logger = createLogger(config.logLevel, config.nodeId), options: NodeOptions = {}): Promise<RunningNode> {
+export async function startNode(
+  config: Config,
+  logger: Logger = createLogger(config.logLevel, config.nodeId),
+  options: NodeOptions = {},
+): Promise<RunningNode> {
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
   const replicated = clustered && config.replicas > 1;
   // One byte budget for every store of limit states, shared as memory-budget.ts says.
@@ -94,30 +101,46 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   // step with its files (the watcher starts once the cluster is built); a reload swaps the
   // policy in one assignment.
   let policyWatcher: PolicyWatcher | undefined;
+  let xds: XdsPolicy | undefined;
   let policy = options.policy;
+  const onPolicyChange = (next: Policy) => {
+    // The owner decides with the new policy from its next decision; the cluster forgets
+    // blocks that may not stand under it and logs the members that now differ.
+    local.setPolicy(next, config.shadowMode);
+    cluster?.policyChanged();
+    logger.info({ version: next.version }, "policy reloaded");
+  };
   if (policy === undefined && config.policyPath !== undefined) {
     const watcher = new PolicyWatcher({
       path: config.policyPath,
       initial: loadPolicy(config.policyPath),
-      onChange: (next) => {
-        // The owner decides with the new policy from its next decision; the cluster forgets
-        // blocks that may not stand under it and logs the members that now differ.
-        local.setPolicy(next, config.shadowMode);
-        cluster?.policyChanged();
-        logger.info({ version: next.version }, "policy reloaded");
-      },
+      onChange: onPolicyChange,
       logger,
       metrics: new PolicyMetrics(metrics.registry),
     });
     policyWatcher = watcher;
     policy = () => watcher.policy;
+  } else if (policy === undefined && config.configType === "GRPC_XDS_SOTW") {
+    // The policy over xDS (docs/envoy-gateway.md): one more source of the same Policy.
+    const source = new XdsPolicy({ ...xdsClientOptionsOf(config), onChange: onPolicyChange, logger, metrics: new PolicyMetrics(metrics.registry) });
+    xds = source;
+    policy = () => source.policy;
   }
   const policyVersion = (): string => policy?.()?.version ?? NO_POLICY_VERSION;
   // POST /limit's overrides and SHADOW_MODE are applied by each key's owner (docs/policy.md),
   // from before the peer listener takes forwarded decisions.
   local.setPolicy(policy?.(), config.shadowMode);
   const cluster = clustered
-    ? assembleCluster(config, { local, metrics, logger, tls: readPeerTls(config), replicaTable, blockedCacheBytes: budget.blockedCacheBytes, sharesBytes: budget.sharesBytes, policyVersion })
+    ? assembleCluster(config, {
+        local,
+        metrics,
+        logger,
+        tls: readPeerTls(config),
+        replicaTable,
+        blockedCacheBytes: budget.blockedCacheBytes,
+        sharesBytes: budget.sharesBytes,
+        policyVersion,
+      })
     : undefined;
   const decider: Decider = cluster?.decider ?? local;
   const durability = new DurabilityMetrics(metrics.registry, config.stateDir === undefined ? 0 : config.snapshotIntervalMs / 1000);
@@ -145,10 +168,26 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   const directory = cluster?.directory ?? new Directory(config.nodeId ?? "", "", () => policyVersion());
 
   policyWatcher?.start();
+  xds?.start();
+  if (xds !== undefined && !config.forceStartWithoutInitialConfig) {
+    // As envoyproxy/ratelimit: no answer before the first configuration, unless told to start without one.
+    logger.info({ server: config.xdsServerUrl }, "waiting for the first configuration over xDS (FORCE_START_WITHOUT_INITIAL_CONFIG=true starts without)");
+    await xds.firstConfig();
+  }
+  if (config.configType !== undefined && cluster === undefined) {
+    logger.warn(
+      "this node counts alone (no PEERS or PEERS_DNS): several replicas behind one Service each allow the whole limit; docs/envoy-gateway.md shows how they find each other",
+    );
+  }
   // Envoy's rate limit service: one more front door on the same decider (docs/envoy.md).
   const rls = new RlsService(
     { failOpen: config.failOpen, shadowMode: config.shadowMode, allOrNothing: config.rlsAllOrNothing, rateLimitHeaders: config.rlsRateLimitHeaders },
-    { decider, policy: policy ?? (() => undefined), metrics: new RlsMetrics(metrics.registry), countDegraded: (r) => metrics.countDegraded(r) },
+    {
+      decider,
+      policy: policy ?? (() => undefined),
+      metrics: new RlsMetrics(metrics.registry, config.usePrometheus),
+      countDegraded: (r) => metrics.countDegraded(r),
+    },
   );
   const grpc =
     config.grpcPort === undefined
@@ -157,8 +196,9 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
           {
             host: config.host,
             port: config.grpcPort,
-            auth: config.grpcAuth === "none" ? "none" : "api-key",
-            ...(config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined ? { tls: { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile } } : {}),
+            // A client certificate verified in the handshake replaces the API key (docs/envoy-gateway.md).
+            auth: config.grpcAuth === "none" || grpcClientCa(config) !== undefined ? "none" : "api-key",
+            ...grpcTlsOf(config),
           },
           { service: rls, verifier, isReady: () => cluster?.ready ?? true, logger },
         );
@@ -168,9 +208,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   });
   // GET /top: this node's summary alone, or merged across the ring.
   const top = (q: TopQuery): Promise<TopResult> =>
-    cluster !== undefined
-      ? cluster.top(q)
-      : Promise.resolve({ entries: metrics.topBlocked.top(q.n, admitsOf(q)), members: 1, answered: 1 });
+    cluster !== undefined ? cluster.top(q) : Promise.resolve({ entries: metrics.topBlocked.top(q.n, admitsOf(q)), members: 1, answered: 1 });
   const frontEnd = new FrontEnd(
     {
       host: config.host,
@@ -180,7 +218,10 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
       ...(config.metricsPort !== undefined ? { metricsPort: config.metricsPort } : {}),
       ...(config.metricsToken !== undefined ? { metricsToken: config.metricsToken } : {}),
     },
-    { decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top },
+    {
+      ...{ decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top },
+      policyLoaded: () => !config.healthyWithAtLeastOneConfigLoaded || (xds?.hasConfig ?? true),
+    },
   );
   const { port, metricsPort } = await frontEnd.listen().catch(async (err: unknown) => {
     await grpc?.close(0);
@@ -240,6 +281,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
         if (inFlight() > 0) logger.warn({ inFlight: inFlight() }, "drain timeout: closing with requests in flight");
         clearInterval(sweep);
         policyWatcher?.stop();
+        xds?.stop();
         frontEnd.close();
         await grpc?.close(Math.max(0, deadline - Date.now()));
         await cluster?.stop();
@@ -256,4 +298,20 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** The gRPC port's TLS: GRPC_SERVER_USE_TLS's files (and client CA), else the node's TLS_CERT_FILE, else none. */
+function grpcTlsOf(config: Config): { tls?: GrpcTlsFiles } {
+  const ca = grpcClientCa(config);
+  if (config.grpcServerUseTls && config.grpcServerTlsCert !== undefined && config.grpcServerTlsKey !== undefined) {
+    return {
+      tls: {
+        certFile: config.grpcServerTlsCert,
+        keyFile: config.grpcServerTlsKey,
+        ...(ca !== undefined ? { caFile: ca } : {}),
+        ...(ca !== undefined && config.grpcClientTlsSan !== undefined ? { clientSan: config.grpcClientTlsSan } : {}),
+      },
+    };
+  }
+  return config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined ? { tls: { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile } } : {};
 }

@@ -6,14 +6,7 @@ import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import t, { type Test } from "tap";
 import { clusterSecretWeakness, EXAMPLE_CLUSTER_SECRETS, generateClusterSecret } from "../src/peer/link/cluster-secret.js";
-import {
-  DEFAULTS,
-  ENVIRONMENT_VARIABLES,
-  flagOf,
-  KNOWN_VARIABLES,
-  loadConfig,
-  parseCommandLine,
-} from "../src/config.js";
+import { DEFAULTS, ENVIRONMENT_VARIABLES, flagOf, KNOWN_VARIABLES, loadConfig, parseCommandLine } from "../src/config.js";
 import { ConfigError } from "../src/config.js";
 import { selfSignedCert } from "./harness/certs.js";
 
@@ -215,6 +208,10 @@ t.test("CLUSTER_SECRET: 32 random bytes' worth, no examples, errors do not echo 
 });
 
 /** A bad value for every variable: adding a variable without a case here fails the test. */
+const XDS = { CONFIG_TYPE: "GRPC_XDS_SOTW" };
+const XDS_TLS = { ...XDS, CONFIG_GRPC_XDS_SERVER_USE_TLS: "true" };
+const GRPC_TLS = { GRPC_SERVER_USE_TLS: "true", GRPC_SERVER_TLS_CERT: CERT.certFile, GRPC_SERVER_TLS_KEY: CERT.keyFile };
+const PROMETHEUS = { USE_PROMETHEUS: "true" };
 const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   HOST: [[""], ["   "]],
   PORT: [["abc"], ["-1"], ["65536"], ["80.5"], ["1e3"], [""], ["0x50"]],
@@ -290,6 +287,34 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   RLS_ALL_OR_NOTHING: [["2"], [""]],
   RLS_RATELIMIT_HEADERS: [["draft-10"], [""]],
   POLICY_PATH: [[""], ["/nonexistent/policy.yaml"], [READABLE]],
+  // envoyproxy/ratelimit's names (config/envoy-ratelimit.ts)
+  CONFIG_TYPE: [["REDIS"], [""]],
+  FORCE_START_WITHOUT_INITIAL_CONFIG: [["maybe"]],
+  HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: [["maybe"]],
+  CONFIG_GRPC_XDS_SERVER_URL: [[""], ["http://x:1", XDS], ["no-port", XDS]],
+  CONFIG_GRPC_XDS_NODE_ID: [[""]],
+  CONFIG_GRPC_XDS_NODE_METADATA: [["no-value", XDS]],
+  CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: [["no-value", XDS]],
+  CONFIG_GRPC_XDS_SERVER_USE_TLS: [["maybe"]],
+  CONFIG_GRPC_XDS_CLIENT_TLS_CERT: [[""], ["/nonexistent/cert.pem", { ...XDS_TLS, CONFIG_GRPC_XDS_CLIENT_TLS_KEY: CERT.keyFile }]],
+  CONFIG_GRPC_XDS_CLIENT_TLS_KEY: [[""], [OTHER.keyFile, { ...XDS_TLS, CONFIG_GRPC_XDS_CLIENT_TLS_CERT: CERT.certFile }]],
+  CONFIG_GRPC_XDS_SERVER_TLS_CACERT: [[""], [CERT.keyFile, XDS_TLS]],
+  CONFIG_GRPC_XDS_SERVER_TLS_SAN: [[""]],
+  XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: [["soon"], ["5ms"], ["2h"]],
+  XDS_CLIENT_BACKOFF_MAX_INTERVAL: [["soon"], ["1s", { ...XDS, XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: "10s" }]],
+  XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: [["10"], ["big"]],
+  GRPC_SERVER_USE_TLS: [["maybe"]],
+  GRPC_SERVER_TLS_CERT: [[""], ["/nonexistent/cert.pem", { GRPC_SERVER_USE_TLS: "true", GRPC_SERVER_TLS_KEY: CERT.keyFile }]],
+  GRPC_SERVER_TLS_KEY: [[""], [OTHER.keyFile, { GRPC_SERVER_USE_TLS: "true", GRPC_SERVER_TLS_CERT: CERT.certFile }]],
+  GRPC_SERVER_TLS_CA_CERT: [[""], [CERT.keyFile, GRPC_TLS]],
+  GRPC_CLIENT_TLS_CACERT: [[""], [CERT.keyFile, GRPC_TLS]],
+  GRPC_CLIENT_TLS_SAN: [[""]],
+  USE_PROMETHEUS: [["maybe"]],
+  PROMETHEUS_ADDR: [
+    ["19001", PROMETHEUS],
+    [":x", PROMETHEUS],
+    [":8080", { ...PROMETHEUS, PORT: "8080" }],
+  ],
 };
 
 t.test("every bad value names its variable, from env and from the flag", async (t) => {

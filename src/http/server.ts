@@ -25,7 +25,6 @@ export type { RingDirectory } from "./endpoints/cluster.js";
  */
 const POST_ENDPOINTS: readonly AnyEndpoint[] = [limitEndpoint, batchEndpoint, resetEndpoint];
 
-
 export interface FrontEndOptions {
   host: string;
   port: number;
@@ -52,6 +51,8 @@ export interface FrontEndDeps {
   top?: (q: TopQuery) => Promise<TopResult>;
   /** the RLS service behind POST /json (docs/envoy.md); unset: no /json route */
   rls?: RlsDecisions;
+  /** whether GET /healthcheck may answer 200 as far as the policy goes (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED) */
+  policyLoaded?: () => boolean;
 }
 
 /**
@@ -89,14 +90,14 @@ export class FrontEnd {
     app.any("/top", (res) => this.endError(res, Errors.methodNotAllowed, "GET"));
     app.any("/cluster", (res) => this.endError(res, Errors.methodNotAllowed, "GET"));
     const readiness = () => (this.draining ? "draining" : this.deps.isReady() ? "ready" : "not ready");
-    serveHealth(app, readiness);
+    serveHealth(app, readiness, deps.policyLoaded);
     if (options.metricsPort === undefined) {
       app.get("/metrics", (res, req) => this.onMetrics(res, req));
     } else {
       // The admin port is plain HTTP even when the main one is TLS, and answers /health and
       // /ready too: Kubernetes probes and Prometheus reach it without certificates.
       this.adminApp = App().get("/metrics", (res, req) => this.onMetrics(res, req));
-      serveHealth(this.adminApp, readiness);
+      serveHealth(this.adminApp, readiness, deps.policyLoaded);
       this.adminApp.any("/*", (res) => this.endError(res, Errors.notFound));
     }
     app.any("/*", (res) => this.endError(res, Errors.notFound));

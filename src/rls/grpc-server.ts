@@ -1,10 +1,10 @@
-import { readFileSync } from "node:fs";
 import http2, { type Http2Server, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import { KeyScope, type ApiKeyVerifier } from "../auth/api-keys.js";
 import type { Logger } from "../logger.js";
 import { decodeHealthCheckRequest, decodeRateLimitRequest, DecodeError, encodeHealthCheckResponse, encodeRateLimitResponse } from "./wire/codec.js";
 import { RLS_ERRORS, type RlsErrorKind, type RlsFailure } from "./errors.js";
 import { HealthService } from "./health-service.js";
+import { GrpcTls, type GrpcTlsFiles } from "./grpc-tls.js";
 import { HEALTH_SERVICE_NAME, RLS_SERVICE_NAME } from "./wire/protos.js";
 import type { RlsService } from "./rls-service.js";
 import type { RlsResponse } from "./wire/messages.js";
@@ -13,8 +13,8 @@ export interface GrpcOptions {
   host: string;
   /** 0: any free port */
   port: number;
-  /** TLS_CERT_FILE / TLS_KEY_FILE: the node's certificate serves both ports; unset: plaintext HTTP/2 */
-  tls?: { certFile: string; keyFile: string };
+  /** TLS_CERT_FILE / TLS_KEY_FILE, or GRPC_SERVER_TLS_* with client certificates (grpc-tls.ts); unset: plaintext HTTP/2 */
+  tls?: GrpcTlsFiles;
   /** GRPC_AUTH: "api-key" asks every call for `authorization: Bearer <key>`; "none" trusts the network (an mTLS mesh) */
   auth: "api-key" | "none";
 }
@@ -55,6 +55,7 @@ const WAIT_FOR_TRAILERS = Object.freeze({ waitForTrailers: true });
 export class RlsGrpcServer {
   private readonly server: Http2Server;
   private readonly health: HealthService;
+  private readonly tls: GrpcTls | undefined;
   private readonly sessions = new Set<Http2Session>();
   private draining = false;
   /** calls received and not answered yet (a drain waits for 0) */
@@ -65,10 +66,8 @@ export class RlsGrpcServer {
     private readonly deps: GrpcDeps,
   ) {
     this.health = new HealthService(() => !this.draining && deps.isReady());
-    const tls = options.tls;
-    this.server = (
-      tls === undefined ? http2.createServer() : http2.createSecureServer({ cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) })
-    ) as Http2Server;
+    this.tls = options.tls === undefined ? undefined : new GrpcTls(options.tls, deps.logger);
+    this.server = (this.tls === undefined ? http2.createServer() : this.tls.server) as Http2Server;
     this.server.on("session", (session: Http2Session) => {
       this.sessions.add(session);
       session.on("close", () => this.sessions.delete(session));
@@ -176,6 +175,7 @@ export class RlsGrpcServer {
   /** Stops accepting connections, lets calls in flight end, and closes what is left after `graceMs`. */
   close(graceMs: number): Promise<void> {
     this.health.close();
+    this.tls?.close();
     return new Promise((resolve) => {
       const force = setTimeout(() => {
         for (const session of this.sessions) session.destroy();

@@ -32,8 +32,28 @@ interface RuleTotals {
 export class RlsMetrics {
   private readonly rules = new Map<string, RuleTotals>();
 
-  constructor(registry: Registry) {
+  /**
+   * `ratelimitServiceNames` (USE_PROMETHEUS): the same totals also as envoyproxy/ratelimit's
+   * Prometheus names, those its default statsd mapper gives (src/stats/prom/default_mapper.yaml),
+   * which Envoy Gateway's dashboards read: `ratelimit_service_rate_limit_<stat>{domain, key1,
+   * key2}`, key1 and key2 the first two levels of the rule's metric key.
+   */
+  constructor(registry: Registry, ratelimitServiceNames = false) {
     const rules = this.rules;
+    if (ratelimitServiceNames) {
+      STATS.forEach((stat, i) => {
+        new Counter({
+          name: `ratelimit_service_rate_limit_${stat}`,
+          help: HELP[stat],
+          labelNames: ["domain", "key1", "key2"],
+          registers: [registry],
+          collect() {
+            this.reset();
+            for (const r of rules.values()) if (r.counts[i]! > 0) this.inc(mapperLabels(r.domain, r.rule), r.counts[i]!);
+          },
+        });
+      });
+    }
     STATS.forEach((stat, i) => {
       new Counter({
         name: `ringlimit_rls_${stat}_total`,
@@ -83,3 +103,13 @@ const HELP: Record<(typeof STATS)[number], string> = {
   within_limit: "RLS hits within their rule's limit",
   shadow_mode: "RLS hits over the limit answered OK because the rule or SHADOW_MODE is in shadow mode",
 };
+
+/**
+ * The mapper's labels of a rule's metric key (`domain.key_value.key2_value…`): as the statsd
+ * mapper splits `ratelimit.service.rate_limit.<domain>.<key1>[.<key2>…].<stat>` on dots, key1
+ * and key2 are the first two levels (key2 only when there are two or more), deeper ones dropped.
+ */
+export function mapperLabels(domain: string, rule: string): { domain: string; key1: string; key2?: string } {
+  const levels = (rule.startsWith(domain + ".") ? rule.slice(domain.length + 1) : rule).split(".");
+  return levels.length > 1 ? { domain, key1: levels[0]!, key2: levels[1]! } : { domain, key1: levels[0]! };
+}

@@ -7,7 +7,17 @@ export type Readiness = "ready" | "not ready" | "draining";
  * 503 while starting, joining or draining), without auth, on the main port and on the
  * admin port (METRICS_PORT), where probes reach them over plain HTTP even with TLS on.
  */
-export function serveHealth(app: TemplatedApp, readiness: () => Readiness): void {
+export function serveHealth(app: TemplatedApp, readiness: () => Readiness, policyLoaded: () => boolean = () => true): void {
+  // envoyproxy/ratelimit's probe, which Envoy Gateway's Deployment uses for liveness too: 200
+  // while the process serves (a ring without quorum is no reason to restart it), 500 once it
+  // drains, and before a first policy with HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED.
+  app.get("/healthcheck", (res) => {
+    const ok = readiness() !== "draining" && policyLoaded();
+    res
+      .writeStatus(ok ? "200 OK" : "500 Internal Server Error")
+      .writeHeader("Content-Type", "text/plain")
+      .end(ok ? "OK" : "NOT OK");
+  });
   app.get("/health", (res) => {
     res.writeStatus("200 OK").writeHeader("Content-Type", "application/json").end('{"status":"ok"}');
   });
