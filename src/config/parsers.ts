@@ -64,10 +64,18 @@ export function readPem(name: string, file: string): Buffer {
   }
 }
 
+/** A CA bundle's certificates one by one: OpenSSL reads only the first of two PEM blocks written without a newline between them. */
+export function certificatesOf(pem: Buffer): string[] {
+  return pem.toString("latin1").match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? [];
+}
+
+/** A PEM file of one certificate or more (a CA bundle): each must parse. */
 export function certificate(name: string, file: string): Buffer {
   const pem = readPem(name, file);
+  const blocks = certificatesOf(pem);
   try {
-    new X509Certificate(pem);
+    if (blocks.length === 0) throw new Error("no certificate");
+    for (const block of blocks) new X509Certificate(block);
   } catch {
     throw new ConfigError(name, `${file} is not a PEM certificate`);
   }

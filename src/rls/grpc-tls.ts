@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from "node:fs";
 import http2, { type Http2SecureServer } from "node:http2";
 import { checkServerIdentity, createSecureContext, type PeerCertificate, type SecureContextOptions, type TLSSocket } from "node:tls";
+import { certificatesOf } from "../config/parsers.js";
 import type { Logger } from "../logger.js";
 
 /** How often the certificate files are stat'ed for a change (a Secret volume's symlink swap). */
@@ -78,7 +79,7 @@ function contextOptions(files: GrpcTlsFiles): SecureContextOptions {
   return {
     cert: readFileSync(files.certFile),
     key: readFileSync(files.keyFile),
-    ...(files.caFile !== undefined ? { ca: readFileSync(files.caFile) } : {}),
+    ...(files.caFile !== undefined ? { ca: certificatesOf(readFileSync(files.caFile)) } : {}),
   };
 }
 

@@ -30,11 +30,16 @@ export interface ClientOptions {
   key?: string | null;
   /** PEM CA for TLS; unset: plaintext */
   ca?: Buffer;
+  /** with `ca`: the client certificate and key this client presents (mutual TLS) */
+  clientCert?: { cert: Buffer; key: Buffer };
   deadlineMs?: number;
 }
 
 export function rlsClient(address: string, options: ClientOptions = {}): RlsClient {
-  const creds = options.ca === undefined ? credentials.createInsecure() : credentials.createSsl(options.ca);
+  const creds =
+    options.ca === undefined
+      ? credentials.createInsecure()
+      : credentials.createSsl(options.ca, options.clientCert?.key ?? null, options.clientCert?.cert ?? null);
   const rls: Client & Record<string, Function> = new pkg.envoy.service.ratelimit.v3.RateLimitService(address, creds);
   const health: Client & Record<string, Function> = new pkg.grpc.health.v1.Health(address, creds);
   const deadline = () => new Date(Date.now() + (options.deadlineMs ?? 10_000));

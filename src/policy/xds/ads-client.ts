@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import { credentials, Metadata, type ChannelCredentials, type ClientDuplexStream, type ServiceError } from "@grpc/grpc-js";
+import { certificatesOf } from "../../config/parsers.js";
 import type { Logger } from "../../logger.js";
 import { backoffDelayMs } from "./backoff.js";
 import { xdsProtos, type AnyMessage, type DiscoveryResponseMessage } from "./protos.js";
@@ -195,7 +196,7 @@ function credentialsOf(tls: AdsClientOptions["tls"]): ChannelCredentials {
   if (tls === undefined) return credentials.createInsecure();
   const context = createSecureContext({
     minVersion: "TLSv1.3",
-    ...(tls.caFile !== undefined ? { ca: readFileSync(tls.caFile) } : {}),
+    ...(tls.caFile !== undefined ? { ca: certificatesOf(readFileSync(tls.caFile)) } : {}),
     ...(tls.certFile !== undefined ? { cert: readFileSync(tls.certFile) } : {}),
     ...(tls.keyFile !== undefined ? { key: readFileSync(tls.keyFile) } : {}),
   });
