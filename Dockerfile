@@ -22,6 +22,8 @@ COPY tsconfig.json ./
 COPY src ./src
 COPY test ./test
 RUN npx tspc -p . && cp -r src/rls/wire/proto dist/src/rls/wire/ && rm -rf dist/test
+# The xDS client's .proto files (CONFIG_TYPE=GRPC_XDS_SOTW), next to its compiled code.
+RUN cp -r src/policy/xds/proto dist/src/policy/xds/
 
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
@@ -44,6 +46,9 @@ WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json LICENSE ./
+# Envoy Gateway runs the image with command /bin/ratelimit (docs/envoy-gateway.md): it execs
+# node on the service, so any user (65534 there) starts it and node receives the signals.
+COPY --chmod=0755 deploy/image/ratelimit /bin/ratelimit
 USER node
 # 8080: POST /limit, /health, /ready, /metrics. 9080: the authenticated peer channel.
 # 9100: /metrics, /health, /ready when METRICS_PORT=9100 (the Kubernetes manifests set it).
