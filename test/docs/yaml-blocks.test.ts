@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import t from "tap";
 import { parseAllDocuments } from "yaml";
 import { ENVIRONMENT_VARIABLES } from "../../src/config.js";
+import { RATELIMIT_IGNORED, RATELIMIT_VARIABLES } from "../../src/config/envoy-ratelimit.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 
@@ -21,7 +22,7 @@ function yamlBlocks(doc: string): string[] {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Any = any;
 
-const docs = ["docs/envoy.md", "docs/policy.md"].filter((d) => existsSync(path.join(ROOT, d)));
+const docs = ["docs/envoy.md", "docs/policy.md", "docs/envoy-gateway.md"].filter((d) => existsSync(path.join(ROOT, d)));
 
 t.test("every YAML block of the docs parses", async (t) => {
   t.ok(docs.includes("docs/envoy.md"), "docs/envoy.md exists");
@@ -62,4 +63,24 @@ t.test("docs/envoy.md: the Envoy bootstrap, the Istio filters, the settings", as
     t.ok(ENVIRONMENT_VARIABLES.includes(setting), `${setting} is a setting`);
     t.ok(text.includes("`" + setting + "`"), `docs/envoy.md documents ${setting}`);
   }
+});
+
+t.test("docs/envoy-gateway.md: every envoyproxy/ratelimit variable, read or ignored, and the objects to apply", async (t) => {
+  const text = readFileSync(path.join(ROOT, "docs/envoy-gateway.md"), "utf8");
+  for (const [name] of Object.values(RATELIMIT_VARIABLES)) t.ok(text.includes("`" + name), `${name} is documented`);
+  for (const name of Object.keys(RATELIMIT_IGNORED)) t.ok(text.includes("`" + name + "`"), `${name} is listed as ignored`);
+  const blocks: Any[] = yamlBlocks("docs/envoy-gateway.md").flatMap((b) => parseAllDocuments(b).map((d) => d.toJS()));
+  const service = blocks.find((b) => b?.kind === "Service");
+  t.equal(service?.spec.clusterIP, "None", "a headless Service");
+  const config = blocks.find((b) => b?.kind === "ConfigMap");
+  const eg: Any = parseAllDocuments(config.data["envoy-gateway.yaml"])[0]!.toJS();
+  const deployment = eg.provider.kubernetes.rateLimitDeployment;
+  const env = new Map<string, Any>(deployment.container.env.map((e: Any) => [e.name, e]));
+  t.match(env.get("PEERS_DNS"), { value: /^envoy-ratelimit-peers\..*:9080$/ }, "PEERS_DNS names the headless Service");
+  t.ok(env.get("CLUSTER_SECRET")?.valueFrom?.secretKeyRef, "CLUSTER_SECRET from a Secret");
+  t.ok(deployment.replicas > 1);
+  const kinds = blocks.map((b) => b?.kind).filter(Boolean);
+  t.same(kinds.filter((k) => k === "BackendTrafficPolicy").length, 2, "global limits, and a token budget");
+  const budget = blocks.find((b) => b?.metadata?.name === "token-budget");
+  t.match(budget.spec.rateLimit.global.rules[0].cost, { request: { from: "Number", number: 0 }, response: { from: "Metadata" } });
 });
