@@ -37,6 +37,8 @@ function inbound() {
     memberLeaving() {},
     handoffDone() {},
     peerAuthenticated() {},
+    peerClosed() {},
+    hold: () => Buffer.alloc(2),
     advertise: async () => Buffer.alloc(0),
     statesRefused() {},
     replicate: () => 0,

@@ -36,6 +36,8 @@ export interface PeerServerHandler {
    * cluster uses this to reconnect to it without waiting out a reconnect backoff.
    */
   onPeerAuthenticated?(nodeId: string): void;
+  /** An authenticated connection of `nodeId` closed (whatever the cause). */
+  onPeerClosed?(nodeId: string): void;
 }
 
 /** Counters for metrics and tests. */
@@ -287,11 +289,19 @@ export class InboundConnection implements PendingConnection {
   close(): void {
     if (this.phase === Phase.CLOSED) return;
     this.server.pending.remove(this);
+    const wasReady = this.phase === Phase.READY;
     this.phase = Phase.CLOSED;
     this.handshake = null;
     this.decoder.stop();
     clearTimeout(this.timer);
     this.socket.destroy();
     this.server.conns.delete(this);
+    if (wasReady) {
+      try {
+        this.server.opts.handler.onPeerClosed?.(this.remoteNodeId);
+      } catch (err) {
+        this.server.log.warn({ err: (err as Error).message }, "onPeerClosed failed");
+      }
+    }
   }
 }

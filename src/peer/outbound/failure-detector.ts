@@ -90,6 +90,11 @@ export class FailureDetector {
     return Math.max(0, now - this.heardAt - (stalledMs - this.heardStall));
   }
 
+  /** ms since the peer's last frame (performance.now()), with no allowance for this node's own stalls. */
+  sinceHeardMs(now: number): number {
+    return now - this.heardAt;
+  }
+
   /** ms until the peer is suspected; ≤ 0: suspected now. */
   remainingMs(now: number, stalledMs: number): number {
     return this.timeoutMs() - this.silenceMs(now, stalledMs);

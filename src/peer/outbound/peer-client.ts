@@ -124,6 +124,14 @@ export class PeerClient extends EventEmitter {
     return this.roundTrip.clockOffsetMs;
   }
 
+  /**
+   * ms since the peer's last frame, this node's own pauses included: what a node that was
+   * stopped reads at once on waking, before its failure detector runs (shares: docs/shares.md).
+   */
+  silentMs(): number {
+    return this.detector.sinceHeardMs(performance.now());
+  }
+
   /** Decisions waiting for an answer (including this turn's unsent batch). */
   get pendingCount(): number {
     return this.queue.waiting;

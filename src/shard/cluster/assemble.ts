@@ -24,7 +24,9 @@ import { ResetNotices } from "./routing/reset-notices.js";
 import { ClusterDecider } from "./routing/forwarding.js";
 import { InboundHandler } from "./routing/inbound.js";
 import { LiveView } from "./view.js";
-import { KnownMembers } from "./leases/known-members.js";
+import { Holders } from "./leases/holders.js";
+import { SHARE_MARGIN_MS } from "./leases/shares.js";
+import { encodeHoldReply } from "./wire/lease-wire.js";
 import { ShareTable } from "./leases/share-table.js";
 import { Shares } from "./leases/shares.js";
 
@@ -54,10 +56,9 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
   const table = local.table;
   // The pool calls back into parts made after it; none of its callbacks runs before start().
   let coordinator: Coordinator | undefined;
-  // The owner holds back a share for each other member it has known (leases/, share-rule.ts).
-  const known = new KnownMembers((count) => {
-    local.sharers = count - 1;
-  });
+  // The owner holds back a share for each member that asked and may still answer one (leases/holders.ts).
+  const holders = new Holders(config.failureTimeoutMs + SHARE_MARGIN_MS);
+  local.sharers = holders;
   let replicator: Replicator | undefined;
   const pool: MemberPool = new MemberPool({
     self: config.nodeId ?? `${config.peerHost}:${config.peerPort}`,
@@ -74,7 +75,6 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     clientTls: tls.client,
     logger,
     onRingChanged: (joined) => {
-      known.note(pool.ring.members, pool.self, pool.configuredCount);
       coordinator!.onRingChanged(joined);
       directory.setRing(pool.ring.members, pool.self);
       for (const member of joined) if (member !== pool.self) directory.exchangeWith(member, pool.client(member), logger);
@@ -116,7 +116,14 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     sharesReturned: () => shares.returned,
   });
   const blockedCache = new BlockedCache(blockedCacheBytes);
-  const shares = new Shares(new ShareTable(sharesBytes), known, (q) => local.mayChange(q), view, config.peerTimeoutMs);
+  const shares = new Shares(
+    new ShareTable(sharesBytes),
+    (q) => local.mayChange(q),
+    (owner) => policyVersions.versionOf(owner, pool.self) === policyVersion(),
+    view,
+    config.peerTimeoutMs,
+    config.failureTimeoutMs,
+  );
   const notices = new ResetNotices(view, blockedCache, config.peerTimeoutMs);
   const decider = new ClusterDecider(
     view,
@@ -141,10 +148,11 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     // A member (re)started and reached us: reach it now rather than after our backoff,
     // so it joins every ring and receives its states within milliseconds.
     peerAuthenticated: (member) => {
-      // Counted before the member's connection is up on its side, so before it may take a share.
-      known.note([member], pool.self, pool.configuredCount);
+      holders.opened(member);
       pool.reconnectNow(member);
     },
+    peerClosed: (member) => holders.closed(member, Date.now()),
+    hold: (member) => encodeHoldReply(holders.admit(member, pool.ring.size, Date.now()), holders.size),
     resetApplied: (ringKey) => notices.announce(ringKey),
     resetNotice: (payload) => shares.forgetGrants(notices.received(payload)),
     replicate: (payload, from) => {

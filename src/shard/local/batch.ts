@@ -1,7 +1,7 @@
 import { newStep, type LimitState } from "../../algorithms/index.js";
 import { newDecision, type Decision, type LimitQuery } from "../../decision.js";
 import type { ItemPolicy } from "./item-policy.js";
-import { ownerLimit } from "./share-rule.js";
+import { ownerLimitAt, type Sharers } from "./share-rule.js";
 import { stateKeyOf } from "../ring/state-key.js";
 import { KEEP_ORIGIN, type StateTable, type StoredState } from "../table/state-table.js";
 
@@ -46,8 +46,8 @@ export interface BatchDecision {
  */
 export function decideBatchOn(
   table: StateTable,
-  /** the owner's sharers (LocalDecider.sharers): items are decided against ownerLimit */
-  sharers: number,
+  /** the members the owner holds back for (LocalDecider.sharers): items are decided against ownerLimitAt */
+  sharers: Sharers,
   queries: readonly LimitQuery[],
   ringKeys: readonly string[],
   now: number,
@@ -72,7 +72,7 @@ export function decideBatchOn(
     const pending = overlay.get(key);
     const state: LimitState | null = pending !== undefined ? pending.state : (table.get(key) ?? null);
     const D = q.duration * 1000;
-    const limit = ownerLimit(q.algorithm.code, q.limit, sharers);
+    const limit = ownerLimitAt(q.algorithm.code, q.limit, q.duration, now, sharers);
     q.algorithm.step(state, limit, D, now, step, q.cost);
     const d = withPolicy(toDecision(step.allowed, step.remaining, step.resetMs, step.retryAfterMs), item);
     decisions.push(d);
@@ -113,7 +113,7 @@ export function decideBatchOn(
 /** `decisions` with each allowed item replaced by a peek at the table as it stands (blocked ones kept). */
 function standingViews(
   table: StateTable,
-  sharers: number,
+  sharers: Sharers,
   queries: readonly LimitQuery[],
   ringKeys: readonly string[],
   now: number,
@@ -124,7 +124,7 @@ function standingViews(
   return decisions.map((d, i) => {
     if (!d.allowed || d.shadow) return d;
     const q = effective(queries[i]!, items?.[i]);
-    q.algorithm.step(table.get(stateKeyOf(q.algorithm.code, q.duration, ringKeys[i]!)) ?? null, ownerLimit(q.algorithm.code, q.limit, sharers), q.duration * 1000, now, step, 0);
+    q.algorithm.step(table.get(stateKeyOf(q.algorithm.code, q.duration, ringKeys[i]!)) ?? null, ownerLimitAt(q.algorithm.code, q.limit, q.duration, now, sharers), q.duration * 1000, now, step, 0);
     const view = toDecision(true, step.remaining, step.resetMs, 0);
     view.applied = d.applied;
     return view;

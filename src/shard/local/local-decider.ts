@@ -6,7 +6,7 @@ import { decideBatchOn } from "./batch.js";
 import { itemPoliciesOf } from "./item-policy.js";
 import { Reservations } from "./reservations.js";
 import { ResetQueue } from "./reset-queue.js";
-import { ownerLimit } from "./share-rule.js";
+import { NO_SHARERS, ownerLimitAt, type Sharers } from "./share-rule.js";
 import { ringKeyOf, stateKeyOf } from "../ring/state-key.js";
 import type { StateTable } from "../table/state-table.js";
 
@@ -36,11 +36,10 @@ export class LocalDecider implements Decider {
   private policy: Policy | undefined = undefined;
   private shadowMode = false;
   /**
-   * Members other than this one it has known (the most at once; 0 alone): each may hold a
-   * share of every shared limit's window (share-rule.ts), so this owner decides against the
-   * limit less their shares. Set by the cluster; it only grows.
+   * The members this owner holds back a share for (share-rule.ts; the cluster's
+   * leases/holders.ts): it decides against the limit less their shares. None alone.
    */
-  sharers = 0;
+  sharers: Sharers = NO_SHARERS;
 
   /** one owner's parts of batches across owners, held until committed or released */
   readonly reservations: Reservations;
@@ -129,7 +128,7 @@ export class LocalDecider implements Decider {
   /** The entry point for decisions forwarded by peers: they arrive as fields, with no LimitQuery. */
   decideKey(ringKey: string, algorithm: Algorithm, limit: number, duration: number, now: number, cost = 1): Decision {
     const step = this.step;
-    if (this.sharers !== 0) limit = ownerLimit(algorithm.code, limit, this.sharers);
+    limit = ownerLimitAt(algorithm.code, limit, duration, now, this.sharers);
     this.table.decide(stateKeyOf(algorithm.code, duration, ringKey), algorithm, limit, duration * 1000, now, step, cost);
     const d = this.decision;
     d.allowed = step.allowed;

@@ -75,6 +75,8 @@ export function giveBack(table: StateTable, key: string, algorithmCode: number, 
   const state = table.get(key);
   const algorithm = algorithmByCode(algorithmCode);
   if (state === undefined || algorithm === undefined) return;
+  // Born in a later second than the count: this history never held it (a reset came between).
+  if (state.born * 1000 > countedAt) return;
   algorithm.refund(state, cost, countedAt, duration * 1000, now, refunded);
   table.set(key, { a: refunded.a, b: refunded.b, c: refunded.c, expiresAt: state.expiresAt, origin: state.origin, born: state.born }, KEEP_WEIGHT);
 }

@@ -3,6 +3,7 @@ import t from "tap";
 import { ALGORITHMS } from "../../../src/algorithms/index.js";
 import { decideBatchOn } from "../../../src/shard/local/batch.js";
 import { LocalDecider } from "../../../src/shard/local/local-decider.js";
+import { NO_SHARERS } from "../../../src/shard/local/share-rule.js";
 import { ringKeyOf } from "../../../src/shard/ring/state-key.js";
 import { StateTable } from "../../../src/shard/table/state-table.js";
 
@@ -15,7 +16,7 @@ for (const alg of ALGORITHMS) {
     const q = (id: string, cost: number) => ({ namespace: "ns", identifier: id, limit: 10, duration: 60, algorithm: alg, cost });
     const peek = (id: string, now: number) => local.decideSync(q(id, 0), now).remaining;
     const reserve = (name: string, id: string, cost: number, now: number) => {
-      const r = decideBatchOn(table, 0, [q(id, cost)], [ringKeyOf("ns", id)], now, true, true);
+      const r = decideBatchOn(table, NO_SHARERS, [q(id, cost)], [ringKeyOf("ns", id)], now, true, true);
       t.ok(r.allowed);
       t.equal(r.standing![0]!.remaining, 10, "the view before the batch");
       local.reservations.hold(name, r.counted, now + 2000);

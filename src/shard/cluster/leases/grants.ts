@@ -19,14 +19,16 @@ export interface Grant {
  * more than its free requests divided by twice the members: grants shrink as the window fills,
  * and below MIN_GRANT none is given and every request of that member asks the owner. Nothing
  * for a key the share rule does not cover, or whose limit this owner's policy may change.
+ * A grant needs no share held back: it is in the count from the moment it is given, so it
+ * travels with the state (hand-off, replication) like any decision. `members`: the ring's.
  */
-export function grantShare(local: LocalDecider, query: LimitQuery, ringKey: string, now: number): Grant {
+export function grantShare(local: LocalDecider, query: LimitQuery, ringKey: string, now: number, members: number): Grant {
   const windowStart = fixedWindowStart(now, query.duration * 1000);
   const share = shareOf(query.algorithm.code, query.limit);
   const none = { granted: 0, windowStart };
-  if (share === 0 || local.sharers === 0 || query.cost < 1 || query.cost > share || local.mayChange(query)) return none;
+  if (share === 0 || members < 2 || query.cost < 1 || query.cost > share || local.mayChange(query)) return none;
   const free = local.decideKey(ringKey, query.algorithm, query.limit, query.duration, now, 0).remaining;
-  const granted = Math.min(query.cost, Math.floor(free / (2 * (local.sharers + 1))));
+  const granted = Math.min(query.cost, Math.floor(free / (2 * members)));
   if (granted < MIN_GRANT) return none;
   return local.decideKey(ringKey, query.algorithm, query.limit, query.duration, now, granted).allowed ? { granted, windowStart } : none;
 }
@@ -38,6 +40,6 @@ export function grantShare(local: LocalDecider, query: LimitQuery, ringKey: stri
  * LEASE's, so the key's next requests there are answered from it instead of each being
  * forwarded. Asked once per key, window and sender.
  */
-export function openingGrant(local: LocalDecider, query: LimitQuery, ringKey: string, now: number): Grant {
-  return grantShare(local, { ...query, cost: shareOf(query.algorithm.code, query.limit) }, ringKey, now);
+export function openingGrant(local: LocalDecider, query: LimitQuery, ringKey: string, now: number, members: number): Grant {
+  return grantShare(local, { ...query, cost: shareOf(query.algorithm.code, query.limit) }, ringKey, now, members);
 }

@@ -29,7 +29,7 @@ export interface Share {
   refused: boolean;
   /** requests the owner granted in this window (LEASE): the part of `left` that can be returned */
   granted: number;
-  /** unix ms (this node's clock) of the last grant, and of the last request answered */
+  /** unix ms (this node's clock) the first grant held now was asked (before the owner counted it), and of the last request answered */
   grantedAt: number;
   usedAt: number;
   /** requests the share could not answer (they went to the owner), each within MISS_RUN_MS of the one before */
@@ -42,6 +42,12 @@ export interface Share {
   opened: boolean;
   /** holds an opening grant: what is left of it stays here until the window ends, not returned when idle */
   keep: boolean;
+  /**
+   * The owner's connection (shares.ts, its epoch) this share and its grants were taken on. On
+   * another (the owner changed, restarted, failed over, or the connection was lost) all it
+   * holds is void: the count it was held back from or granted out of may not be the owner's now.
+   */
+  epoch: number;
 }
 
 /** Misses further apart than this start a new run: a key asked for about once a second or less is not hot. */
@@ -89,8 +95,9 @@ export class ShareTable {
    * the owner's grants only (a grant is counted on the owner, so it needs no rule). Returns
    * what is left after the request, or NO_SHARE when it must go to the owner.
    */
-  take(stateKey: string, windowStart: number, keepUntil: number, limit: number, share: number, cost: number, byRule: boolean, now: number): number {
+  take(stateKey: string, windowStart: number, keepUntil: number, limit: number, share: number, cost: number, byRule: boolean, now: number, epoch: number): number {
     let s = this.shares.get(stateKey);
+    if (s !== undefined && s.epoch !== epoch) this.void(stateKey, s, epoch);
     if (s === undefined || s.windowStart !== windowStart) {
       // A later window already open here: the owner's clock, as read, went back.
       if (s !== undefined && s.windowStart > windowStart) return NO_SHARE;
@@ -113,6 +120,7 @@ export class ShareTable {
           ruled: byRule,
           opened: false,
           keep: false,
+          epoch,
         };
         this.shares.set(stateKey, s);
         this.heldBytes += bytes;
@@ -153,16 +161,18 @@ export class ShareTable {
    * has moved on from it (the grant is lost with its window). `keep`: an opening grant, kept
    * until the window ends like a share by rule (returnIdle passes it by).
    */
-  grant(stateKey: string, windowStart: number, granted: number, now: number, keep = false): boolean {
+  grant(stateKey: string, windowStart: number, granted: number, now: number, epoch: number, keep = false): boolean {
     const s = this.shares.get(stateKey);
-    if (s === undefined || s.windowStart !== windowStart) return false;
+    // Granted on a connection this share no longer lives on: counted in a state it cannot spend against.
+    if (s === undefined || s.windowStart !== windowStart || s.epoch !== epoch) return false;
     if (granted === 0) {
       s.refused = true;
       return false;
     }
+    // The earliest ask of what is held: a give-back names a moment before any of it was counted.
+    if (s.granted === 0) s.grantedAt = now;
     s.left += granted;
     s.granted += granted;
-    s.grantedAt = now;
     if (keep && !s.keep) {
       // A LEASE grant held when the opening one came is kept with it from now on.
       this.holding.delete(stateKey);
@@ -213,6 +223,24 @@ export class ShareTable {
     for (const key of keys) drop(key);
     this.kept.delete(ringKey);
     this.heldBytes -= stringBytes(ringKey) + KEPT_OVERHEAD_BYTES;
+  }
+
+  /**
+   * The owner's connection changed (`epoch`): nothing held of this window stands any more, the
+   * share by rule included (its window was held back by a count the owner may have lost or
+   * handed on). The window goes on empty (not by rule): its next request goes to the owner and
+   * may bring an opening grant (wantsOpening).
+   */
+  private void(stateKey: string, s: Share, epoch: number): void {
+    if (s.keep) this.unkeep(stateKey);
+    this.holding.delete(stateKey);
+    s.epoch = epoch;
+    s.left = 0;
+    s.granted = 0;
+    s.ruled = false;
+    s.opened = false;
+    s.refused = false;
+    s.keep = false;
   }
 
   /** Take `stateKey` out of the kept-grant index (its window ended, or it is being dropped); the caller clears its `keep`. */

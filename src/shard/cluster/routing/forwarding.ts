@@ -86,7 +86,7 @@ export class ClusterDecider implements Decider {
   private fromShare(query: LimitQuery, stateKey: string, owner: string, now: number): Decision | undefined {
     const client = this.view.client(owner);
     if (client === undefined) return undefined;
-    const d = this.shares.answer(query, stateKey, client, now, this.shared);
+    const d = this.shares.answer(query, stateKey, client, owner, now, this.shared);
     if (d !== undefined) this.metrics.forwardOutcome("shared");
     return d;
   }
@@ -177,7 +177,7 @@ export class ClusterDecider implements Decider {
       }
       this.metrics.observeForward(performance.now() - sentAt);
       this.view.noteForward(owner, false, now);
-      if (r.granted > 0 && opening) this.shares.openingGranted(stateKey, query, r.grantWindowStart * 1000, r.granted, now);
+      if (r.granted > 0 && opening) this.shares.openingGranted(stateKey, query, r.grantWindowStart * 1000, r.granted, now, client);
       d.allowed = r.code === 0;
       d.remaining = r.remaining;
       d.resetTime = r.resetTime;

@@ -46,8 +46,14 @@ export function onBatchCall(
     case CallMethod.GIVE_BACK: {
       // Counted at most ageMs ago on this clock: the earliest moment is taken, so a window that
       // turned meanwhile is left as it is (never given back from a window it was not counted in).
+      // Nor into a state that did not hold it: one reset since that moment, or begun after it (a
+      // member that missed the reset's notice gives back a grant the reset erased).
       const { ageMs, query: q } = decodeGiveBack(payload);
-      giveBack(local.table, stateKeyOf(q.algorithm.code, q.duration, ringKeyOf(q.namespace, q.identifier)), q.algorithm.code, q.duration, q.cost, now - ageMs, now);
+      const ringKey = ringKeyOf(q.namespace, q.identifier);
+      const countedAt = now - ageMs;
+      const resetAt = local.table.resetAt(ringKey, now);
+      if (resetAt !== undefined && resetAt >= countedAt) return Buffer.alloc(0);
+      giveBack(local.table, stateKeyOf(q.algorithm.code, q.duration, ringKey), q.algorithm.code, q.duration, q.cost, countedAt, now);
       return Buffer.alloc(0);
     }
     case CallMethod.RESET: {

@@ -25,6 +25,10 @@ export interface InboundEvents {
   advertise(payload: Buffer, from: string): Promise<Buffer>;
   /** a member (re)started and reached this node */
   peerAuthenticated(member: string): void;
+  /** an authenticated connection of `member` closed */
+  peerClosed(member: string): void;
+  /** HOLD from `member`: the reply (leases/holders.ts) */
+  hold(member: string): Buffer;
   /** RESET: this node reset `ringKey` as its owner; resolves when the other members have dropped their blocks of it */
   resetApplied(ringKey: string): Promise<void>;
   /** RESET_NOTICE: the owner of a ring key reset it */
@@ -82,7 +86,7 @@ export class InboundHandler implements PeerServerHandler {
     // The sender's share opened empty: a grant of the window goes back with a counted answer
     // (none for a stray's count, nor where this owner's policy changed or shadowed the limit).
     if (query.opening === true && verdict.kind === "decide" && !verdict.stray && d.allowed && !d.shadow && applied === null && cost > 0) {
-      const grant = openingGrant(this.local, { namespace, identifier, algorithm, limit, duration, cost, overridable }, ringKey, now);
+      const grant = openingGrant(this.local, { namespace, identifier, algorithm, limit, duration, cost, overridable }, ringKey, now, this.view.ring.size);
       out.granted = grant.granted;
       out.grantWindowStart = grant.windowStart / 1000;
     }
@@ -140,9 +144,11 @@ export class InboundHandler implements PeerServerHandler {
         const ringKey = ringKeyOf(q.namespace, q.identifier);
         // Granted only by the key's owner on this node's ring too: a stray's count is not the one that holds.
         const verdict = ownership(this.view, ringKey, q.algorithm.code, q.duration, now, "forwarded");
-        const grant = verdict.kind === "decide" && !verdict.stray ? grantShare(this.local, q, ringKey, now) : undefined;
+        const grant = verdict.kind === "decide" && !verdict.stray ? grantShare(this.local, q, ringKey, now, this.view.ring.size) : undefined;
         return encodeLeaseReply(grant?.granted ?? 0, grant?.windowStart ?? fixedWindowStart(now, q.duration * 1000));
       }
+      case CallMethod.HOLD:
+        return this.events.hold(from);
       case CallMethod.RESET_NOTICE:
         this.events.resetNotice(payload, from);
         return Buffer.alloc(0);
@@ -158,5 +164,9 @@ export class InboundHandler implements PeerServerHandler {
 
   onPeerAuthenticated(nodeId: string): void {
     this.events.peerAuthenticated(nodeId);
+  }
+
+  onPeerClosed(nodeId: string): void {
+    this.events.peerClosed(nodeId);
   }
 }

@@ -38,6 +38,12 @@ export const CallMethod = Object.freeze({
    * (lease-wire.ts). The owner counts what it grants at once. Reply: u32 granted, f64 window start.
    */
   LEASE: 17,
+  /**
+   * Empty payload (protocol 12): may the sender answer shares by rule of the receiver's keys?
+   * The receiver, yes, holds back a share for it in every window from now on while its
+   * connection is open (leases/holders.ts). Reply: u8 1 yes / 0 no, u8 members held back for.
+   */
+  HOLD: 18,
 });
 
 /** A batch is cut at this size (plus one record), within the peer channel's 512 KiB frame limit. */

@@ -37,3 +37,13 @@ export function decodeLeaseReply(buf: Buffer): { granted: number; windowStart: n
   if (granted > REQUEST_BOUNDS.limit.max || !Number.isSafeInteger(windowStart) || windowStart < 0) throw new RangeError("LEASE reply out of bounds");
   return { granted, windowStart };
 }
+
+/** HOLD's reply (CALL method 18): whether the owner holds back a share for the asker, and for how many members in all. */
+export function encodeHoldReply(held: boolean, holders: number): Buffer {
+  return Buffer.from([held ? 1 : 0, Math.min(holders, 255)]);
+}
+
+export function decodeHoldReply(buf: Buffer): { held: boolean; holders: number } {
+  if (buf.length !== 2 || buf[0]! > 1) throw new RangeError("HOLD reply: 2 bytes");
+  return { held: buf[0] === 1, holders: buf[1]! };
+}
