@@ -9,6 +9,7 @@ import { describeListenError, ListenError } from "./http/listen.js";
 import { createLogger, type Logger } from "./logger.js";
 import { Metrics } from "./metrics/metrics.js";
 import { assembleCluster } from "./shard/cluster/assemble.js";
+import { TopBlocked } from "./shard/top/top-blocked.js";
 import type { Cluster } from "./shard/cluster/cluster.js";
 import { readPeerTls } from "./shard/cluster/peer-tls.js";
 import { Directory } from "./shard/cluster/membership/directory.js";
@@ -82,11 +83,12 @@ export async function startNode(
     logger.warn({ generatedApiKey: generated.key, sha256: generated.sha256 }, "no API_KEYS or API_KEY_HASHES configured: generated an API key for this run");
   }
   const verifier = new ApiKeyVerifier(apiKeys, config.apiKeyHashes);
+  const topBlocked = new TopBlocked(budget.topBlockedBytes, Date.now());
   const metrics = new Metrics(
     {
       storedKeys: () => table.size,
-      storedBytes: (): number => table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0) + metrics.topBlocked.bytes,
-      topBlockedBytes: budget.topBlockedBytes,
+      storedBytes: (): number => table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0) + topBlocked.bytes,
+      topBlocked,
       maxStoredBytes: budget.totalBytes,
       maxKeys: config.maxKeys,
       maxNamespaces: config.metricsMaxNamespaces,
@@ -140,6 +142,7 @@ export async function startNode(
         blockedCacheBytes: budget.blockedCacheBytes,
         sharesBytes: budget.sharesBytes,
         policyVersion,
+        topBlocked,
       })
     : undefined;
   const decider: Decider = cluster?.decider ?? local;
@@ -208,7 +211,7 @@ export async function startNode(
   });
   // GET /top: this node's summary alone, or merged across the ring.
   const top = (q: TopQuery): Promise<TopResult> =>
-    cluster !== undefined ? cluster.top(q) : Promise.resolve({ entries: metrics.topBlocked.top(q.n, admitsOf(q)), members: 1, answered: 1 });
+    cluster !== undefined ? cluster.top(q) : Promise.resolve({ entries: topBlocked.top(q.n, admitsOf(q)), members: 1, answered: 1 });
   const frontEnd = new FrontEnd(
     {
       host: config.host,

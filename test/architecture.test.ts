@@ -111,6 +111,10 @@ t.test(`no folder of src/ holds more than ${MAX_FOLDER_FILES} files`, async (t) 
   );
 });
 
+t.test("metrics/ imports nothing from shard/: shard logic (the top offenders' sketch) lives there, and metrics only reads it", async (t) => {
+  t.same(violations(inside("metrics"), inside("shard")), []);
+});
+
 t.test("http/ reaches shard/ only through the composition root", async (t) => {
   t.same(violations(inside("http"), inside("shard")), []);
 });

@@ -5,7 +5,6 @@ import { FastHistogram } from "./fast-histogram.js";
 import { NamespaceOutcomes } from "./namespace-outcomes.js";
 import { pulledCounter, pulledGauge, pulledLabelledCounter } from "./pulled.js";
 import { RenderCache } from "./render-cache.js";
-import { TopBlocked } from "./top-blocked.js";
 
 const STATUSES = [200, 400, 401, 403, 404, 405, 413, 415, 429, 500, 503] as const;
 
@@ -22,9 +21,16 @@ export interface MetricSources {
   expirations: () => number;
   /** POST requests received and not answered yet */
   requestsInFlight: () => number;
-  /** the top offenders' share of MAX_MEMORY_MB (memory-budget.ts); default 1 MiB */
-  topBlockedBytes?: number;
+  /** where POST answers note the identifiers they blocked (shard/top/top-blocked.ts, GET /top); none: not noted */
+  topBlocked?: BlockedNotes;
 }
+
+/** What the front end notes of a block for GET /top: the sketch itself lives in shard/top/. */
+export interface BlockedNotes {
+  blocked(namespace: string, identifier: string, at: number): void;
+}
+
+const NOT_NOTED: BlockedNotes = { blocked: () => {} };
 
 /**
  * Prometheus metrics. Hot-path counters are plain numbers in arrays, turned into
@@ -45,8 +51,8 @@ export class Metrics {
   readonly decisionSeconds: FastHistogram;
   /** POST /limit outcomes per namespace, bounded (namespace-outcomes.ts) */
   readonly namespaces: NamespaceOutcomes;
-  /** the identifiers blocked most on this node, bounded (top-blocked.ts, GET /top) */
-  readonly topBlocked: TopBlocked;
+  /** the identifiers blocked most on this node, bounded (shard/top/top-blocked.ts, GET /top) */
+  readonly topBlocked: BlockedNotes;
   private readonly rendered: RenderCache;
 
   /** `renderIntervalMs`: /metrics text is rendered at most once per this many ms (0: every scrape). */
@@ -103,7 +109,7 @@ export class Metrics {
       registry,
     );
     this.namespaces = new NamespaceOutcomes(registry, sources.maxNamespaces);
-    this.topBlocked = new TopBlocked(sources.topBlockedBytes ?? 1024 * 1024, clock());
+    this.topBlocked = sources.topBlocked ?? NOT_NOTED;
     pulledGauge(registry, "ringlimit_stored_keys", "Limit states stored on this node", sources.storedKeys);
     pulledGauge(registry, "ringlimit_requests_in_flight", "POST requests received and not answered yet (a drain waits for 0)", sources.requestsInFlight);
     pulledGauge(

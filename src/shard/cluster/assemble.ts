@@ -12,6 +12,7 @@ import { MemberPool } from "./membership/member-pool.js";
 import { PolicyVersions } from "./membership/policy-versions.js";
 import { answerTop, topAcrossRing } from "./top-offenders.js";
 import type { TopRequest } from "./wire/top-wire.js";
+import type { TopBlocked } from "../top/top-blocked.js";
 import { policyMismatchGauge } from "../../metrics/policy-metrics.js";
 import { DnsMembership, StaticMembership } from "./membership/member-sources.js";
 import { splitHostPort } from "./membership/self-address.js";
@@ -44,6 +45,8 @@ export interface ClusterParts {
   sharesBytes: number;
   /** the version of the policy this node holds now (docs/policy.md): told with every heartbeat */
   policyVersion: () => string;
+  /** the identifiers this node blocked most (GET /top): answered to peers, merged across the ring */
+  topBlocked: TopBlocked;
 }
 
 /**
@@ -52,7 +55,7 @@ export interface ClusterParts {
  * inbound handler behind the peer listener and the decider the front end asks, and wires
  * their events to each other. Nothing is started here (Cluster.start).
  */
-export function assembleCluster(config: Config, { local, metrics, logger, tls, replicaTable, blockedCacheBytes, sharesBytes, policyVersion }: ClusterParts): Cluster {
+export function assembleCluster(config: Config, { local, metrics, logger, tls, replicaTable, blockedCacheBytes, sharesBytes, policyVersion, topBlocked }: ClusterParts): Cluster {
   const table = local.table;
   // The pool calls back into parts made after it; none of its callbacks runs before start().
   let coordinator: Coordinator | undefined;
@@ -75,6 +78,8 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     clientTls: tls.client,
     logger,
     onRingChanged: (joined) => {
+      // Before any decision on the new ring: what this node answered by rule of keys it now owns.
+      shares.foldOwned(table, (ringKey) => pool.ring.owner(ringKey) === pool.self, Date.now());
       coordinator!.onRingChanged(joined);
       directory.setRing(pool.ring.members, pool.self);
       for (const member of joined) if (member !== pool.self) directory.exchangeWith(member, pool.client(member), logger);
@@ -143,7 +148,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     },
     handoffDone: (from) => moving.onHandoffDone(from),
     advertise: (payload, from) => directory.answerAdvertise(payload, from),
-    top: (payload) => answerTop(payload, metrics.topBlocked),
+    top: (payload) => answerTop(payload, topBlocked),
     statesRefused: (from, count) => logger.warn({ from, count }, "handed-over states out of bounds: not merged"),
     // A member (re)started and reached us: reach it now rather than after our backoff,
     // so it joins every ring and receives its states within milliseconds.
@@ -176,6 +181,6 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
   const dns = config.peersDns !== undefined ? splitHostPort(config.peersDns) : undefined;
   const membership =
     dns !== undefined ? new DnsMembership(dns.host, dns.port, config.dnsIntervalMs, logger, config.dnsServer) : new StaticMembership(config.peers);
-  const top = (q: TopRequest) => topAcrossRing(q, metrics.topBlocked, pool.ring.members, pool.self, (m) => pool.client(m), config.peerTimeoutMs);
+  const top = (q: TopRequest) => topAcrossRing(q, topBlocked, pool.ring.members, pool.self, (m) => pool.client(m), config.peerTimeoutMs);
   return new Cluster({ pool, coordinator, directory, replicator, blockedCache, decider, shares, server, membership, policyVersions, top });
 }

@@ -1,4 +1,4 @@
-import { byCount, type TopBlocked, type TopEntry } from "../../metrics/top-blocked.js";
+import { byCount, type TopBlocked, type TopEntry } from "../top/top-blocked.js";
 import type { PeerClient } from "../../peer/index.js";
 import { CallMethod } from "./wire/call-methods.js";
 import { decodeTopReply, decodeTopRequest, encodeTopReply, encodeTopRequest, MAX_TOP_ENTRIES, type TopRequest } from "./wire/top-wire.js";

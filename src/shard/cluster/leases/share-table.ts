@@ -1,4 +1,5 @@
 import { ringKeyOfStateKey } from "../../ring/state-key.js";
+import { SHARE_DIVISOR } from "../../local/share-rule.js";
 import { stringBytes } from "../../table/key-bytes.js";
 
 /** What an entry costs beside its key string: the Map entry and the Share object (header, seven number fields, a flag). */
@@ -27,6 +28,8 @@ export interface Share {
   asking: boolean;
   /** the owner granted nothing in this window (near the limit): not asked again until the next */
   refused: boolean;
+  /** requests answered from it in this window */
+  spent: number;
   /** requests the owner granted in this window (LEASE): the part of `left` that can be returned */
   granted: number;
   /** unix ms (this node's clock) the first grant held now was asked (before the owner counted it), and of the last request answered */
@@ -112,6 +115,7 @@ export class ShareTable {
           keepUntil,
           asking: false,
           refused: false,
+          spent: 0,
           granted: 0,
           grantedAt: 0,
           usedAt: now,
@@ -132,6 +136,7 @@ export class ShareTable {
         s.keepUntil = keepUntil;
         // What was granted for the window that ended was counted in it: nothing to return.
         s.granted = 0;
+        s.spent = 0;
         s.refused = false;
         s.misses = 0;
         s.ruled = byRule;
@@ -147,6 +152,7 @@ export class ShareTable {
       return NO_SHARE;
     }
     s.left -= cost;
+    s.spent += cost;
     s.usedAt = now;
     return s.left;
   }
@@ -237,10 +243,30 @@ export class ShareTable {
     s.epoch = epoch;
     s.left = 0;
     s.granted = 0;
+    s.spent = 0;
     s.ruled = false;
     s.opened = false;
     s.refused = false;
     s.keep = false;
+  }
+
+  /**
+   * This node now owns the keys `owns` names: hand `fold(stateKey, requests)` what it answered
+   * of their current windows from shares by rule (held back by the previous owner, so in no
+   * count that moved here), and drop their shares. At most one share per key; grants spent are
+   * counted too (they were in the moved count already: under-admitted by that much at worst).
+   */
+  foldOwned(owns: (ringKey: string) => boolean, now: number, fold: (stateKey: string, requests: number) => void): void {
+    for (const [key, s] of this.shares) {
+      if (!owns(ringKeyOfStateKey(key))) continue;
+      const current = now < s.keepUntil - SHARE_KEEP_MS;
+      const byRule = s.ruled ? Math.min(s.spent, Math.floor(s.limit / SHARE_DIVISOR)) : 0;
+      if (current && byRule > 0) fold(key, byRule);
+      if (s.keep) this.unkeep(key);
+      this.holding.delete(key);
+      this.shares.delete(key);
+      this.heldBytes -= stringBytes(key) + ENTRY_OVERHEAD_BYTES;
+    }
   }
 
   /** Take `stateKey` out of the kept-grant index (its window ended, or it is being dropped); the caller clears its `keep`. */

@@ -4,6 +4,7 @@ import type { Decision, LimitQuery } from "../../../decision.js";
 import type { PeerClient } from "../../../peer/index.js";
 import { ownerLimit, ruledWindow, shareOf } from "../../local/share-rule.js";
 import type { HashRing } from "../../ring/ring.js";
+import type { StateTable } from "../../table/state-table.js";
 import { parseStateKey, ringKeyOfStateKey, splitRingKey } from "../../ring/state-key.js";
 import { encodeGiveBack, MAX_GIVE_BACK_AGE_MS } from "../wire/batch-wire.js";
 import { CallMethod } from "../wire/call-methods.js";
@@ -269,6 +270,25 @@ export class Shares {
   private takeGrant(stateKey: string, windowStart: number, granted: number, askedAt: number, epoch: number, keep: boolean): void {
     if (this.resets.size > 0 && (this.resets.get(ringKeyOfStateKey(stateKey)) ?? 0) >= askedAt) return;
     if (this.table.grant(stateKey, windowStart, granted, askedAt, epoch, keep)) this.granted += granted;
+  }
+
+  /**
+   * The ring changed and this node owns keys it held shares of: what it answered of their
+   * current windows from shares by rule was held back by their previous owner, in no count
+   * that moves here (a hand-off moves counts, not what an owner held back), so it is counted
+   * into `owned` now, in this node's current window of each (docs/shares.md, hand-off).
+   */
+  foldOwned(owned: StateTable, owns: (ringKey: string) => boolean, now: number): void {
+    this.table.foldOwned(owns, now, (stateKey, requests) => {
+      const parsed = parseStateKey(stateKey);
+      if (parsed === undefined) return;
+      const D = parsed.duration * 1000;
+      const windowStart = fixedWindowStart(now, D);
+      const s = owned.get(stateKey);
+      const b = (s !== undefined && s.a === windowStart ? s.b : 0) + requests;
+      const expiresAt = Math.ceil((windowStart + D) / 1000);
+      owned.set(stateKey, { a: windowStart, b, c: 0, expiresAt, origin: s?.origin ?? 0, born: s?.born ?? Math.floor(now / 1000) });
+    });
   }
 
   /** RESET_NOTICE: the owner reset the identifier of `ringKey`; the grants of its keys here go with its counts. */

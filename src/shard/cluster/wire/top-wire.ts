@@ -1,5 +1,5 @@
 import { isUtf8 } from "node:buffer";
-import type { TopEntry } from "../../../metrics/top-blocked.js";
+import type { TopEntry } from "../../top/top-blocked.js";
 
 /*
  * The CALL that asks a member for its identifiers blocked most (GET /top, merged across the

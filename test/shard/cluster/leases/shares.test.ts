@@ -25,7 +25,14 @@ function ownerClient(): PeerClient {
 function opened() {
   const table = new ShareTable(1 << 20);
   const owner = ownerClient();
-  const shares = new Shares(table, () => false, () => true, { ring: new HashRing(["a", "b", "c"]), client: () => owner }, 1000, 1000);
+  const shares = new Shares(
+    table,
+    () => false,
+    () => true,
+    { ring: new HashRing(["a", "b", "c"]), client: () => owner },
+    1000,
+    1000,
+  );
   t.equal(shares.answer(query, stateKey, owner, "b", T0, newDecision()), undefined, "no HOLD yes: the share opens empty");
   t.ok(shares.wantsOpening(stateKey, query.limit));
   return { table, shares, owner };
@@ -76,6 +83,13 @@ t.test("nothing is answered from a share of an owner silent past FAILURE_TIMEOUT
   t.equal(shares.answer(query, stateKey, owner, "b", T0 + 1, out), undefined, "silent 1001 ms: asked");
   (owner as unknown as { silentMs: () => number }).silentMs = () => 10;
   t.ok(shares.answer(query, stateKey, owner, "b", T0 + 1, out)?.allowed, "heard again: answered");
-  const skewed = new Shares(new ShareTable(1 << 20), () => false, () => false, { ring: new HashRing(["a", "b"]), client: () => owner }, 1000, 1000);
+  const skewed = new Shares(
+    new ShareTable(1 << 20),
+    () => false,
+    () => false,
+    { ring: new HashRing(["a", "b"]), client: () => owner },
+    1000,
+    1000,
+  );
   t.equal(skewed.answer(query, stateKey, owner, "b", T0 + 1, out), undefined, "another policy version than the owner's: asked");
 });

@@ -5,8 +5,8 @@
  * covers, and the namespace filter.
  */
 import t from "tap";
-import { TopBlocked } from "../../src/metrics/top-blocked.js";
-import { prng } from "../harness/prng.js";
+import { TopBlocked } from "../../../src/shard/top/top-blocked.js";
+import { prng } from "../../harness/prng.js";
 
 const T0 = 1_800_000_000_000;
 const ANY = () => true;

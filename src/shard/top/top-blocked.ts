@@ -1,5 +1,5 @@
-import { splitRingKey } from "../shard/ring/state-key.js";
-import { stringBytes } from "../shard/table/key-bytes.js";
+import { splitRingKey } from "../ring/state-key.js";
+import { stringBytes } from "../table/key-bytes.js";
 
 /** How long one sketch collects before it is rotated out: GET /top covers the last one to two of these. */
 export const TOP_INTERVAL_MS = 60_000;
