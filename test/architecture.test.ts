@@ -182,7 +182,7 @@ function runtimePackagesOf(file: string): string[] {
 
 t.test("src/client loads only itself, the ring code and pure helpers: no uWebSockets.js, http/ or peer/", async (t) => {
   const client = path.join(SRC, "client") + path.sep;
-  // The ring and its hash, the key layout, the blocked cache (and what a key costs in bytes), the product slug, the request bounds,
+  // The ring and its hash, the key layout, the blocked cache (what a key costs in bytes, the memory of resets), the product slug, the request bounds,
   // and the algorithm registry (names and codes; the algorithms are pure and import nothing else: see above).
   // The client package (packages/client) compiles src/client and every module it names,
   // type-only imports included (tsc emits them all): this list is what ringlimit-client ships.
@@ -193,6 +193,7 @@ t.test("src/client loads only itself, the ring code and pure helpers: no uWebSoc
       "shard/ring/state-key.ts",
       "shard/cluster/routing/blocked-cache.ts",
       "shard/table/key-bytes.ts",
+      "shard/table/reset-memory.ts",
       "decision.ts",
     ].map((f) => path.join(SRC, f)),
   );

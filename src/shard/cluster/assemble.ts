@@ -120,9 +120,11 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     sharesGranted: () => shares.granted,
     sharesReturned: () => shares.returned,
   });
-  const blockedCache = new BlockedCache(blockedCacheBytes);
+  // One memory of resets on the node: the table's (bounded, counted in MAX_MEMORY_MB).
+  const blockedCache = new BlockedCache(blockedCacheBytes, table.resets);
   const shares = new Shares(
     new ShareTable(sharesBytes),
+    table.resets,
     (q) => local.mayChange(q),
     (owner) => policyVersions.versionOf(owner, pool.self) === policyVersion(),
     view,

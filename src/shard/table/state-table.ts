@@ -93,8 +93,8 @@ export class StateTable {
   /** ring key → its states' slots: a reset finds what it removes without a scan */
   private readonly identifiers: IdentifierIndex;
   private changes: ChangeLog | undefined; // see trackChanges
-
-  private readonly resets: ResetMemory;
+  /** the node's one memory of resets (made here; heard of from owners: the blocked cache, the shares), in `bytes` */
+  readonly resets: ResetMemory;
 
   /** scratch view handed to algorithms, refilled per decision */
   private readonly view: LimitState = { a: 0, b: 0, c: 0 };

@@ -4,6 +4,7 @@ import type { Decision, LimitQuery } from "../../../decision.js";
 import type { PeerClient } from "../../../peer/index.js";
 import { ownerLimit, ruledWindow, shareOf } from "../../local/share-rule.js";
 import type { HashRing } from "../../ring/ring.js";
+import type { HeardResets } from "../../table/reset-memory.js";
 import type { StateTable } from "../../table/state-table.js";
 import { parseStateKey, ringKeyOfStateKey, splitRingKey } from "../../ring/state-key.js";
 import { encodeGiveBack, MAX_GIVE_BACK_AGE_MS } from "../wire/batch-wire.js";
@@ -34,9 +35,6 @@ export const HOLD_RETRY_MS = 10_000;
 export const ASK_EMPTY_AFTER_MISSES = 2;
 /** A grant not drawn on for this long goes back to the owner (one sweep a second, not a timer per key). */
 export const RETURN_IDLE_MS = 1000;
-/** Resets heard of, remembered (newest kept) for longer than any LEASE call may take. */
-const MAX_RESETS = 4096;
-const RESET_KEEP_MS = 60_000;
 
 /** What the shares read of the cluster: the ring and a member's connection. */
 export interface SharesView {
@@ -85,8 +83,6 @@ interface OwnerLink {
  */
 export class Shares {
   private timer: NodeJS.Timeout | undefined;
-  /** ring key → unix ms a reset of it was heard of: a grant asked before it is not taken */
-  private readonly resets = new Map<string, number>();
   /** per owner connection: its epoch and the owner's answer to HOLD */
   private readonly links = new Map<PeerClient, OwnerLink>();
   private epochs = 0;
@@ -96,6 +92,8 @@ export class Shares {
 
   constructor(
     private readonly table: ShareTable,
+    /** the resets heard of (RESET_NOTICE, written by the blocked cache): the node's one memory of them */
+    private readonly resets: HeardResets,
     /** whether this node's policy may change the query's limit (an override, SHADOW_MODE): then the owner decides */
     private readonly overridden: (query: LimitQuery) => boolean,
     /** whether `owner` told (heartbeats) the policy version this node runs: else its limit may not be this node's */
@@ -268,7 +266,7 @@ export class Shares {
    * it: a give-back (returnIdle) names a moment no later than the count.
    */
   private takeGrant(stateKey: string, windowStart: number, granted: number, askedAt: number, epoch: number, keep: boolean): void {
-    if (this.resets.size > 0 && (this.resets.get(ringKeyOfStateKey(stateKey)) ?? 0) >= askedAt) return;
+    if ((this.resets.resetHeardAt(ringKeyOfStateKey(stateKey), Date.now()) ?? 0) >= askedAt) return;
     if (this.table.grant(stateKey, windowStart, granted, askedAt, epoch, keep)) this.granted += granted;
   }
 
@@ -291,16 +289,9 @@ export class Shares {
     });
   }
 
-  /** RESET_NOTICE: the owner reset the identifier of `ringKey`; the grants of its keys here go with its counts. */
+  /** RESET_NOTICE: the owner reset the identifier of `ringKey` (heard of: the blocked cache noted it); the grants of its keys here go with its counts. */
   forgetGrants(ringKey: string): void {
     this.table.forgetGrants(ringKey);
-    const now = Date.now();
-    this.resets.delete(ringKey);
-    this.resets.set(ringKey, now);
-    for (const [key, at] of this.resets) {
-      if (this.resets.size <= MAX_RESETS && at > now - RESET_KEEP_MS) break;
-      this.resets.delete(key);
-    }
   }
 
   /** Give back to their owners the grants of shares no request drew on for RETURN_IDLE_MS. */

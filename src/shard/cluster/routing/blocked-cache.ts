@@ -1,4 +1,5 @@
 import { stringBytes } from "../../table/key-bytes.js";
+import { ResetMemory, type HeardResets } from "../../table/reset-memory.js";
 
 /**
  * What an entry costs beside its key string: the Map entry (key, value, chain: ~3 words plus
@@ -7,9 +8,6 @@ import { stringBytes } from "../../table/key-bytes.js";
  * identifier's blocks, and the ring key: a slice of the state key).
  */
 const ENTRY_OVERHEAD_BYTES = 240;
-/** Reset notices remembered (see forgetIdentifier), newest kept; and for how long. */
-const MAX_NOTICES = 4096;
-const NOTICE_MS = 60_000;
 
 interface Block {
   /** unix ms (this node's clock) until which the owner's answer stands */
@@ -39,11 +37,13 @@ export class BlockedCache {
   private readonly blocks = new Map<string, Block>();
   /** ring key → the state keys of its blocks: a reset forgets them without a scan */
   private readonly groups = new Map<string, Set<string>>();
-  /** ring key → unix ms (this node's clock) at which a reset of it was last heard of */
-  private readonly notices = new Map<string, number>();
   private heldBytes = 0;
 
-  constructor(readonly maxBytes = 16 * 1024 * 1024) {}
+  constructor(
+    readonly maxBytes = 16 * 1024 * 1024,
+    /** the resets heard of: on a node, its state table's memory (one, counted in MAX_MEMORY_MB); the client keeps its own */
+    private readonly resets: HeardResets = new ResetMemory(maxBytes / 16),
+  ) {}
 
   get(stateKey: string, limit: number, now: number): Block | undefined {
     const block = this.blocks.get(stateKey);
@@ -58,7 +58,7 @@ export class BlockedCache {
     if (old !== undefined) this.forget(stateKey, old);
     const ringKey = stateKey.slice(stateKey.indexOf(":") + 1);
     // Asked before a reset of the identifier was heard of: the owner may have answered before it.
-    const notice = this.notices.get(ringKey);
+    const notice = this.resets.resetHeardAt(ringKey, receivedAt);
     if (notice !== undefined && receivedAt <= notice) return;
     const cost = stringBytes(stateKey) + ENTRY_OVERHEAD_BYTES;
     if (cost > this.maxBytes) return;
@@ -79,12 +79,7 @@ export class BlockedCache {
    * way may predate the reset). Returns how many blocks were forgotten.
    */
   forgetIdentifier(ringKey: string, now: number): number {
-    this.notices.delete(ringKey);
-    this.notices.set(ringKey, now);
-    for (const [key, at] of this.notices) {
-      if (this.notices.size <= MAX_NOTICES && at > now - NOTICE_MS) break;
-      this.notices.delete(key);
-    }
+    this.resets.hearReset(ringKey, now);
     const group = this.groups.get(ringKey);
     if (group === undefined) return 0;
     const n = group.size;

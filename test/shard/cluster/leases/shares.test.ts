@@ -7,6 +7,7 @@ import { newDecision, type LimitQuery } from "../../../../src/decision.js";
 import type { PeerClient } from "../../../../src/peer/index.js";
 import { ShareTable } from "../../../../src/shard/cluster/leases/share-table.js";
 import { Shares } from "../../../../src/shard/cluster/leases/shares.js";
+import { ResetMemory } from "../../../../src/shard/table/reset-memory.js";
 import { HashRing } from "../../../../src/shard/ring/ring.js";
 import { ringKeyOf, stateKeyOf } from "../../../../src/shard/ring/state-key.js";
 
@@ -25,8 +26,10 @@ function ownerClient(): PeerClient {
 function opened() {
   const table = new ShareTable(1 << 20);
   const owner = ownerClient();
+  const resets = new ResetMemory(1 << 20);
   const shares = new Shares(
     table,
+    resets,
     () => false,
     () => true,
     { ring: new HashRing(["a", "b", "c"]), client: () => owner },
@@ -35,7 +38,7 @@ function opened() {
   );
   t.equal(shares.answer(query, stateKey, owner, "b", T0, newDecision()), undefined, "no HOLD yes: the share opens empty");
   t.ok(shares.wantsOpening(stateKey, query.limit));
-  return { table, shares, owner };
+  return { table, shares, owner, resets };
 }
 
 t.test("an opening grant of one share is taken and kept; more than one share is refused whole", async (t) => {
@@ -50,8 +53,10 @@ t.test("an opening grant of one share is taken and kept; more than one share is 
 });
 
 t.test("a grant asked before a reset notice of its identifier is not taken; one asked after it is", async (t) => {
-  const { table, shares, owner } = opened();
+  const { table, shares, owner, resets } = opened();
   const askedAt = Date.now() - 10;
+  // RESET_NOTICE: heard in the node's one memory of resets (by the blocked cache), then the grants dropped.
+  resets.hearReset(ringKey, Date.now());
   shares.forgetGrants(ringKey);
   shares.openingGranted(stateKey, query, T0, 16, askedAt, owner);
   t.equal(table.entry(stateKey)!.left, 0, "counted before the reset, erased by it");
@@ -85,6 +90,7 @@ t.test("nothing is answered from a share of an owner silent past FAILURE_TIMEOUT
   t.ok(shares.answer(query, stateKey, owner, "b", T0 + 1, out)?.allowed, "heard again: answered");
   const skewed = new Shares(
     new ShareTable(1 << 20),
+    new ResetMemory(1 << 20),
     () => false,
     () => false,
     { ring: new HashRing(["a", "b"]), client: () => owner },

@@ -1,6 +1,7 @@
 /** The blocked cache: a block stands until its time for its limit only, and the cache stays within its bytes, also after clear() (the client clears it after a reset). */
 import t from "tap";
 import { BlockedCache } from "../../../../src/shard/cluster/routing/blocked-cache.js";
+import { StateTable } from "../../../../src/shard/table/state-table.js";
 
 const T0 = 1_800_000_000_000;
 
@@ -58,4 +59,19 @@ t.test("forgetIdentifier drops every block of one identifier, and ignores a bloc
   cache.remember("060:4:testu", 5, T0 + 11, 60_000, 0);
   t.ok(cache.get("060:4:testu", 5, T0 + 20), "asked after: cached");
   t.equal(cache.forgetIdentifier("4:nothing", T0 + 30), 0);
+});
+
+t.test("on a node the resets heard of live in the state table's memory of resets: one memory, counted in its bytes", async (t) => {
+  const table = new StateTable(1000, T0, 1 << 20);
+  const before = table.bytes;
+  const cache = new BlockedCache(64 * 1024, table.resets);
+  cache.forgetIdentifier("4:testu", T0);
+  t.ok(table.bytes > before, `counted with the states (${before} → ${table.bytes} bytes)`);
+  t.equal(table.resets.resetHeardAt("4:testu", T0 + 1), T0);
+  t.equal(table.resetAt("4:testu", T0 + 1), undefined, "heard of, not made here: merges drop nothing for it");
+  cache.remember("060:4:testu", 5, T0 - 1, 60_000, 0);
+  t.equal(cache.get("060:4:testu", 5, T0 + 1), undefined, "a block asked before it is not kept");
+  table.noteReset("4:testu", T0 + 2);
+  t.equal(table.resets.resetHeardAt("4:testu", T0 + 3), T0, "a reset made here keeps the one heard of");
+  t.equal(table.resets.resetHeardAt("4:testu", T0 + 60_001), undefined, "both forgotten after RESET_MEMORY_MS");
 });
