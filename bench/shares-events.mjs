@@ -12,7 +12,8 @@
 //   policy  the owner holds a deny override of the keys, the other two nodes no policy yet
 //           (a ConfigMap roll): allowed undegraded of 4 keys × 300 requests (should be 0)
 //   reset   node 0 holds a grant of a key, is paused (SIGSTOP) across the key's reset on its
-//           owner and past the owner's idle timeout, then all three drive the key to refusal:
+//           owner and past the owner's idle timeout, wakes and stays idle 3 s (it gives the
+//           erased grant back), then all three drive the key to refusal:
 //           allowed undegraded after the reset (at most 2,048)
 //   scale   4 nodes, then 2 leave (SIGTERM) and 1 comes back, within one 60 s window, the key
 //           driven round-robin between events: allowed undegraded in the window (at most 2,048)
@@ -116,6 +117,8 @@ if (rows.includes('reset')) {
       await sleep(5000)
       nodes[0].signal('SIGCONT')
       await waitForRing(nodes, 3, 20_000).catch(() => {})
+      // Idle past RETURN_IDLE_MS: node 0 gives back the grant the reset erased.
+      await sleep(3000)
       const first = await drive(nodes, id, 2400)
       const rest = await drain(nodes, id)
       results.push({ allowed: first.allowed + rest.allowed, degraded: first.degraded + rest.degraded })
