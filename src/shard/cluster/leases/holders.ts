@@ -34,6 +34,12 @@ export class Holders implements Sharers {
   private live = 0;
   /** held members whose connections all closed (counted by countAt while their `until` has not passed) */
   private lingering = 0;
+  /**
+   * Hold back for every member that connects, asked or not: what a member of peer protocol 11
+   * expects (it answers shares by rule without asking HOLD). Set while the ring runs a version
+   * below 12 (the version negotiation decides it); off, only the members that asked are held.
+   */
+  private everyone = false;
 
   constructor(
     /** FAILURE_TIMEOUT_MS plus a margin: how long after its last connection closed a member may still answer a share */
@@ -69,6 +75,13 @@ export class Holders implements Sharers {
       this.live++;
       m.until = Infinity;
     }
+    if (this.everyone) this.admit(member, 0, 0);
+  }
+
+  /** Hold back for every member that connects (a ring at peer protocol 11), the connected ones now included; see `everyone`. */
+  holdEveryone(on: boolean, now: number): void {
+    this.everyone = on;
+    if (on) for (const [name, m] of this.members) if (m.open > 0) this.admit(name, 0, now);
   }
 
   /** A connection of `member` authenticated here closed at `now`. */

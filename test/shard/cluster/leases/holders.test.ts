@@ -59,3 +59,12 @@ t.test("never more than MAX_HOLDERS at once: the next is told no and answers not
   t.notOk(h.admit("late", 16, T0), "m0 still lingers: full");
   t.equal(h.countAt(T0), MAX_HOLDERS);
 });
+
+t.test("a ring at peer protocol 11: every member that connects is held back for, asked or not", async (t) => {
+  const h = new Holders(LINGER);
+  h.opened("old");
+  h.holdEveryone(true, T0);
+  t.equal(h.countAt(T0), 1, "connected before: held now");
+  h.opened("older");
+  t.equal(h.countAt(T0), 2, "connected after: held at once");
+});
