@@ -38,13 +38,13 @@ async function freshWindow(durationS: number, needMs: number): Promise<number> {
 }
 
 t.test("policy roll: a key the owner denies is never answered allowed from a member's share under the member's older policy", async (t) => {
-  await freshWindow(60, 30_000);
+  await freshWindow(20, 15_000);
   let allowed = 0;
   let degraded = 0;
   for (let k = 0; k < 4; k++) {
     const id = cluster.identifierOwnedBy(1, `deny-${run}-${k}`);
     for (let i = 0; i < 60; i++) {
-      const r = await hit(cluster.nodes[i % 3]!, id, L, { duration: 60 });
+      const r = await hit(cluster.nodes[i % 3]!, id, L, { duration: 20 });
       if (r.json.data.degraded !== undefined) degraded++;
       else if (r.status === 200) allowed++;
     }
@@ -54,24 +54,24 @@ t.test("policy roll: a key the owner denies is never answered allowed from a mem
 });
 
 t.test("a member paused across a reset gives back a grant the reset erased: the owner refunds none of it into the count after the reset", async (t) => {
-  await freshWindow(60, 40_000);
+  await freshWindow(30, 25_000);
   const id = cluster.identifierOwnedBy(2, `reset-${run}`);
   const granted = async () => (await metric(n0, "ringlimit_share_granted_total")) ?? 0;
   const returned = async () => (await metric(n0, "ringlimit_share_returned_total")) ?? 0;
   const g0 = await granted();
   // 10 of node 0's 16: it asks its owner (node 2) for a grant of 16.
-  for (let i = 0; i < 10; i++) t.equal((await hit(n0, id, L, { duration: 60 })).status, 200);
+  for (let i = 0; i < 10; i++) t.equal((await hit(n0, id, L, { duration: 30 })).status, 200);
   t.ok(await eventually(async () => (await granted()) >= g0 + SHARE, 10_000), "node 0 holds a grant");
   const r0 = await returned();
   n0.signal("SIGSTOP");
   try {
     // The notice to node 0 waits out PEER_TIMEOUT_MS (5 s here) and is missed.
     t.equal((await post(n1.url, "/limit/reset", { namespace: "test", identifier: id })).status, 200);
-    for (let i = 0; i < 100; i++) t.equal((await hit(n2, id, L, { duration: 60 })).status, 200);
+    for (let i = 0; i < 100; i++) t.equal((await hit(n2, id, L, { duration: 30 })).status, 200);
   } finally {
     n0.signal("SIGCONT");
   }
-  const countAtOwner = async () => (await hit(n2, id, L, { duration: 60, cost: 0 })).json.data.count as number;
+  const countAtOwner = async () => (await hit(n2, id, L, { duration: 30, cost: 0 })).json.data.count as number;
   const after = await countAtOwner();
   t.equal(after, 100 + 2 * SHARE, "after the reset: the owner's 100 and the two shares it holds back");
   // Node 0 wakes with a grant nobody draws on: a second later it is given back, or dropped as
