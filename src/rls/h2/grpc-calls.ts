@@ -1,0 +1,200 @@
+import { readFileSync } from "node:fs";
+import { KeyScope } from "../../auth/api-keys.js";
+import { RLS_ERRORS, type RlsErrorKind, type RlsFailure } from "../errors.js";
+import type { GrpcDeps, GrpcOptions } from "../grpc-server.js";
+import { HealthService } from "../health-service.js";
+import { decodeHealthCheckRequest, decodeRateLimitRequest, DecodeError, encodeHealthCheckResponse, encodeRateLimitResponse } from "../wire/codec.js";
+import type { RlsResponse } from "../wire/messages.js";
+import { HEALTH_SERVICE_NAME, RLS_SERVICE_NAME } from "../wire/protos.js";
+import { echo, grpcTimeoutMs } from "./grpc-text.js";
+import { H2Server } from "./server.js";
+import type { H2Stream } from "./stream.js";
+
+/** The bounds of this server (GRPC_* settings); each has the meaning it has for the node:http2 server. */
+export interface H2GrpcBounds {
+  maxConnections: number;
+  maxConcurrentStreams: number;
+  prefaceTimeoutMs: number;
+  idleTimeoutMs: number;
+  defaultDeadlineMs: number;
+  maxPendingBytes: number;
+  /** set: TLS options (a secureContext, or cert and key) instead of reading GrpcOptions.tls's files */
+  tls?: import("node:tls").TlsOptions;
+}
+
+/** Envoy's requests are a few hundred bytes; anything near this bound is not one. */
+const MAX_MESSAGE_BYTES = 1 << 20;
+/** a HealthCheckRequest names a service: a kilobyte is plenty */
+const MAX_HEALTH_MESSAGE_BYTES = 1024;
+const MAX_HEADER_LIST_BYTES = 16 * 1024;
+/** Watch streams held by the node: each is a stream and a watcher polled every second */
+const MAX_WATCHES = 1000;
+
+const SHOULD_RATE_LIMIT = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
+const CHECK = `/${HEALTH_SERVICE_NAME}/Check`;
+const WATCH = `/${HEALTH_SERVICE_NAME}/Watch`;
+const NOT_FOUND = 5;
+const DEADLINE_EXCEEDED = 4;
+const UNSUPPORTED_MEDIA_TYPE = 415;
+
+/**
+ * The gRPC port on ringlimit's own HTTP/2 (GRPC_SERVER_IMPL=ringlimit): the same services
+ * and answers as grpc-server.ts on node:http2 (ShouldRateLimit, grpc.health.v1 Check and
+ * Watch), the same interface to the node, a fraction of the cost per call (bench/README.md).
+ */
+export class RingGrpcServer {
+  private readonly h2: H2Server;
+  private readonly health: HealthService;
+  private draining = false;
+  private watches = 0;
+  /** calls received and not answered yet (a drain waits for 0) */
+  inFlight = 0;
+
+  constructor(
+    private readonly options: GrpcOptions,
+    private readonly deps: GrpcDeps,
+    private readonly bounds: H2GrpcBounds,
+  ) {
+    this.health = new HealthService(() => !this.draining && deps.isReady());
+    const files = options.tls;
+    const tls = bounds.tls ?? (files === undefined ? undefined : { cert: readFileSync(files.certFile), key: readFileSync(files.keyFile) });
+    this.h2 = new H2Server(
+      {
+        limits: {
+          maxConcurrentStreams: bounds.maxConcurrentStreams,
+          maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
+          maxBodyBytes: MAX_MESSAGE_BYTES + 5,
+          pending: { bytes: 0, max: bounds.maxPendingBytes },
+        },
+        maxConnections: bounds.maxConnections,
+        prefaceTimeoutMs: bounds.prefaceTimeoutMs,
+        idleTimeoutMs: bounds.idleTimeoutMs,
+        ...(tls === undefined ? {} : { tls }),
+      },
+      (stream, tooLarge) => this.onCall(stream, tooLarge),
+    );
+  }
+
+  listen(): Promise<number> {
+    return this.h2.listen(this.options.port, this.options.host);
+  }
+
+  private onCall(stream: H2Stream, tooLarge: boolean): void {
+    if (stream.method !== "POST" || !stream.contentType.startsWith("application/grpc")) return stream.status(UNSUPPORTED_MEDIA_TYPE);
+    if (tooLarge) return fail(stream, "resourceExhausted", `${RLS_ERRORS.resourceExhausted.message} (at most ${MAX_MESSAGE_BYTES} bytes)`);
+    const path = stream.path;
+    if (path !== SHOULD_RATE_LIMIT && path !== CHECK && path !== WATCH) return fail(stream, "unimplemented", `no method ${echo(path)}`);
+    let scope: KeyScope | undefined = KeyScope.ANY;
+    if (path === SHOULD_RATE_LIMIT && this.options.auth === "api-key") {
+      scope = this.deps.verifier.scopeOf(stream.authorization);
+      if (scope === undefined) return fail(stream, "unauthenticated", RLS_ERRORS.unauthenticated.message);
+    }
+    const body = stream.body;
+    if (body.length < 5 || body.readUInt32BE(1) !== body.length - 5) return fail(stream, "invalidArgument", "request: not one gRPC message");
+    if (body[0] !== 0) return stream.fail(RLS_ERRORS.unimplemented.grpc, "compressed messages are not accepted");
+    const message = body.subarray(5);
+    if (path === SHOULD_RATE_LIMIT) return this.shouldRateLimit(stream, message, scope!);
+    if (message.length > MAX_HEALTH_MESSAGE_BYTES)
+      return fail(stream, "resourceExhausted", `${RLS_ERRORS.resourceExhausted.message} (at most ${MAX_HEALTH_MESSAGE_BYTES} bytes)`);
+    if (path === CHECK) return this.check(stream, message);
+    this.watch(stream, message);
+  }
+
+  private shouldRateLimit(stream: H2Stream, message: Buffer, scope: KeyScope): void {
+    let request;
+    try {
+      request = decodeRateLimitRequest(message);
+    } catch (err) {
+      if (err instanceof DecodeError) return fail(stream, "invalidArgument", `request: not a RateLimitRequest (${echo(err.message)})`);
+      throw err;
+    }
+    this.inFlight++;
+    let answered = false;
+    const done = (failure: RlsFailure | undefined, response: RlsResponse | undefined): void => {
+      if (answered) return;
+      answered = true;
+      this.inFlight--;
+      if (failure !== undefined) fail(stream, failure.kind, failure.message);
+      else stream.reply(encodeRateLimitResponse(response!));
+    };
+    try {
+      this.deps.service.shouldRateLimit(request, scope, done);
+    } catch (err) {
+      // A fault in one call answers that call; the message stays in the log, not the answer.
+      this.deps.logger.error({ err }, "RLS call failed");
+      done({ kind: "internal", message: RLS_ERRORS.internal.message }, undefined);
+    }
+    if (answered) return;
+    // Forwarded to an owner: answered when it replies, or DEADLINE_EXCEEDED at the call's deadline.
+    const timeout = stream.grpcTimeout === "" ? undefined : grpcTimeoutMs(stream.grpcTimeout);
+    stream.deadlineAt = Date.now() + (timeout ?? this.bounds.defaultDeadlineMs);
+    this.h2.watchDeadline(stream, () => {
+      if (answered) return;
+      answered = true;
+      this.inFlight--;
+      stream.fail(DEADLINE_EXCEEDED, "deadline exceeded");
+    });
+    const previous = stream.onClose;
+    stream.onClose = () => {
+      // The client gave up (RST_STREAM, connection gone): the decision still counts, nothing is sent.
+      if (!answered) {
+        answered = true;
+        this.inFlight--;
+      }
+      previous?.();
+    };
+  }
+
+  private check(stream: H2Stream, message: Buffer): void {
+    const service = decodeOrUndefined(message)?.service;
+    const status = this.health.status(service);
+    if (status === undefined) return stream.fail(NOT_FOUND, `unknown service "${echo(service ?? "")}"`);
+    stream.reply(encodeHealthCheckResponse({ status }));
+  }
+
+  private watch(stream: H2Stream, message: Buffer): void {
+    if (this.watches >= MAX_WATCHES) return fail(stream, "resourceExhausted", "too many Watch streams on this node");
+    const service = decodeOrUndefined(message)?.service;
+    stream.open();
+    this.watches++;
+    const status = this.health.status(service);
+    if (status === undefined) {
+      // SERVICE_UNKNOWN, and the stream stays open as the protocol says: the service may appear.
+      stream.send(encodeHealthCheckResponse({ status: 3 }));
+      stream.onClose = () => this.watches--;
+      return;
+    }
+    const unwatch = this.health.watch(
+      (s) => stream.send(encodeHealthCheckResponse({ status: s })),
+      () => stream.end(),
+    );
+    stream.onClose = () => {
+      this.watches--;
+      unwatch();
+    };
+  }
+
+  /** Health turns NOT_SERVING; calls are still answered until close(). */
+  startDraining(): void {
+    this.draining = true;
+    this.health.poll();
+  }
+
+  /** GOAWAY on every connection, calls in flight answered, what is left closed after `graceMs`. */
+  close(graceMs: number): Promise<void> {
+    this.health.close();
+    return this.h2.close(graceMs);
+  }
+}
+
+function decodeOrUndefined(message: Buffer): { service?: string } | undefined {
+  try {
+    return decodeHealthCheckRequest(message);
+  } catch {
+    return undefined;
+  }
+}
+
+function fail(stream: H2Stream, kind: RlsErrorKind, message: string): void {
+  stream.fail(RLS_ERRORS[kind].grpc, message);
+}
