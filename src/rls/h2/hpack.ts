@@ -2,7 +2,9 @@ import { STATIC_TABLE } from "./hpack-static.js";
 import { HuffmanError, huffmanDecode } from "./huffman.js";
 
 /** A header block the decoder cannot read: a connection error COMPRESSION_ERROR (RFC 7540 §4.3). */
-export class CompressionError extends Error {}
+export class CompressionError extends Error {
+  override name = "CompressionError";
+}
 
 /** RFC 7541 §4.1: an entry's size is its name's and value's octets plus 32. */
 const ENTRY_OVERHEAD = 32;
@@ -27,8 +29,13 @@ export class HpackDecoder {
   private head = 0;
   private count = 0;
   private size = 0;
-  private maxSize = HEADER_TABLE_SIZE;
+  private maxSize: number;
   private scratch = Buffer.allocUnsafe(256);
+
+  /** `maxSize`: the SETTINGS_HEADER_TABLE_SIZE announced (we announce the default). */
+  constructor(private readonly settingsMax = HEADER_TABLE_SIZE) {
+    this.maxSize = settingsMax;
+  }
 
   /**
    * Decodes `block[start, end)`, calling `onField` per field, and returns the header list's
@@ -54,7 +61,7 @@ export class HpackDecoder {
         if (fieldSeen) throw new CompressionError("table size update after a field");
         const size = this.integer(block, p, end, 5);
         p = this.next;
-        if (size > HEADER_TABLE_SIZE) throw new CompressionError("table size above SETTINGS_HEADER_TABLE_SIZE");
+        if (size > this.settingsMax) throw new CompressionError("table size above SETTINGS_HEADER_TABLE_SIZE");
         this.maxSize = size;
         this.evict(0);
         continue;

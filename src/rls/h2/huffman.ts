@@ -75,7 +75,9 @@ for (let state = 0; state < nodeOfState.length; state++) {
   }
 }
 
-export class HuffmanError extends Error {}
+export class HuffmanError extends Error {
+  override name = "HuffmanError";
+}
 
 /** Bytes `src[start, end)` Huffman-decoded into `scratch` (at least (end - start) * 8 / 5 bytes); returns the length. */
 export function huffmanDecode(src: Uint8Array, start: number, end: number, scratch: Uint8Array): number {
