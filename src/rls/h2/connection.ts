@@ -119,7 +119,8 @@ export class H2Connection implements StreamOwner {
   }
 
   private emit(bytes: Buffer): void {
-    bytes.copy(this.out, this.reserve(bytes.length));
+    const at = this.reserve(bytes.length); // first: it may replace this.out
+    bytes.copy(this.out, at);
   }
 
   private flush(): void {

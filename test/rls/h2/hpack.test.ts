@@ -34,7 +34,10 @@ const T2: [string, string][] = [["cache-control", "no-cache"], ...T1];
 const T3: [string, string][] = [["custom-key", "custom-value"], ...T2];
 
 for (const [name, blocks] of [
-  ["C.3 requests without Huffman", ["828684410f7777772e6578616d706c652e636f6d", "828684be58086e6f2d6361636865", "828785bf400a637573746f6d2d6b65790c637573746f6d2d76616c7565"]],
+  [
+    "C.3 requests without Huffman",
+    ["828684410f7777772e6578616d706c652e636f6d", "828684be58086e6f2d6361636865", "828785bf400a637573746f6d2d6b65790c637573746f6d2d76616c7565"],
+  ],
   ["C.4 requests with Huffman", ["828684418cf1e3c2e5f23a6ba0ab90f4ff", "828684be5886a8eb10649cbf", "828785bf408825a849e95ba97d7f8925a849e95bb8e8b4bf"]],
 ] as const) {
   t.test(name, async (t) => {
