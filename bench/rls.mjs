@@ -37,7 +37,12 @@ import { median } from './lib/report.mjs'
 import { loadavg } from 'node:os'
 
 const loadAtStart = loadavg()
-const loadLine = () => console.log(`load average (1, 5, 15 min): ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} at the start, ${loadavg().map((x) => x.toFixed(2)).join(' ')} at the end`)
+const loadLine = () =>
+  console.log(
+    `load average (1, 5, 15 min): ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} at the start, ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')} at the end`,
+  )
 import { buildMain, makeApiKey, ringlimitMain, spawnNode } from './lib/servers.mjs'
 import { spawnTracked } from './lib/children.mjs'
 
@@ -106,7 +111,11 @@ writeFileSync(files.rls3, rlsBody(3))
 async function startNode(main = MAIN, env = {}) {
   const port = await freePort()
   const grpcPort = await freePort()
-  const rec = spawnNode('ringlimit', { PORT: String(port), PEER_PORT: String(await freePort()), GRPC_PORT: String(grpcPort), API_KEYS: apiKey, ...env }, { main })
+  const rec = spawnNode(
+    'ringlimit',
+    { PORT: String(port), PEER_PORT: String(await freePort()), GRPC_PORT: String(grpcPort), API_KEYS: apiKey, ...env },
+    { main },
+  )
   await waitReady(`http://127.0.0.1:${port}/ready`, rec)
   return { rec, port, grpcPort, stop: () => stopTracked(rec) }
 }
@@ -120,7 +129,15 @@ async function startService3(main = MAIN) {
   const recs = ports.map((p) =>
     spawnNode(
       'ringlimit',
-      { PORT: String(p.port), PEER_HOST: '127.0.0.1', PEER_PORT: String(p.peer), GRPC_PORT: String(p.grpcPort), API_KEYS: apiKey, PEERS: peers, CLUSTER_SECRET: secret },
+      {
+        PORT: String(p.port),
+        PEER_HOST: '127.0.0.1',
+        PEER_PORT: String(p.peer),
+        GRPC_PORT: String(p.grpcPort),
+        API_KEYS: apiKey,
+        PEERS: peers,
+        CLUSTER_SECRET: secret,
+      },
       { main },
     ),
   )
