@@ -2,41 +2,21 @@ import type { Socket } from "node:net";
 import { FrameBudget } from "./budget.js";
 import * as F from "./frames.js";
 import { ConnectionError } from "./frames.js";
-import { CompressionError, HpackDecoder } from "./hpack.js";
-import { applySettings, type PeerSettings } from "./settings.js";
-import { H2Stream, type StreamOwner } from "./stream.js";
-
-/** What every connection of a server shares: its bounds, and the bytes of unfinished requests node-wide. */
-export interface H2Limits {
-  /** SETTINGS_MAX_CONCURRENT_STREAMS, enforced: a stream past it is refused (REFUSED_STREAM) */
-  maxConcurrentStreams: number;
-  /** SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2 sizes), enforced: a list past it gets 431 */
-  maxHeaderListBytes: number;
-  /** one request body's bound; past it the stream is answered RESOURCE_EXHAUSTED */
-  maxBodyBytes: number;
-  /** bytes of request bodies not yet dispatched, summed over the node's connections */
-  pending: { bytes: number; readonly max: number };
-}
-
-/** Called with a request whose body is complete; answers through the stream. */
-export type StreamHandler = (stream: H2Stream, tooLarge: boolean) => void;
+import { HeaderBlocks, type Block } from "./header-block.js";
+import { FrameOutput } from "./output.js";
+import { applySettings, checkShape, type PeerSettings } from "./control.js";
+import { H2Stream, type H2Limits, type StreamHandler, type StreamOwner } from "./stream.js";
 
 /** the connection window we keep open for request bodies: topped up at half */
 const CONNECTION_WINDOW = 1 << 20;
 /** a stream's window is the default (we announce no SETTINGS_INITIAL_WINDOW_SIZE); topped up at half */
 const STREAM_WINDOW = F.DEFAULT_WINDOW;
-/** a header block's compressed bytes and frames (HEADERS + CONTINUATION): past either, a flood (CVE-2024-27316) */
-const MAX_BLOCK_FRAMES = 64;
 /** frames that cost work and carry no request: a burst, then per second (budget.ts) */
 const CHEAP_FRAMES_BURST = 2000;
 const CHEAP_FRAMES_PER_S = 1000;
 /** streams reset by the client before their answer (CVE-2023-44487) */
 const RESETS_BURST = 1000;
 const RESETS_PER_S = 100;
-/** write backlog past which reading stops until it drains (CVE-2019-9517) */
-const WRITE_HIGH_WATER = 256 * 1024;
-/** the part of a read's output written as a copy rather than handing over the buffer */
-const COPY_BELOW = 4096;
 
 /**
  * One HTTP/2 connection (RFC 9113), server side, built for unary gRPC: every read is parsed
@@ -46,24 +26,20 @@ const COPY_BELOW = 4096;
  * its stream's state; the streams held never exceed maxConcurrentStreams.
  */
 export class H2Connection implements StreamOwner {
-  out = Buffer.allocUnsafe(16 * 1024);
-  private outLen = 0;
+  private readonly output: FrameOutput;
   peerMaxFrame = F.DEFAULT_MAX_FRAME;
   connectionWindow = F.DEFAULT_WINDOW;
   private readonly peer: PeerSettings = { initialWindow: F.DEFAULT_WINDOW, maxFrame: F.DEFAULT_MAX_FRAME };
   readonly streams = new Map<number, H2Stream>();
   private readonly blockedStreams = new Set<H2Stream>();
-  private readonly hpack = new HpackDecoder();
+  private readonly blocks: HeaderBlocks;
   private lastStreamId = 0;
   private prefaceLeft = F.PREFACE.length;
   /** the client's first SETTINGS arrived (the preface is complete) */
   ready = false;
   private rest: Buffer | undefined = undefined;
-  private block: { streamId: number; endStream: boolean; parts: Buffer[]; bytes: number; frames: number } | undefined;
   private connectionRecvWindow = CONNECTION_WINDOW;
   private connectionUnacked = 0;
-  private inRead = false;
-  private flushQueued = false;
   private readonly cheapFrames: FrameBudget;
   private readonly resets: FrameBudget;
   /** GOAWAY sent: streams above this id are not served */
@@ -73,7 +49,6 @@ export class H2Connection implements StreamOwner {
   /** ms since the epoch: the connection's start, its last stream, when reading stopped for the backlog (0: reading) */
   readonly openedAt: number;
   lastActive: number;
-  pausedAt = 0;
 
   constructor(
     readonly socket: Socket,
@@ -85,66 +60,41 @@ export class H2Connection implements StreamOwner {
     this.openedAt = this.lastActive = now;
     this.cheapFrames = new FrameBudget(CHEAP_FRAMES_BURST, CHEAP_FRAMES_PER_S, now);
     this.resets = new FrameBudget(RESETS_BURST, RESETS_PER_S, now);
+    this.output = new FrameOutput(socket);
+    // compressed bytes of one block: twice the list bound leaves room for literals, not for floods
+    this.blocks = new HeaderBlocks(limits.maxHeaderListBytes * 2);
     socket.setNoDelay(true);
-    this.emit(
+    this.output.emit(
       F.settingsFrame([
         [F.SETTINGS_MAX_CONCURRENT_STREAMS, limits.maxConcurrentStreams],
         [F.SETTINGS_MAX_HEADER_LIST_SIZE, limits.maxHeaderListBytes],
         [F.SETTINGS_ENABLE_PUSH, 0],
       ]),
     );
-    this.emit(F.windowUpdateFrame(0, CONNECTION_WINDOW - F.DEFAULT_WINDOW));
+    this.output.emit(F.windowUpdateFrame(0, CONNECTION_WINDOW - F.DEFAULT_WINDOW));
     this.flush();
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
-    socket.on("drain", () => this.resume());
     socket.on("error", () => {});
     socket.on("close", () => this.gone());
   }
 
-  // --- output: one buffer per read, one write ---
+  // --- output: one buffer per read, one write (output.ts) ---
 
-  reserve(n: number): number {
-    if (this.outLen + n > this.out.length) {
-      const bigger = Buffer.allocUnsafe(Math.max(this.out.length * 2, this.outLen + n));
-      this.out.copy(bigger, 0, 0, this.outLen);
-      this.out = bigger;
-    }
-    const at = this.outLen;
-    this.outLen += n;
-    if (!this.inRead && !this.flushQueued) {
-      this.flushQueued = true;
-      queueMicrotask(() => this.flush());
-    }
-    return at;
+  get out(): Buffer {
+    return this.output.out;
   }
 
-  private emit(bytes: Buffer): void {
-    const at = this.reserve(bytes.length); // first: it may replace this.out
-    bytes.copy(this.out, at);
+  reserve(n: number): number {
+    return this.output.reserve(n);
   }
 
   private flush(): void {
-    this.flushQueued = false;
-    if (this.outLen === 0 || this.closed) return;
-    let data: Buffer;
-    if (this.outLen < COPY_BELOW) data = Buffer.from(this.out.subarray(0, this.outLen));
-    else {
-      data = this.out.subarray(0, this.outLen);
-      this.out = Buffer.allocUnsafe(this.out.length);
-    }
-    this.outLen = 0;
-    this.socket.write(data);
-    if (this.socket.writableLength > WRITE_HIGH_WATER && this.pausedAt === 0) {
-      // The client does not read what it asks for: neither do we, until it does.
-      this.pausedAt = Date.now();
-      this.socket.pause();
-    }
+    if (!this.closed) this.output.flush();
   }
 
-  private resume(): void {
-    if (this.pausedAt === 0 || this.closed) return;
-    this.pausedAt = 0;
-    this.socket.resume();
+  /** ms since the epoch when reading stopped for a write backlog; 0: reading */
+  get pausedAt(): number {
+    return this.output.pausedAt;
   }
 
   // --- input ---
@@ -153,7 +103,7 @@ export class H2Connection implements StreamOwner {
     if (this.closed) return;
     let buf = this.rest === undefined ? chunk : Buffer.concat([this.rest, chunk]);
     this.rest = undefined;
-    this.inRead = true;
+    this.output.inRead = true;
     const now = Date.now();
     try {
       let p = 0;
@@ -181,16 +131,16 @@ export class H2Connection implements StreamOwner {
     } catch (err) {
       if (!(err instanceof ConnectionError)) throw err;
       this.goaway(err.code);
-      this.inRead = false;
+      this.output.inRead = false;
       this.flush();
       this.socket.end();
       this.gone();
       return;
     } finally {
-      this.inRead = false;
+      this.output.inRead = false;
     }
     if (this.connectionUnacked >= CONNECTION_WINDOW / 2) {
-      this.emit(F.windowUpdateFrame(0, this.connectionUnacked));
+      this.output.emit(F.windowUpdateFrame(0, this.connectionUnacked));
       this.connectionRecvWindow += this.connectionUnacked;
       this.connectionUnacked = 0;
     }
@@ -198,49 +148,39 @@ export class H2Connection implements StreamOwner {
   }
 
   private frame(type: number, flags: number, id: number, buf: Buffer, start: number, end: number, now: number): void {
-    if (this.block !== undefined && type !== F.CONTINUATION) throw new ConnectionError(F.PROTOCOL_ERROR, "header block interrupted");
+    if (this.blocks.pending && type !== F.CONTINUATION) throw new ConnectionError(F.PROTOCOL_ERROR, "header block interrupted");
     if (!this.ready && type !== F.SETTINGS) throw new ConnectionError(F.PROTOCOL_ERROR, "the preface's SETTINGS must come first");
+    checkShape(type, flags, id, end - start);
     switch (type) {
       case F.DATA:
         return this.data(flags, id, buf, start, end, now);
       case F.HEADERS:
-        return this.headers(flags, id, buf, start, end, now);
+        return this.headerBlock(this.blocks.headers(flags, id, buf, start, end), now);
       case F.CONTINUATION:
-        return this.continuation(flags, id, buf, start, end, now);
+        return this.headerBlock(this.blocks.continuation(flags, id, buf, start, end), now);
       case F.SETTINGS:
-        if (id !== 0) throw new ConnectionError(F.PROTOCOL_ERROR, "SETTINGS on a stream");
-        if (flags & F.ACK) {
-          if (end !== start) throw new ConnectionError(F.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload");
-        } else {
+        if ((flags & F.ACK) === 0) {
           const delta = applySettings(this.peer, buf, start, end);
           this.peerMaxFrame = this.peer.maxFrame;
           if (delta !== 0) this.windowsMoved(delta);
-          this.emit(F.SETTINGS_ACK);
+          this.output.emit(F.SETTINGS_ACK);
         }
         if (this.ready) this.cheap(now);
         this.ready = true;
         return;
       case F.PING:
-        if (id !== 0) throw new ConnectionError(F.PROTOCOL_ERROR, "PING on a stream");
-        if (end - start !== 8) throw new ConnectionError(F.FRAME_SIZE_ERROR, "PING of other than 8 bytes");
         this.cheap(now);
-        if ((flags & F.ACK) === 0) this.emit(F.frame(F.PING, F.ACK, 0, buf.subarray(start, end)));
+        if ((flags & F.ACK) === 0) this.output.emit(F.frame(F.PING, F.ACK, 0, buf.subarray(start, end)));
         return;
       case F.WINDOW_UPDATE:
-        return this.windowUpdate(id, buf, start, end);
+        return this.windowUpdate(id, buf, start);
       case F.RST_STREAM:
-        return this.rstStream(id, start, end, now);
+        return this.rstStream(id, now);
       case F.PRIORITY:
-        if (id === 0) throw new ConnectionError(F.PROTOCOL_ERROR, "PRIORITY on stream 0");
-        if (end - start !== 5) throw new ConnectionError(F.FRAME_SIZE_ERROR, "PRIORITY of other than 5 bytes");
         return this.cheap(now);
       case F.GOAWAY:
-        if (id !== 0) throw new ConnectionError(F.PROTOCOL_ERROR, "GOAWAY on a stream");
-        if (end - start < 8) throw new ConnectionError(F.FRAME_SIZE_ERROR, "GOAWAY shorter than 8 bytes");
         this.peerGoaway = true;
         return this.closeIfDone();
-      case F.PUSH_PROMISE:
-        throw new ConnectionError(F.PROTOCOL_ERROR, "PUSH_PROMISE from a client");
       default:
         // unknown frame types are ignored (RFC 9113 §5.5), and counted: they are free to send
         return this.cheap(now);
@@ -290,7 +230,7 @@ export class H2Connection implements StreamOwner {
     if (endStream) return this.endOfRequest(stream);
     stream.recvUnacked += length;
     if (stream.recvUnacked >= STREAM_WINDOW / 2) {
-      this.emit(F.windowUpdateFrame(id, stream.recvUnacked));
+      this.output.emit(F.windowUpdateFrame(id, stream.recvUnacked));
       stream.recvWindow += stream.recvUnacked;
       stream.recvUnacked = 0;
     }
@@ -307,52 +247,15 @@ export class H2Connection implements StreamOwner {
     this.handler(stream, false);
   }
 
-  private headers(flags: number, id: number, buf: Buffer, start: number, end: number, now: number): void {
-    if (id === 0) throw new ConnectionError(F.PROTOCOL_ERROR, "HEADERS on stream 0");
-    if (flags & F.PADDED) {
-      if (end === start || buf[start]! > end - start - 1) throw new ConnectionError(F.PROTOCOL_ERROR, "padding past the frame");
-      end -= buf[start]!;
-      start++;
-    }
-    if (flags & F.PRIORITY_FLAG) {
-      if (end - start < 5) throw new ConnectionError(F.FRAME_SIZE_ERROR, "HEADERS too short for its priority");
-      start += 5;
-    }
-    const part = buf.subarray(start, end);
-    this.block = { streamId: id, endStream: (flags & F.END_STREAM) !== 0, parts: [part], bytes: part.length, frames: 1 };
-    if (flags & F.END_HEADERS) this.headerBlock(now);
-    else this.block.parts[0] = Buffer.from(part); // the read's buffer is not kept past it
-  }
-
-  private continuation(flags: number, id: number, buf: Buffer, start: number, end: number, now: number): void {
-    const block = this.block;
-    if (block === undefined || id !== block.streamId) throw new ConnectionError(F.PROTOCOL_ERROR, "CONTINUATION without its HEADERS");
-    block.bytes += end - start;
-    // Bounded in bytes and in frames before anything is kept (CVE-2024-27316).
-    if (++block.frames > MAX_BLOCK_FRAMES || block.bytes > this.limits.maxHeaderListBytes * 2) {
-      throw new ConnectionError(F.ENHANCE_YOUR_CALM, "header block too large");
-    }
-    block.parts.push(Buffer.from(buf.subarray(start, end)));
-    if (flags & F.END_HEADERS) this.headerBlock(now);
-  }
-
   /** A whole header block: decoded always (HPACK state), then a new stream, trailers, or nothing. */
-  private headerBlock(now: number): void {
-    const block = this.block!;
-    this.block = undefined;
+  private headerBlock(block: Block | undefined, now: number): void {
+    if (block === undefined) return;
     const id = block.streamId;
-    const bytes = block.parts.length === 1 ? block.parts[0]! : Buffer.concat(block.parts);
     const existing = this.streams.get(id);
     const isNew = id > this.lastStreamId;
     if (isNew && id % 2 === 0) throw new ConnectionError(F.PROTOCOL_ERROR, "even stream id from a client");
     const stream = isNew ? new H2Stream(this, id, this.peer.initialWindow, STREAM_WINDOW) : undefined;
-    let listSize: number;
-    try {
-      listSize = this.hpack.decode(bytes, 0, bytes.length, stream === undefined ? ignoreField : (name, value) => takeField(stream, name, value));
-    } catch (err) {
-      if (err instanceof CompressionError) throw new ConnectionError(F.COMPRESSION_ERROR, err.message);
-      throw err;
-    }
+    const listSize = this.blocks.decode(block, stream);
     if (!isNew) {
       // Trailers of a request (must end it), or a block on a stream closed meanwhile: decoded, dropped.
       if (existing === undefined) return;
@@ -365,7 +268,7 @@ export class H2Connection implements StreamOwner {
     if (this.peerGoaway || this.goawayLastId >= 0) return this.cheap(now); // not served after GOAWAY
     if (this.streams.size >= this.limits.maxConcurrentStreams) {
       this.cheap(now);
-      this.emit(F.rstStreamFrame(id, F.REFUSED_STREAM));
+      this.output.emit(F.rstStreamFrame(id, F.REFUSED_STREAM));
       return;
     }
     this.streams.set(id, s);
@@ -381,8 +284,7 @@ export class H2Connection implements StreamOwner {
     if (block.endStream) this.endOfRequest(s);
   }
 
-  private windowUpdate(id: number, buf: Buffer, start: number, end: number): void {
-    if (end - start !== 4) throw new ConnectionError(F.FRAME_SIZE_ERROR, "WINDOW_UPDATE of other than 4 bytes");
+  private windowUpdate(id: number, buf: Buffer, start: number): void {
     const increment = buf.readUInt32BE(start) & 0x7fffffff;
     if (id === 0) {
       if (increment === 0) throw new ConnectionError(F.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
@@ -416,9 +318,7 @@ export class H2Connection implements StreamOwner {
     }
   }
 
-  private rstStream(id: number, start: number, end: number, now: number): void {
-    if (id === 0) throw new ConnectionError(F.PROTOCOL_ERROR, "RST_STREAM on stream 0");
-    if (end - start !== 4) throw new ConnectionError(F.FRAME_SIZE_ERROR, "RST_STREAM of other than 4 bytes");
+  private rstStream(id: number, now: number): void {
     if (id > this.lastStreamId) throw new ConnectionError(F.PROTOCOL_ERROR, "RST_STREAM on an idle stream");
     const stream = this.streams.get(id);
     // A reset before the answer is what rapid reset is made of: counted, in its own budget.
@@ -434,7 +334,7 @@ export class H2Connection implements StreamOwner {
       stream.remoteEnded = true; // no RST_STREAM NO_ERROR from finished(): this one says it
       stream.close();
     }
-    this.emit(F.rstStreamFrame(stream.id, code));
+    this.output.emit(F.rstStreamFrame(stream.id, code));
   }
 
   // --- StreamOwner ---
@@ -450,7 +350,7 @@ export class H2Connection implements StreamOwner {
       stream.chunks = undefined;
     }
     // Answered before the request ended: the client may stop sending (RFC 9113 §8.1).
-    if (!stream.remoteEnded && !this.closed) this.emit(F.rstStreamFrame(stream.id, F.NO_ERROR));
+    if (!stream.remoteEnded && !this.closed) this.output.emit(F.rstStreamFrame(stream.id, F.NO_ERROR));
     this.closeIfDone();
   }
 
@@ -465,7 +365,7 @@ export class H2Connection implements StreamOwner {
     if (this.closed) return;
     if (this.goawayLastId < 0 || code !== F.NO_ERROR) {
       this.goawayLastId = this.lastStreamId;
-      this.emit(F.goawayFrame(this.lastStreamId, code));
+      this.output.emit(F.goawayFrame(this.lastStreamId, code));
     }
     this.closeIfDone();
   }
@@ -495,31 +395,5 @@ export class H2Connection implements StreamOwner {
   destroy(): void {
     this.socket.destroy();
     this.gone();
-  }
-}
-
-function ignoreField(): void {}
-
-/** The request fields a call reads; pseudo-headers after a regular one make the request malformed. */
-function takeField(stream: H2Stream, name: string, value: string): void {
-  switch (name) {
-    case ":method":
-      stream.method = value;
-      return;
-    case ":path":
-      stream.path = value;
-      return;
-    case ":scheme":
-      stream.scheme = value;
-      return;
-    case "content-type":
-      stream.contentType = value;
-      return;
-    case "authorization":
-      stream.authorization = value;
-      return;
-    case "grpc-timeout":
-      stream.grpcTimeout = value;
-      return;
   }
 }

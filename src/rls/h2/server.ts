@@ -1,7 +1,7 @@
 import net, { type Server, type Socket } from "node:net";
 import tls, { type TlsOptions } from "node:tls";
-import { H2Connection, type H2Limits, type StreamHandler } from "./connection.js";
-import type { H2Stream } from "./stream.js";
+import { H2Connection } from "./connection.js";
+import type { H2Limits, H2Stream, StreamHandler } from "./stream.js";
 
 export interface H2ServerOptions {
   limits: H2Limits;

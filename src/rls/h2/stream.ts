@@ -1,5 +1,20 @@
 import { DATA, END_HEADERS, END_STREAM, FRAME_HEADER, HEADERS, writeFrameHeader } from "./frames.js";
-import { errorBlock, GRPC_HEADERS, GRPC_OK_TRAILERS, statusBlock } from "./header-blocks.js";
+import { errorBlock, GRPC_HEADERS, GRPC_OK_TRAILERS, statusBlock } from "./response-blocks.js";
+
+/** What every connection of a server shares: its bounds, and the bytes of unfinished requests node-wide. */
+export interface H2Limits {
+  /** SETTINGS_MAX_CONCURRENT_STREAMS, enforced: a stream past it is refused (REFUSED_STREAM) */
+  maxConcurrentStreams: number;
+  /** SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2 sizes), enforced: a list past it gets 431 */
+  maxHeaderListBytes: number;
+  /** one request body's bound; past it the stream is answered RESOURCE_EXHAUSTED */
+  maxBodyBytes: number;
+  /** bytes of request bodies not yet dispatched, summed over the node's connections */
+  pending: { bytes: number; readonly max: number };
+}
+
+/** Called with a request whose body is complete; answers through the stream. */
+export type StreamHandler = (stream: H2Stream, tooLarge: boolean) => void;
 
 /** What a stream needs of its connection to send. */
 export interface StreamOwner {

@@ -11,7 +11,7 @@ import { H2Server } from "../../../src/rls/h2/server.js";
 import { until } from "../../harness/wait.js";
 import { CHECK_PATH, grpcFields, grpcMessage, headerBlock } from "./raw-h2.js";
 
-/** HEADERS + DATA + trailers of one answer to `ANSWER`: 28 + 16 + 24 bytes (header-blocks.ts). */
+/** HEADERS + DATA + trailers of one answer to `ANSWER`: 28 + 16 + 24 bytes (response-blocks.ts). */
 const ANSWER = Buffer.from([0x08, 0x01]);
 const ANSWER_BYTES = 9 + 19 + 9 + 5 + ANSWER.length + 9 + 15;
 

@@ -6,8 +6,8 @@
  */
 import net from "node:net";
 import * as F from "../../../src/rls/h2/frames.js";
-import { HpackDecoder } from "../../../src/rls/h2/hpack.js";
-import { hpackInteger } from "../../../src/rls/h2/header-blocks.js";
+import { HpackDecoder } from "../../../src/rls/h2/hpack/hpack.js";
+import { hpackInteger } from "../../../src/rls/h2/response-blocks.js";
 import { until } from "../../harness/wait.js";
 
 export interface Frame {

@@ -4,8 +4,8 @@
  * and responses with a 256-byte table that evicts (C.5, C.6); then what it must refuse.
  */
 import t from "tap";
-import { CompressionError, HpackDecoder } from "../../../src/rls/h2/hpack.js";
-import { huffmanDecode, huffmanEncode } from "../../../src/rls/h2/huffman.js";
+import { CompressionError, HpackDecoder } from "../../../../src/rls/h2/hpack/hpack.js";
+import { huffmanDecode, huffmanEncode } from "../../../../src/rls/h2/hpack/huffman.js";
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ""), "hex");
 
