@@ -3,6 +3,7 @@ import { FrameBudget } from "./budget.js";
 import * as F from "./frames.js";
 import { ConnectionError } from "./frames.js";
 import { HeaderBlocks, type Block } from "./header-block.js";
+import { addBody, releaseBody, takeBody } from "./body.js";
 import { FrameOutput } from "./output.js";
 import { applySettings, checkShape, type PeerSettings } from "./control.js";
 import { H2Stream, type H2Limits, type StreamHandler, type StreamOwner } from "./stream.js";
@@ -210,23 +211,7 @@ export class H2Connection implements StreamOwner {
     }
     stream.recvWindow -= length;
     if (stream.recvWindow < 0) return this.reset(stream, F.FLOW_CONTROL_ERROR);
-    const bytes = end - start;
-    const limits = this.limits;
-    if (!stream.closed && bytes > 0) {
-      if (stream.received + bytes > limits.maxBodyBytes || limits.pending.bytes + bytes > limits.pending.max) {
-        // Past a bound: answered at once, what it holds let go, the rest of its body dropped.
-        limits.pending.bytes -= stream.received;
-        stream.chunks = undefined;
-        stream.received = 0;
-        stream.dispatched = true;
-        this.handler(stream, true);
-        if (!stream.closed) stream.close();
-        return;
-      }
-      stream.received += bytes;
-      limits.pending.bytes += bytes;
-      (stream.chunks ??= []).push(buf.subarray(start, end));
-    }
+    if (!stream.closed && end > start && !addBody(stream, this.limits, buf, start, end, endStream)) return this.tooLarge(stream);
     if (endStream) return this.endOfRequest(stream);
     stream.recvUnacked += length;
     if (stream.recvUnacked >= STREAM_WINDOW / 2) {
@@ -236,15 +221,20 @@ export class H2Connection implements StreamOwner {
     }
   }
 
+  /** Past a bound: answered at once, what it holds let go, the rest of its body dropped. */
+  private tooLarge(stream: H2Stream): void {
+    releaseBody(stream, this.limits);
+    stream.dispatched = true;
+    this.handler.complete(stream, true);
+    if (!stream.closed) stream.close();
+  }
+
   private endOfRequest(stream: H2Stream): void {
     stream.remoteEnded = true;
     if (stream.closed || stream.dispatched) return this.finished(stream);
-    const chunks = stream.chunks;
-    stream.body = chunks === undefined ? stream.body : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, stream.received);
-    this.limits.pending.bytes -= stream.received;
-    stream.chunks = undefined;
+    stream.body = takeBody(stream, this.limits) ?? stream.body;
     stream.dispatched = true;
-    this.handler(stream, false);
+    this.handler.complete(stream, false);
   }
 
   /** A whole header block: decoded always (HPACK state), then a new stream, trailers, or nothing. */
@@ -281,6 +271,9 @@ export class H2Connection implements StreamOwner {
       this.reset(s, F.PROTOCOL_ERROR);
       return;
     }
+    s.maxBody = this.limits.maxBodyBytes;
+    this.handler.opened(s, now);
+    if (s.closed) return;
     if (block.endStream) this.endOfRequest(s);
   }
 
@@ -344,11 +337,7 @@ export class H2Connection implements StreamOwner {
     if (this.streams.get(stream.id) !== stream) return;
     this.streams.delete(stream.id);
     this.blockedStreams.delete(stream);
-    if (!stream.dispatched) {
-      this.limits.pending.bytes -= stream.received;
-      stream.received = 0;
-      stream.chunks = undefined;
-    }
+    if (!stream.dispatched) releaseBody(stream, this.limits);
     // Answered before the request ended: the client may stop sending (RFC 9113 §8.1).
     if (!stream.remoteEnded && !this.closed) this.output.emit(F.rstStreamFrame(stream.id, F.NO_ERROR));
     this.closeIfDone();

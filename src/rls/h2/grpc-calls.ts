@@ -27,8 +27,9 @@ const MAX_MESSAGE_BYTES = 1 << 20;
 /** a HealthCheckRequest names a service: a kilobyte is plenty */
 const MAX_HEALTH_MESSAGE_BYTES = 1024;
 const MAX_HEADER_LIST_BYTES = 16 * 1024;
-/** Watch streams held by the node: each is a stream and a watcher polled every second */
-const MAX_WATCHES = 1000;
+/** Watch streams held by the node and by one connection: each is a stream and a watcher polled every second */
+const MAX_WATCHES = 1024;
+const MAX_WATCHES_PER_CONNECTION = 8;
 
 const SHOULD_RATE_LIMIT = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
 const CHECK = `/${HEALTH_SERVICE_NAME}/Check`;
@@ -47,6 +48,7 @@ export class RingGrpcServer {
   private readonly health: HealthService;
   private draining = false;
   private watches = 0;
+  private readonly watchesOf = new WeakMap<object, number>();
   /** calls received and not answered yet (a drain waits for 0) */
   inFlight = 0;
 
@@ -71,7 +73,7 @@ export class RingGrpcServer {
         idleTimeoutMs: bounds.idleTimeoutMs,
         ...(tls === undefined ? {} : { tls }),
       },
-      (stream, tooLarge) => this.onCall(stream, tooLarge),
+      { opened: (stream, now) => this.opened(stream, now), complete: (stream, tooLarge) => this.onCall(stream, tooLarge) },
     );
   }
 
@@ -79,9 +81,17 @@ export class RingGrpcServer {
     return this.h2.listen(this.options.port, this.options.host);
   }
 
+  /** Headers in: the message's bound by method, and the deadline from now, so an unfinished message ends at it too. */
+  private opened(stream: H2Stream, now: number): void {
+    if (stream.path === CHECK || stream.path === WATCH) stream.maxBody = MAX_HEALTH_MESSAGE_BYTES + 5;
+    const timeout = stream.grpcTimeout === "" ? undefined : grpcTimeoutMs(stream.grpcTimeout);
+    stream.deadlineAt = now + (timeout ?? this.bounds.defaultDeadlineMs);
+    this.h2.watchDeadline(stream, () => stream.fail(DEADLINE_EXCEEDED, "deadline exceeded"));
+  }
+
   private onCall(stream: H2Stream, tooLarge: boolean): void {
     if (stream.method !== "POST" || !stream.contentType.startsWith("application/grpc")) return stream.status(UNSUPPORTED_MEDIA_TYPE);
-    if (tooLarge) return fail(stream, "resourceExhausted", `${RLS_ERRORS.resourceExhausted.message} (at most ${MAX_MESSAGE_BYTES} bytes)`);
+    if (tooLarge) return fail(stream, "resourceExhausted", `${RLS_ERRORS.resourceExhausted.message} (at most ${stream.maxBody - 5} bytes)`);
     const path = stream.path;
     if (path !== SHOULD_RATE_LIMIT && path !== CHECK && path !== WATCH) return fail(stream, "unimplemented", `no method ${echo(path)}`);
     let scope: KeyScope | undefined = KeyScope.ANY;
@@ -94,10 +104,15 @@ export class RingGrpcServer {
     if (body[0] !== 0) return stream.fail(RLS_ERRORS.unimplemented.grpc, "compressed messages are not accepted");
     const message = body.subarray(5);
     if (path === SHOULD_RATE_LIMIT) return this.shouldRateLimit(stream, message, scope!);
-    if (message.length > MAX_HEALTH_MESSAGE_BYTES)
-      return fail(stream, "resourceExhausted", `${RLS_ERRORS.resourceExhausted.message} (at most ${MAX_HEALTH_MESSAGE_BYTES} bytes)`);
-    if (path === CHECK) return this.check(stream, message);
-    this.watch(stream, message);
+    let service: string | undefined;
+    try {
+      service = decodeHealthCheckRequest(message).service;
+    } catch (err) {
+      if (err instanceof DecodeError) return fail(stream, "invalidArgument", `request: not a HealthCheckRequest (${echo(err.message)})`);
+      throw err;
+    }
+    if (path === CHECK) return this.check(stream, service);
+    this.watch(stream, service);
   }
 
   private shouldRateLimit(stream: H2Stream, message: Buffer, scope: KeyScope): void {
@@ -124,52 +139,38 @@ export class RingGrpcServer {
       this.deps.logger.error({ err }, "RLS call failed");
       done({ kind: "internal", message: RLS_ERRORS.internal.message }, undefined);
     }
-    if (answered) return;
-    // Forwarded to an owner: answered when it replies, or DEADLINE_EXCEEDED at the call's deadline.
-    const timeout = stream.grpcTimeout === "" ? undefined : grpcTimeoutMs(stream.grpcTimeout);
-    stream.deadlineAt = Date.now() + (timeout ?? this.bounds.defaultDeadlineMs);
-    this.h2.watchDeadline(stream, () => {
-      if (answered) return;
-      answered = true;
-      this.inFlight--;
-      stream.fail(DEADLINE_EXCEEDED, "deadline exceeded");
-    });
-    const previous = stream.onClose;
-    stream.onClose = () => {
-      // The client gave up (RST_STREAM, connection gone): the decision still counts, nothing is sent.
-      if (!answered) {
-        answered = true;
-        this.inFlight--;
-      }
-      previous?.();
-    };
+    // Forwarded to an owner meanwhile: answered when it replies, or DEADLINE_EXCEEDED at the
+    // call's deadline (opened()); the decision counts either way, and inFlight waits for it.
   }
 
-  private check(stream: H2Stream, message: Buffer): void {
-    const service = decodeOrUndefined(message)?.service;
+  private check(stream: H2Stream, service: string | undefined): void {
     const status = this.health.status(service);
     if (status === undefined) return stream.fail(NOT_FOUND, `unknown service "${echo(service ?? "")}"`);
     stream.reply(encodeHealthCheckResponse({ status }));
   }
 
-  private watch(stream: H2Stream, message: Buffer): void {
+  private watch(stream: H2Stream, service: string | undefined): void {
+    const connection = stream.owner;
+    const onConnection = this.watchesOf.get(connection) ?? 0;
     if (this.watches >= MAX_WATCHES) return fail(stream, "resourceExhausted", "too many Watch streams on this node");
-    const service = decodeOrUndefined(message)?.service;
+    if (onConnection >= MAX_WATCHES_PER_CONNECTION) return fail(stream, "resourceExhausted", "too many Watch streams on this connection");
+    // A Watch lasts as long as the client wants: no deadline once it is served.
+    stream.deadlineAt = 0;
     stream.open();
     this.watches++;
+    this.watchesOf.set(connection, onConnection + 1);
+    let unwatch = (): void => {};
     const status = this.health.status(service);
-    if (status === undefined) {
-      // SERVICE_UNKNOWN, and the stream stays open as the protocol says: the service may appear.
-      stream.send(encodeHealthCheckResponse({ status: 3 }));
-      stream.onClose = () => this.watches--;
-      return;
-    }
-    const unwatch = this.health.watch(
-      (s) => stream.send(encodeHealthCheckResponse({ status: s })),
-      () => stream.end(),
-    );
+    // SERVICE_UNKNOWN, and the stream stays open as the protocol says: the service may appear.
+    if (status === undefined) stream.send(encodeHealthCheckResponse({ status: 3 }));
+    else
+      unwatch = this.health.watch(
+        (s) => stream.send(encodeHealthCheckResponse({ status: s })),
+        () => stream.end(),
+      );
     stream.onClose = () => {
       this.watches--;
+      this.watchesOf.set(connection, (this.watchesOf.get(connection) ?? 1) - 1);
       unwatch();
     };
   }
@@ -184,14 +185,6 @@ export class RingGrpcServer {
   close(graceMs: number): Promise<void> {
     this.health.close();
     return this.h2.close(graceMs);
-  }
-}
-
-function decodeOrUndefined(message: Buffer): { service?: string } | undefined {
-  try {
-    return decodeHealthCheckRequest(message);
-  } catch {
-    return undefined;
   }
 }
 

@@ -68,21 +68,16 @@ export class H2Server {
     this.connections.add(connection);
   }
 
-  /** `onExpired` is called if `stream` is still open at its deadlineAt. */
+  /** `onExpired` is called if `stream` is still open at its deadlineAt (0 meanwhile: forgotten). */
   watchDeadline(stream: H2Stream, onExpired: () => void): void {
     if (stream.deadlineAt === 0 || stream.closed) return;
     this.deadlines.set(stream, onExpired);
-    const previous = stream.onClose;
-    stream.onClose = () => {
-      this.deadlines.delete(stream);
-      previous?.();
-    };
   }
 
   private tick(): void {
     const now = Date.now();
     for (const [stream, expired] of this.deadlines) {
-      if (stream.closed) this.deadlines.delete(stream);
+      if (stream.closed || stream.deadlineAt === 0) this.deadlines.delete(stream);
       else if (stream.deadlineAt <= now) {
         this.deadlines.delete(stream);
         expired();

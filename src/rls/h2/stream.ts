@@ -13,8 +13,13 @@ export interface H2Limits {
   pending: { bytes: number; readonly max: number };
 }
 
-/** Called with a request whose body is complete; answers through the stream. */
-export type StreamHandler = (stream: H2Stream, tooLarge: boolean) => void;
+/** What serves the streams: told when one opens (its headers are in) and when its request is complete. */
+export interface StreamHandler {
+  /** may set the stream's maxBody and deadline, or answer it at once */
+  opened(stream: H2Stream, now: number): void;
+  /** the body is whole in `stream.body`, or `tooLarge`: past maxBody or the node's pending bytes */
+  complete(stream: H2Stream, tooLarge: boolean): void;
+}
 
 /** What a stream needs of its connection to send. */
 export interface StreamOwner {
@@ -53,6 +58,10 @@ export class H2Stream {
   onClose: (() => void) | undefined = undefined;
   /** ms since the epoch by which the call must be answered (grpc-timeout); 0: none */
   deadlineAt = 0;
+  /** the request body's bound (the gRPC message's, with its 5-byte head) */
+  maxBody = 0;
+  /** the gRPC message head (declared length) was looked at */
+  headSeen = false;
 
   // --- the connection's bookkeeping ---
   /** the client's END_STREAM arrived */
@@ -73,7 +82,8 @@ export class H2Stream {
   private trailersAfter = false;
 
   constructor(
-    private readonly owner: StreamOwner,
+    /** the connection: streams of one connection share it */
+    readonly owner: StreamOwner,
     readonly id: number,
     sendWindow: number,
     recvWindow: number,

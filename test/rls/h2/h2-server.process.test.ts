@@ -190,6 +190,34 @@ t.test("one node, default bounds", async (t) => {
   });
 });
 
+t.test("gRPC bounds: a head declaring 4 GiB refused at once, an unfinished message ends at grpc-timeout, Watch streams per connection", async (t) => {
+  const port = await grpcPort(t, { GRPC_AUTH: "none" });
+  const c = await connect(t, port);
+  const head = Buffer.from([0, 0xff, 0xff, 0xff, 0xff]);
+  c.frame(F.HEADERS, F.END_HEADERS, 1, headerBlock(grpcFields(CHECK_PATH)));
+  c.frame(F.DATA, 0, 1, Buffer.concat([head, Buffer.alloc(100)]));
+  t.equal((await c.trailers(1)).fields!["grpc-status"], "8", "RESOURCE_EXHAUSTED before the body ends");
+  const started = Date.now();
+  c.frame(F.HEADERS, F.END_HEADERS, 3, headerBlock(grpcFields(CHECK_PATH, [["grpc-timeout", "200m"]])));
+  c.frame(F.DATA, 0, 3, Buffer.from([0, 0, 0, 0, 10, 1]));
+  const late = await c.trailers(3);
+  t.equal(late.fields!["grpc-status"], "4", "DEADLINE_EXCEEDED");
+  t.ok(Date.now() - started >= 150, "at the deadline, not before");
+  c.frame(F.HEADERS, F.END_HEADERS, 5, headerBlock(grpcFields(CHECK_PATH)));
+  c.frame(F.DATA, F.END_STREAM, 5, grpcMessage(Buffer.from([0xff])));
+  t.equal((await c.trailers(5)).fields!["grpc-status"], "3", "a message that is not a HealthCheckRequest: INVALID_ARGUMENT");
+
+  const w = await connect(t, port);
+  for (let i = 0; i < 10; i++) {
+    w.frame(F.HEADERS, F.END_HEADERS, 1 + 2 * i, headerBlock(grpcFields(WATCH_PATH)));
+    w.frame(F.DATA, F.END_STREAM, 1 + 2 * i, grpcMessage());
+  }
+  await w.trailers(19);
+  const served = new Set(w.frames.filter((f) => f.type === F.DATA).map((f) => f.id));
+  t.equal(served.size, 8, "8 Watch streams on one connection");
+  t.equal((await w.trailers(17)).fields!["grpc-status"], "8", "the 9th: RESOURCE_EXHAUSTED");
+});
+
 t.test("HPACK stays in step on refused streams; GRPC_MAX_CONCURRENT_STREAMS is enforced", async (t) => {
   const port = await grpcPort(t, { GRPC_MAX_CONCURRENT_STREAMS: "1" });
   const c = await connect(t, port);
