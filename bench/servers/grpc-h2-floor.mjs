@@ -19,6 +19,6 @@ const server = new H2Server(
     prefaceTimeoutMs: 5000,
     idleTimeoutMs: 60000,
   },
-  { opened: () => {}, complete: (stream) => stream.reply(ANSWER) },
+  { opened: () => {}, complete: (stream) => stream.reply(ANSWER), expired: () => {} },
 )
 await server.listen(PORT, HOST)

@@ -73,7 +73,11 @@ export class RingGrpcServer {
         idleTimeoutMs: bounds.idleTimeoutMs,
         ...(tls === undefined ? {} : { tls }),
       },
-      { opened: (stream, now) => this.opened(stream, now), complete: (stream, tooLarge) => this.onCall(stream, tooLarge) },
+      {
+        opened: (stream, now) => this.opened(stream, now),
+        complete: (stream, tooLarge) => this.onCall(stream, tooLarge),
+        expired: (stream) => stream.fail(DEADLINE_EXCEEDED, "deadline exceeded"),
+      },
     );
   }
 
@@ -86,7 +90,6 @@ export class RingGrpcServer {
     if (stream.path === CHECK || stream.path === WATCH) stream.maxBody = MAX_HEALTH_MESSAGE_BYTES + 5;
     const timeout = stream.grpcTimeout === "" ? undefined : grpcTimeoutMs(stream.grpcTimeout);
     stream.deadlineAt = now + (timeout ?? this.bounds.defaultDeadlineMs);
-    this.h2.watchDeadline(stream, () => stream.fail(DEADLINE_EXCEEDED, "deadline exceeded"));
   }
 
   private onCall(stream: H2Stream, tooLarge: boolean): void {

@@ -1,7 +1,7 @@
 import net, { type Server, type Socket } from "node:net";
 import tls, { type TlsOptions } from "node:tls";
 import { H2Connection } from "./connection.js";
-import type { H2Limits, H2Stream, StreamHandler } from "./stream.js";
+import type { H2Limits, StreamHandler } from "./stream.js";
 
 export interface H2ServerOptions {
   limits: H2Limits;
@@ -28,7 +28,6 @@ const SWEEP_EVERY = 10;
 export class H2Server {
   private readonly server: Server;
   readonly connections = new Set<H2Connection>();
-  private readonly deadlines = new Map<H2Stream, () => void>();
   private ticks = 0;
   private timer: NodeJS.Timeout | undefined;
   private draining = false;
@@ -68,19 +67,16 @@ export class H2Server {
     this.connections.add(connection);
   }
 
-  /** `onExpired` is called if `stream` is still open at its deadlineAt (0 meanwhile: forgotten). */
-  watchDeadline(stream: H2Stream, onExpired: () => void): void {
-    if (stream.deadlineAt === 0 || stream.closed) return;
-    this.deadlines.set(stream, onExpired);
-  }
-
   private tick(): void {
     const now = Date.now();
-    for (const [stream, expired] of this.deadlines) {
-      if (stream.closed || stream.deadlineAt === 0) this.deadlines.delete(stream);
-      else if (stream.deadlineAt <= now) {
-        this.deadlines.delete(stream);
-        expired();
+    // Only open streams are held: a call answered in the read that brought it is never seen here.
+    for (const c of this.connections) {
+      if (c.streams.size === 0) continue;
+      for (const stream of c.streams.values()) {
+        if (stream.deadlineAt !== 0 && stream.deadlineAt <= now) {
+          stream.deadlineAt = 0;
+          this.handler.expired(stream);
+        }
       }
     }
     if (++this.ticks % SWEEP_EVERY !== 0) return;

@@ -19,6 +19,8 @@ export interface StreamHandler {
   opened(stream: H2Stream, now: number): void;
   /** the body is whole in `stream.body`, or `tooLarge`: past maxBody or the node's pending bytes */
   complete(stream: H2Stream, tooLarge: boolean): void;
+  /** the stream is still open at its deadlineAt */
+  expired(stream: H2Stream): void;
 }
 
 /** What a stream needs of its connection to send. */

@@ -23,7 +23,7 @@ t.test("a client that does not read: the server stops reading, holds little, and
       prefaceTimeoutMs: 60_000,
       idleTimeoutMs: 60_000,
     },
-    { opened: () => {}, complete: (stream) => stream.reply(ANSWER) },
+    { opened: () => {}, complete: (stream) => stream.reply(ANSWER), expired: () => {} },
   );
   const port = await server.listen(0, "127.0.0.1");
   t.teardown(() => server.close(0));
