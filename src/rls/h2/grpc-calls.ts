@@ -3,10 +3,10 @@ import { KeyScope } from "../../auth/api-keys.js";
 import { RLS_ERRORS, type RlsErrorKind, type RlsFailure } from "../errors.js";
 import type { GrpcDeps, GrpcOptions } from "../grpc-server.js";
 import { HealthService } from "../health-service.js";
-import { decodeHealthCheckRequest, decodeRateLimitRequest, DecodeError, encodeHealthCheckResponse, encodeRateLimitResponse } from "../wire/codec.js";
+import { decodeHealthCheckRequest, decodeRateLimitRequest, encodeHealthCheckResponse, encodeRateLimitResponse } from "../wire/codec.js";
 import type { RlsResponse } from "../wire/messages.js";
 import { HEALTH_SERVICE_NAME, RLS_SERVICE_NAME } from "../wire/protos.js";
-import { echo, grpcTimeoutMs } from "./grpc-text.js";
+import { echo, grpcTimeoutMs, refusal } from "./grpc-text.js";
 import { H2Server } from "./server.js";
 import type { H2Stream } from "./stream.js";
 
@@ -22,8 +22,8 @@ export interface H2GrpcBounds {
   tls?: import("node:tls").TlsOptions;
 }
 
-/** Envoy's requests are a few hundred bytes; anything near this bound is not one. */
-const MAX_MESSAGE_BYTES = 1 << 20;
+/** Envoy's requests are a few hundred bytes; anything near this bound is not one (the gRPC-hardening issue's bound). */
+const MAX_MESSAGE_BYTES = 64 * 1024;
 /** a HealthCheckRequest names a service: a kilobyte is plenty */
 const MAX_HEALTH_MESSAGE_BYTES = 1024;
 const MAX_HEADER_LIST_BYTES = 16 * 1024;
@@ -75,7 +75,15 @@ export class RingGrpcServer {
       },
       {
         opened: (stream, now) => this.opened(stream, now),
-        complete: (stream, tooLarge) => this.onCall(stream, tooLarge),
+        complete: (stream, tooLarge) => {
+          try {
+            this.onCall(stream, tooLarge);
+          } catch (err) {
+            // A fault in one call answers that call; the message stays in the log, not the answer.
+            this.deps.logger.error({ err }, "gRPC call failed");
+            fail(stream, "internal", RLS_ERRORS.internal.message);
+          }
+        },
         expired: (stream) => stream.fail(DEADLINE_EXCEEDED, "deadline exceeded"),
       },
     );
@@ -111,8 +119,9 @@ export class RingGrpcServer {
     try {
       service = decodeHealthCheckRequest(message).service;
     } catch (err) {
-      if (err instanceof DecodeError) return fail(stream, "invalidArgument", `request: not a HealthCheckRequest (${echo(err.message)})`);
-      throw err;
+      const why = refusal(err, "HealthCheckRequest");
+      if (why === undefined) throw err;
+      return fail(stream, "invalidArgument", why);
     }
     if (path === CHECK) return this.check(stream, service);
     this.watch(stream, service);
@@ -123,8 +132,9 @@ export class RingGrpcServer {
     try {
       request = decodeRateLimitRequest(message);
     } catch (err) {
-      if (err instanceof DecodeError) return fail(stream, "invalidArgument", `request: not a RateLimitRequest (${echo(err.message)})`);
-      throw err;
+      const why = refusal(err, "RateLimitRequest");
+      if (why === undefined) throw err;
+      return fail(stream, "invalidArgument", why);
     }
     this.inFlight++;
     let answered = false;
@@ -157,20 +167,20 @@ export class RingGrpcServer {
     const onConnection = this.watchesOf.get(connection) ?? 0;
     if (this.watches >= MAX_WATCHES) return fail(stream, "resourceExhausted", "too many Watch streams on this node");
     if (onConnection >= MAX_WATCHES_PER_CONNECTION) return fail(stream, "resourceExhausted", "too many Watch streams on this connection");
+    const send = (status: number): void => {
+      stream.open();
+      stream.send(encodeHealthCheckResponse({ status }));
+    };
+    let unwatch: (() => void) | undefined = () => {};
+    // SERVICE_UNKNOWN, and the stream stays open as the protocol says: the service may appear.
+    if (this.health.status(service) === undefined) send(3);
+    else unwatch = this.health.watch(send, () => stream.end());
+    // the health service may bound its watchers too
+    if (unwatch === undefined) return fail(stream, "resourceExhausted", "too many Watch streams on this node");
     // A Watch lasts as long as the client wants: no deadline once it is served.
     stream.deadlineAt = 0;
-    stream.open();
     this.watches++;
     this.watchesOf.set(connection, onConnection + 1);
-    let unwatch = (): void => {};
-    const status = this.health.status(service);
-    // SERVICE_UNKNOWN, and the stream stays open as the protocol says: the service may appear.
-    if (status === undefined) stream.send(encodeHealthCheckResponse({ status: 3 }));
-    else
-      unwatch = this.health.watch(
-        (s) => stream.send(encodeHealthCheckResponse({ status: s })),
-        () => stream.end(),
-      );
     stream.onClose = () => {
       this.watches--;
       this.watchesOf.set(connection, (this.watchesOf.get(connection) ?? 1) - 1);

@@ -17,6 +17,8 @@ export interface H2ServerOptions {
 
 /** how often timeouts and deadlines are looked at */
 const TICK_MS = 50;
+/** TLS handshakes in progress beyond the connection cap */
+const HANDSHAKES = 64;
 /** connections are swept every this many ticks */
 const SWEEP_EVERY = 10;
 
@@ -44,7 +46,8 @@ export class H2Server {
       this.server = tls.createServer(secure, (socket) => this.accept(socket));
       this.server.on("tlsClientError", () => {});
     }
-    this.server.maxConnections = options.maxConnections;
+    // TLS handshakes come before accept(): a bound on them beside the cap accept() keeps.
+    if (options.tls !== undefined) this.server.maxConnections = options.maxConnections + HANDSHAKES;
     this.server.on("error", () => {});
   }
 
@@ -63,8 +66,25 @@ export class H2Server {
     if (this.draining) return void socket.destroy();
     if (socket instanceof tls.TLSSocket && socket.alpnProtocol !== "h2" && socket.alpnProtocol !== false) return void socket.destroy();
     socket.setTimeout(0);
+    if (this.connections.size >= this.options.maxConnections && !this.evictIdlest()) return void socket.destroy();
     const connection = new H2Connection(socket, this.handler, this.options.limits, (c) => this.connections.delete(c), Date.now());
     this.connections.add(connection);
+  }
+
+  /**
+   * At the cap, the idlest connection makes room for a new one: one still without its preface
+   * first, else the one without a stream that has been quiet longest. Busy connections are
+   * never evicted: a port full of them refuses the new one.
+   */
+  private evictIdlest(): boolean {
+    let victim: H2Connection | undefined;
+    for (const c of this.connections) {
+      if (!c.ready) {
+        if (victim === undefined || victim.ready || c.openedAt < victim.openedAt) victim = c;
+      } else if (c.streams.size === 0 && (victim === undefined || (victim.ready && c.lastActive < victim.lastActive))) victim = c;
+    }
+    victim?.destroy();
+    return victim !== undefined;
   }
 
   private tick(): void {
