@@ -3,14 +3,18 @@
 // that is not Node, so the server's CPU is the server's), medians over rounds that alternate
 // the rows, and the latency of each call (p50/p99) at the given number of streams.
 //
-//   node bench/rls.mjs [--rounds 3] [--seconds 8] [--streams 50] [--build DIR] [--baseline DIR]
+//   node bench/rls.mjs [--rounds 3] [--seconds 8] [--connections 1] [--streams 50] [--build DIR] [--baseline DIR]
 //
 // Rows (one node each, fresh per round; every answer allowed):
-//   limit   POST /limit over HTTP/1.1, one key, `--streams` connections
+//   limit   POST /limit over HTTP/1.1, one key, `--connections` × `--streams` connections
 //   h2floor bench/servers/grpc-floor.mjs: a constant gRPC answer on node:http2, the floor of
 //           any gRPC server on Node's HTTP/2 (@grpc/grpc-js included)
-//   rls1    ShouldRateLimit with one descriptor (its own limit: no policy needed), one HTTP/2
-//           connection carrying `--streams` concurrent calls, as Envoy keeps one per upstream
+//   h2floor-ringlimit  bench/servers/grpc-h2-floor.mjs: the same answer on src/rls/h2
+//   rls1    ShouldRateLimit with one descriptor (its own limit: no policy needed) on the gRPC
+//           port's default server (src/rls/h2), `--connections` HTTP/2 connections each carrying
+//           `--streams` concurrent calls (Envoy keeps one per upstream; 1 stream is a gateway at
+//           moderate load)
+//   rls1-node  the same with GRPC_SERVER_IMPL=node-http2 (the fallback)
 //   rls3    the same with three descriptors
 //   rls1-service3  3 nodes behind a round-robin Service, defaults (REPLICAS=2): one HTTP/2
 //           connection per node (Envoy's one per upstream host) carrying a third of the streams,
@@ -30,6 +34,15 @@ import { benchOptions } from './lib/options.mjs'
 import { freePort, get, waitReady } from './lib/net.mjs'
 import { GroupWatch, clockTicks } from './lib/procfs.mjs'
 import { median } from './lib/report.mjs'
+import { loadavg } from 'node:os'
+
+const loadAtStart = loadavg()
+const loadLine = () =>
+  console.log(
+    `load average (1, 5, 15 min): ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} at the start, ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')} at the end`,
+  )
 import { buildMain, makeApiKey, ringlimitMain, spawnNode } from './lib/servers.mjs'
 import { spawnTracked } from './lib/children.mjs'
 
@@ -40,7 +53,8 @@ nghttp2-client) and the build (npm run build).`,
   options: {
     rounds: { type: 'number', min: 1, default: 3, help: 'rounds; each runs every row once, alternating their order' },
     seconds: { type: 'number', min: 1, default: 8, help: 'measured seconds per row and round, after 2 s of warm-up' },
-    streams: { type: 'number', min: 1, default: 50, help: 'concurrent calls: HTTP/1.1 connections for /limit, HTTP/2 streams for RLS' },
+    connections: { type: 'number', min: 1, default: 1, help: 'HTTP/2 connections per RLS row (the Service row: one per node)' },
+    streams: { type: 'number', min: 1, default: 50, help: 'concurrent calls per HTTP/2 connection; /limit gets connections × streams HTTP/1.1 connections' },
     build: { type: 'string', arg: 'DIR', defaultText: 'this checkout', help: 'measure the build in DIR (a checkout built with npm run build)' },
     baseline: { type: 'string', arg: 'DIR', defaultText: 'no baseline row', help: 'add a row rls1-baseline: one descriptor on the build in DIR' },
   },
@@ -48,6 +62,7 @@ nghttp2-client) and the build (npm run build).`,
 const ROUNDS = Math.floor(args.rounds)
 const SECONDS = Math.floor(args.seconds)
 const STREAMS = Math.floor(args.streams)
+const CONNECTIONS = Math.floor(args.connections)
 const MAIN = args.build ? buildMain(args.build, '--build') : ringlimitMain
 const BASELINE = args.baseline ? buildMain(args.baseline) : undefined
 try {
@@ -93,10 +108,14 @@ writeFileSync(files.limit, JSON.stringify({ namespace: 'bench', identifier: 'u0'
 writeFileSync(files.rls1, rlsBody(1))
 writeFileSync(files.rls3, rlsBody(3))
 
-async function startNode(main = MAIN) {
+async function startNode(main = MAIN, env = {}) {
   const port = await freePort()
   const grpcPort = await freePort()
-  const rec = spawnNode('ringlimit', { PORT: String(port), PEER_PORT: String(await freePort()), GRPC_PORT: String(grpcPort), API_KEYS: apiKey }, { main })
+  const rec = spawnNode(
+    'ringlimit',
+    { PORT: String(port), PEER_PORT: String(await freePort()), GRPC_PORT: String(grpcPort), API_KEYS: apiKey, ...env },
+    { main },
+  )
   await waitReady(`http://127.0.0.1:${port}/ready`, rec)
   return { rec, port, grpcPort, stop: () => stopTracked(rec) }
 }
@@ -110,7 +129,15 @@ async function startService3(main = MAIN) {
   const recs = ports.map((p) =>
     spawnNode(
       'ringlimit',
-      { PORT: String(p.port), PEER_HOST: '127.0.0.1', PEER_PORT: String(p.peer), GRPC_PORT: String(p.grpcPort), API_KEYS: apiKey, PEERS: peers, CLUSTER_SECRET: secret },
+      {
+        PORT: String(p.port),
+        PEER_HOST: '127.0.0.1',
+        PEER_PORT: String(p.peer),
+        GRPC_PORT: String(p.grpcPort),
+        API_KEYS: apiKey,
+        PEERS: peers,
+        CLUSTER_SECRET: secret,
+      },
       { main },
     ),
   )
@@ -132,9 +159,9 @@ async function metricSum(ports, name) {
   return sum
 }
 
-async function startFloor() {
+async function startFloor(script) {
   const grpcPort = await freePort()
-  const rec = spawnTracked('grpc-floor', process.execPath, [new URL('./servers/grpc-floor.mjs', import.meta.url).pathname], {
+  const rec = spawnTracked('grpc-floor', process.execPath, [new URL(`./servers/${script}`, import.meta.url).pathname], {
     env: { PORT: String(grpcPort), HOST: '127.0.0.1' },
   })
   for (let tries = 0; ; tries++) {
@@ -184,7 +211,7 @@ function h2load(row, node, seconds, logFile, streams = STREAMS, body = files[row
           ...common,
           '--h1',
           '-c',
-          String(STREAMS),
+          String(CONNECTIONS * STREAMS),
           '-m',
           '1',
           '-H',
@@ -196,7 +223,7 @@ function h2load(row, node, seconds, logFile, streams = STREAMS, body = files[row
       : [
           ...common,
           '-c',
-          '1',
+          String(CONNECTIONS),
           '-m',
           String(streams),
           '-H',
@@ -275,7 +302,12 @@ async function measureService3() {
 
 async function measure(row) {
   if (row === 'rls1-service3') return measureService3()
-  const node = row === 'h2floor' ? await startFloor() : await startNode(row === 'rls1-baseline' ? BASELINE : MAIN)
+  const node =
+    row === 'h2floor'
+      ? await startFloor('grpc-floor.mjs')
+      : row === 'h2floor-ringlimit'
+        ? await startFloor('grpc-h2-floor.mjs')
+        : await startNode(row === 'rls1-baseline' ? BASELINE : MAIN, row === 'rls1-node' ? { GRPC_SERVER_IMPL: 'node-http2' } : {})
   try {
     if (row.startsWith('rls')) await preflight(node.grpcPort, readFileSync(files[row === 'rls3' ? 'rls3' : 'rls1']))
     h2load(row, node, 2) // warm-up: JIT, connections
@@ -291,7 +323,7 @@ async function measure(row) {
   }
 }
 
-const ROWS = ['limit', 'h2floor', 'rls1', 'rls3', 'rls1-service3', ...(BASELINE ? ['rls1-baseline'] : [])]
+const ROWS = ['limit', 'h2floor', 'h2floor-ringlimit', 'rls1', 'rls1-node', 'rls3', 'rls1-service3', ...(BASELINE ? ['rls1-baseline'] : [])]
 const results = Object.fromEntries(ROWS.map((r) => [r, []]))
 try {
   for (let round = 0; round < ROUNDS; round++) {
@@ -309,7 +341,7 @@ try {
 }
 
 const med = (row, f) => median(results[row].map((m) => m[f]))
-console.log(`\nringlimit ${MAIN}, ${ROUNDS} rounds × ${SECONDS} s, h2load, ${STREAMS} concurrent calls, medians`)
+console.log(`\nringlimit ${MAIN}, ${ROUNDS} rounds × ${SECONDS} s, h2load, ${CONNECTIONS} connection(s) × ${STREAMS} streams, medians`)
 console.log('| row | CPU µs per call | calls/s | p50 ms | p99 ms |')
 console.log('|:--|--:|--:|--:|--:|')
 for (const row of ROWS) {
@@ -327,3 +359,9 @@ console.log(
 )
 if (BASELINE) console.log(`one descriptor, this build / the baseline build: ${(one / med('rls1-baseline', 'usPerCall')).toFixed(2)}×`)
 console.log(`node:http2 floor (constant gRPC answer) / one POST /limit decision: ${(med('h2floor', 'usPerCall') / limit).toFixed(2)}×`)
+console.log(`src/rls/h2 floor (constant gRPC answer) / one POST /limit decision: ${(med('h2floor-ringlimit', 'usPerCall') / limit).toFixed(2)}×`)
+console.log(
+  `one descriptor on node:http2 (GRPC_SERVER_IMPL=node-http2) / one POST /limit decision: ${(med('rls1-node', 'usPerCall') / limit).toFixed(2)}×; / its floor: ${(med('rls1-node', 'usPerCall') / med('h2floor', 'usPerCall')).toFixed(2)}×`,
+)
+console.log(`one descriptor on src/rls/h2 / its floor: ${(one / med('h2floor-ringlimit', 'usPerCall')).toFixed(2)}×`)
+loadLine()

@@ -49,6 +49,13 @@ export const DEFAULTS = Object.freeze({
   shadowMode: false as boolean,
   rlsAllOrNothing: false as boolean,
   rlsRateLimitHeaders: false as boolean,
+  grpcMaxConnections: 4096 as number, // the gRPC port's connections; at the cap the idlest makes room for a new one
+  grpcMaxConcurrentStreams: 100 as number,
+  grpcPrefaceTimeoutMs: 5000 as number, // a connection (TLS handshake included) without the HTTP/2 preface and SETTINGS by then is closed
+  grpcIdleTimeoutMs: 60_000 as number, // a connection without a stream for this long is sent GOAWAY and closed
+  grpcDefaultDeadlineMs: 10_000 as number, // a call without grpc-timeout gets this deadline (DEADLINE_EXCEEDED past it)
+  grpcMaxPendingBytes: (16 * 1024 * 1024) as number, // request bytes received and not yet complete, all calls of the node together
+  grpcServerImpl: "ringlimit" as string, // the gRPC port's HTTP/2: ringlimit's own (src/rls/h2) or "node-http2"
   // envoyproxy/ratelimit's names, for a drop-in (docs/envoy-gateway.md)
   ...RATELIMIT_DEFAULTS,
 });
@@ -186,6 +193,25 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
     "count an RLS request's descriptors only when every one passes (default: each counted on its own, as envoyproxy/ratelimit)",
   ],
   rlsRateLimitHeaders: ["RLS_RATELIMIT_HEADERS", bool, "add draft-10 RateLimit and RateLimit-Policy headers to RLS answers (response_headers_to_add)"],
+  grpcMaxConnections: ["GRPC_MAX_CONNECTIONS", int(1, 1_000_000), "connections the gRPC port holds at once; at the cap the idlest is closed for a new one"],
+  grpcMaxConcurrentStreams: [
+    "GRPC_MAX_CONCURRENT_STREAMS",
+    int(1, 10_000),
+    "streams (calls) open at once on one gRPC connection (SETTINGS_MAX_CONCURRENT_STREAMS)",
+  ],
+  grpcPrefaceTimeoutMs: ["GRPC_PREFACE_TIMEOUT_MS", int(100, 600_000), "ms a new gRPC connection has to finish its TLS handshake and send the HTTP/2 preface"],
+  grpcIdleTimeoutMs: ["GRPC_IDLE_TIMEOUT_MS", int(100, 86_400_000), "ms a gRPC connection may stay without an open stream before GOAWAY closes it"],
+  grpcDefaultDeadlineMs: ["GRPC_DEFAULT_DEADLINE_MS", int(1, 3_600_000), "deadline of a gRPC call that sends no grpc-timeout (DEADLINE_EXCEEDED past it)"],
+  grpcMaxPendingBytes: [
+    "GRPC_MAX_PENDING_BYTES",
+    int(65_536, 1_073_741_824),
+    "bytes of gRPC requests received and not yet complete, node-wide (RESOURCE_EXHAUSTED past it)",
+  ],
+  grpcServerImpl: [
+    "GRPC_SERVER_IMPL",
+    oneOf(["ringlimit", "node-http2"]),
+    "the gRPC port's HTTP/2 server: ringlimit (built for unary gRPC) or node-http2 (Node's, to fall back on)",
+  ],
   ...RATELIMIT_VARIABLES,
 };
 

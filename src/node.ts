@@ -24,7 +24,8 @@ import type { Policy } from "./policy/types.js";
 import { loadPolicy, NO_POLICY_VERSION, PolicyWatcher } from "./policy/index.js";
 import { PolicyMetrics } from "./metrics/policy-metrics.js";
 import { XdsPolicy, xdsClientOptionsOf } from "./policy/xds/index.js";
-import { RlsGrpcServer } from "./rls/grpc-server.js";
+import { RlsGrpcServer, type GrpcOptions } from "./rls/grpc-server.js";
+import { RingGrpcServer } from "./rls/h2/grpc-calls.js";
 import type { GrpcTlsFiles } from "./rls/grpc-tls.js";
 import { grpcClientCa } from "./config/envoy-ratelimit.js";
 import { RlsMetrics } from "./rls/rls-metrics.js";
@@ -192,19 +193,29 @@ export async function startNode(
       countDegraded: (r) => metrics.countDegraded(r),
     },
   );
+  const grpcOptions: GrpcOptions = {
+    host: config.host,
+    port: config.grpcPort ?? 0,
+    // A client certificate verified in the handshake replaces the API key (docs/envoy-gateway.md).
+    auth: config.grpcAuth === "none" || grpcClientCa(config) !== undefined ? "none" : "api-key",
+    ...grpcTlsOf(config),
+  };
+  const grpcDeps = { service: rls, verifier, isReady: () => cluster?.ready ?? true, logger };
+  // GRPC_SERVER_IMPL: ringlimit's own HTTP/2 (src/rls/h2), or node:http2 to fall back on; client
+  // certificates (GRPC_SERVER_TLS_CA_CERT, with rotation) are node:http2's alone for now.
   const grpc =
     config.grpcPort === undefined
       ? undefined
-      : new RlsGrpcServer(
-          {
-            host: config.host,
-            port: config.grpcPort,
-            // A client certificate verified in the handshake replaces the API key (docs/envoy-gateway.md).
-            auth: config.grpcAuth === "none" || grpcClientCa(config) !== undefined ? "none" : "api-key",
-            ...grpcTlsOf(config),
-          },
-          { service: rls, verifier, isReady: () => cluster?.ready ?? true, logger },
-        );
+      : config.grpcServerImpl === "node-http2" || grpcOptions.tls?.caFile !== undefined
+        ? new RlsGrpcServer(grpcOptions, grpcDeps)
+        : new RingGrpcServer(grpcOptions, grpcDeps, {
+            maxConnections: config.grpcMaxConnections,
+            maxConcurrentStreams: config.grpcMaxConcurrentStreams,
+            prefaceTimeoutMs: config.grpcPrefaceTimeoutMs,
+            idleTimeoutMs: config.grpcIdleTimeoutMs,
+            defaultDeadlineMs: config.grpcDefaultDeadlineMs,
+            maxPendingBytes: config.grpcMaxPendingBytes,
+          });
   // Bound before the HTTP port, so a node that answers /ready already serves gRPC.
   const grpcPort = await grpc?.listen().catch((err: Error) => {
     throw new ConfigError("GRPC_PORT", `cannot listen on ${config.host}:${config.grpcPort}: ${err.message}`);

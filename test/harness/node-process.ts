@@ -47,6 +47,8 @@ async function spawnNodeOnce(env: Record<string, string>, options: SpawnOptions)
     LOG_LEVEL: "warn",
     // Tests read counters right after the requests they count; test/http/metrics.test.ts covers the cache.
     METRICS_CACHE_MS: "0",
+    // The gRPC port's server: the suites run with either (GRPC_SERVER_IMPL=node-http2 npx tap ...).
+    ...(process.env.GRPC_SERVER_IMPL === undefined ? {} : { GRPC_SERVER_IMPL: process.env.GRPC_SERVER_IMPL }),
     ...(env.PEER_PORT === undefined ? { PEER_PORT: String(await freePort()) } : {}),
     ...env,
     PORT: String(port),

@@ -1,0 +1,75 @@
+import * as F from "./frames.js";
+import { ConnectionError } from "./frames.js";
+
+/**
+ * The fixed shape of each control frame (RFC 9113 §6): which stream it may name, how long
+ * its payload is. A frame of the wrong shape is a connection error.
+ */
+export function checkShape(type: number, flags: number, id: number, length: number): void {
+  const fail = (code: number, why: string): never => {
+    throw new ConnectionError(code, why);
+  };
+  switch (type) {
+    case F.SETTINGS:
+      if (id !== 0) fail(F.PROTOCOL_ERROR, "SETTINGS on a stream");
+      if (flags & F.ACK && length !== 0) fail(F.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload");
+      return;
+    case F.PING:
+      if (id !== 0) fail(F.PROTOCOL_ERROR, "PING on a stream");
+      if (length !== 8) fail(F.FRAME_SIZE_ERROR, "PING of other than 8 bytes");
+      return;
+    case F.PRIORITY:
+      if (id === 0) fail(F.PROTOCOL_ERROR, "PRIORITY on stream 0");
+      if (length !== 5) fail(F.FRAME_SIZE_ERROR, "PRIORITY of other than 5 bytes");
+      return;
+    case F.GOAWAY:
+      if (id !== 0) fail(F.PROTOCOL_ERROR, "GOAWAY on a stream");
+      if (length < 8) fail(F.FRAME_SIZE_ERROR, "GOAWAY shorter than 8 bytes");
+      return;
+    case F.RST_STREAM:
+      if (id === 0) fail(F.PROTOCOL_ERROR, "RST_STREAM on stream 0");
+      if (length !== 4) fail(F.FRAME_SIZE_ERROR, "RST_STREAM of other than 4 bytes");
+      return;
+    case F.WINDOW_UPDATE:
+      if (length !== 4) fail(F.FRAME_SIZE_ERROR, "WINDOW_UPDATE of other than 4 bytes");
+      return;
+    case F.PUSH_PROMISE:
+      fail(F.PROTOCOL_ERROR, "PUSH_PROMISE from a client");
+  }
+}
+
+/** The client's settings that bind what we send. */
+export interface PeerSettings {
+  initialWindow: number;
+  maxFrame: number;
+}
+
+/**
+ * A SETTINGS frame's payload, checked value by value (RFC 9113 §6.5.2) and applied to `peer`;
+ * returns how much SETTINGS_INITIAL_WINDOW_SIZE moved (every open stream's window moves by
+ * as much). Unknown identifiers are ignored, as the RFC asks. HEADER_TABLE_SIZE binds the
+ * client's decoder of our blocks, which never index (response-blocks.ts): nothing to do.
+ */
+export function applySettings(peer: PeerSettings, buf: Buffer, start: number, end: number): number {
+  if ((end - start) % 6 !== 0) throw new ConnectionError(F.FRAME_SIZE_ERROR, "SETTINGS length not a multiple of 6");
+  let delta = 0;
+  for (let p = start; p < end; p += 6) {
+    const id = buf.readUInt16BE(p);
+    const value = buf.readUInt32BE(p + 2);
+    switch (id) {
+      case F.SETTINGS_ENABLE_PUSH:
+        if (value > 1) throw new ConnectionError(F.PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH other than 0 or 1");
+        break;
+      case F.SETTINGS_INITIAL_WINDOW_SIZE:
+        if (value > F.MAX_WINDOW) throw new ConnectionError(F.FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE past 2^31-1");
+        delta += value - peer.initialWindow;
+        peer.initialWindow = value;
+        break;
+      case F.SETTINGS_MAX_FRAME_SIZE:
+        if (value < F.DEFAULT_MAX_FRAME || value > F.MAX_FRAME_LIMIT) throw new ConnectionError(F.PROTOCOL_ERROR, "SETTINGS_MAX_FRAME_SIZE out of range");
+        peer.maxFrame = value;
+        break;
+    }
+  }
+  return delta;
+}

@@ -1,0 +1,206 @@
+import { readFileSync } from "node:fs";
+import { KeyScope } from "../../auth/api-keys.js";
+import { RLS_ERRORS, type RlsErrorKind, type RlsFailure } from "../errors.js";
+import type { GrpcDeps, GrpcOptions } from "../grpc-server.js";
+import { HealthService } from "../health-service.js";
+import { decodeHealthCheckRequest, decodeRateLimitRequest, encodeHealthCheckResponse, encodeRateLimitResponse } from "../wire/codec.js";
+import type { RlsResponse } from "../wire/messages.js";
+import { HEALTH_SERVICE_NAME, RLS_SERVICE_NAME } from "../wire/protos.js";
+import { echo, grpcTimeoutMs, refusal } from "./grpc-text.js";
+import { H2Server } from "./server.js";
+import type { H2Stream } from "./stream.js";
+
+/** The bounds of this server (GRPC_* settings); each has the meaning it has for the node:http2 server. */
+export interface H2GrpcBounds {
+  maxConnections: number;
+  maxConcurrentStreams: number;
+  prefaceTimeoutMs: number;
+  idleTimeoutMs: number;
+  defaultDeadlineMs: number;
+  maxPendingBytes: number;
+  /** set: TLS options (a secureContext, or cert and key) instead of reading GrpcOptions.tls's files */
+  tls?: import("node:tls").TlsOptions;
+}
+
+/** Envoy's requests are a few hundred bytes; anything near this bound is not one (the gRPC-hardening issue's bound). */
+const MAX_MESSAGE_BYTES = 64 * 1024;
+/** a HealthCheckRequest names a service: a kilobyte is plenty */
+const MAX_HEALTH_MESSAGE_BYTES = 1024;
+const MAX_HEADER_LIST_BYTES = 16 * 1024;
+/** Watch streams held by the node and by one connection: each is a stream and a watcher polled every second */
+const MAX_WATCHES = 1024;
+const MAX_WATCHES_PER_CONNECTION = 8;
+
+const SHOULD_RATE_LIMIT = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
+const CHECK = `/${HEALTH_SERVICE_NAME}/Check`;
+const WATCH = `/${HEALTH_SERVICE_NAME}/Watch`;
+const NOT_FOUND = 5;
+const DEADLINE_EXCEEDED = 4;
+const UNSUPPORTED_MEDIA_TYPE = 415;
+
+/**
+ * The gRPC port on ringlimit's own HTTP/2 (GRPC_SERVER_IMPL=ringlimit): the same services
+ * and answers as grpc-server.ts on node:http2 (ShouldRateLimit, grpc.health.v1 Check and
+ * Watch), the same interface to the node, a fraction of the cost per call (bench/README.md).
+ */
+export class RingGrpcServer {
+  private readonly h2: H2Server;
+  private readonly health: HealthService;
+  private draining = false;
+  private watches = 0;
+  private readonly watchesOf = new WeakMap<object, number>();
+  /** calls received and not answered yet (a drain waits for 0) */
+  inFlight = 0;
+
+  constructor(
+    private readonly options: GrpcOptions,
+    private readonly deps: GrpcDeps,
+    private readonly bounds: H2GrpcBounds,
+  ) {
+    this.health = new HealthService(() => !this.draining && deps.isReady());
+    const files = options.tls;
+    const tls = bounds.tls ?? (files === undefined ? undefined : { cert: readFileSync(files.certFile), key: readFileSync(files.keyFile) });
+    this.h2 = new H2Server(
+      {
+        limits: {
+          maxConcurrentStreams: bounds.maxConcurrentStreams,
+          maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
+          maxBodyBytes: MAX_MESSAGE_BYTES + 5,
+          pending: { bytes: 0, max: bounds.maxPendingBytes },
+        },
+        maxConnections: bounds.maxConnections,
+        prefaceTimeoutMs: bounds.prefaceTimeoutMs,
+        idleTimeoutMs: bounds.idleTimeoutMs,
+        ...(tls === undefined ? {} : { tls }),
+      },
+      {
+        opened: (stream, now) => this.opened(stream, now),
+        complete: (stream, tooLarge) => {
+          try {
+            this.onCall(stream, tooLarge);
+          } catch (err) {
+            // A fault in one call answers that call; the message stays in the log, not the answer.
+            this.deps.logger.error({ err }, "gRPC call failed");
+            fail(stream, "internal", RLS_ERRORS.internal.message);
+          }
+        },
+        expired: (stream) => stream.fail(DEADLINE_EXCEEDED, "deadline exceeded"),
+      },
+    );
+  }
+
+  listen(): Promise<number> {
+    return this.h2.listen(this.options.port, this.options.host);
+  }
+
+  /** Headers in: the message's bound by method, and the deadline from now, so an unfinished message ends at it too. */
+  private opened(stream: H2Stream, now: number): void {
+    if (stream.path === CHECK || stream.path === WATCH) stream.maxBody = MAX_HEALTH_MESSAGE_BYTES + 5;
+    const timeout = stream.grpcTimeout === "" ? undefined : grpcTimeoutMs(stream.grpcTimeout);
+    stream.deadlineAt = now + (timeout ?? this.bounds.defaultDeadlineMs);
+  }
+
+  private onCall(stream: H2Stream, tooLarge: boolean): void {
+    if (stream.method !== "POST" || !stream.contentType.startsWith("application/grpc")) return stream.status(UNSUPPORTED_MEDIA_TYPE);
+    if (tooLarge) return fail(stream, "resourceExhausted", `${RLS_ERRORS.resourceExhausted.message} (at most ${stream.maxBody - 5} bytes)`);
+    const path = stream.path;
+    if (path !== SHOULD_RATE_LIMIT && path !== CHECK && path !== WATCH) return fail(stream, "unimplemented", `no method ${echo(path)}`);
+    let scope: KeyScope | undefined = KeyScope.ANY;
+    if (path === SHOULD_RATE_LIMIT && this.options.auth === "api-key") {
+      scope = this.deps.verifier.scopeOf(stream.authorization);
+      if (scope === undefined) return fail(stream, "unauthenticated", RLS_ERRORS.unauthenticated.message);
+    }
+    const body = stream.body;
+    if (body.length < 5 || body.readUInt32BE(1) !== body.length - 5) return fail(stream, "invalidArgument", "request: not one gRPC message");
+    if (body[0] !== 0) return stream.fail(RLS_ERRORS.unimplemented.grpc, "compressed messages are not accepted");
+    const message = body.subarray(5);
+    if (path === SHOULD_RATE_LIMIT) return this.shouldRateLimit(stream, message, scope!);
+    let service: string | undefined;
+    try {
+      service = decodeHealthCheckRequest(message).service;
+    } catch (err) {
+      const why = refusal(err, "HealthCheckRequest");
+      if (why === undefined) throw err;
+      return fail(stream, "invalidArgument", why);
+    }
+    if (path === CHECK) return this.check(stream, service);
+    this.watch(stream, service);
+  }
+
+  private shouldRateLimit(stream: H2Stream, message: Buffer, scope: KeyScope): void {
+    let request;
+    try {
+      request = decodeRateLimitRequest(message);
+    } catch (err) {
+      const why = refusal(err, "RateLimitRequest");
+      if (why === undefined) throw err;
+      return fail(stream, "invalidArgument", why);
+    }
+    this.inFlight++;
+    let answered = false;
+    const done = (failure: RlsFailure | undefined, response: RlsResponse | undefined): void => {
+      if (answered) return;
+      answered = true;
+      this.inFlight--;
+      if (failure !== undefined) fail(stream, failure.kind, failure.message);
+      else stream.reply(encodeRateLimitResponse(response!));
+    };
+    try {
+      this.deps.service.shouldRateLimit(request, scope, done);
+    } catch (err) {
+      // A fault in one call answers that call; the message stays in the log, not the answer.
+      this.deps.logger.error({ err }, "RLS call failed");
+      done({ kind: "internal", message: RLS_ERRORS.internal.message }, undefined);
+    }
+    // Forwarded to an owner meanwhile: answered when it replies, or DEADLINE_EXCEEDED at the
+    // call's deadline (opened()); the decision counts either way, and inFlight waits for it.
+  }
+
+  private check(stream: H2Stream, service: string | undefined): void {
+    const status = this.health.status(service);
+    if (status === undefined) return stream.fail(NOT_FOUND, `unknown service "${echo(service ?? "")}"`);
+    stream.reply(encodeHealthCheckResponse({ status }));
+  }
+
+  private watch(stream: H2Stream, service: string | undefined): void {
+    const connection = stream.owner;
+    const onConnection = this.watchesOf.get(connection) ?? 0;
+    if (this.watches >= MAX_WATCHES) return fail(stream, "resourceExhausted", "too many Watch streams on this node");
+    if (onConnection >= MAX_WATCHES_PER_CONNECTION) return fail(stream, "resourceExhausted", "too many Watch streams on this connection");
+    const send = (status: number): void => {
+      stream.open();
+      stream.send(encodeHealthCheckResponse({ status }));
+    };
+    let unwatch: (() => void) | undefined = () => {};
+    // SERVICE_UNKNOWN, and the stream stays open as the protocol says: the service may appear.
+    if (this.health.status(service) === undefined) send(3);
+    else unwatch = this.health.watch(send, () => stream.end());
+    // the health service may bound its watchers too
+    if (unwatch === undefined) return fail(stream, "resourceExhausted", "too many Watch streams on this node");
+    // A Watch lasts as long as the client wants: no deadline once it is served.
+    stream.deadlineAt = 0;
+    this.watches++;
+    this.watchesOf.set(connection, onConnection + 1);
+    stream.onClose = () => {
+      this.watches--;
+      this.watchesOf.set(connection, (this.watchesOf.get(connection) ?? 1) - 1);
+      unwatch();
+    };
+  }
+
+  /** Health turns NOT_SERVING; calls are still answered until close(). */
+  startDraining(): void {
+    this.draining = true;
+    this.health.poll();
+  }
+
+  /** GOAWAY on every connection, calls in flight answered, what is left closed after `graceMs`. */
+  close(graceMs: number): Promise<void> {
+    this.health.close();
+    return this.h2.close(graceMs);
+  }
+}
+
+function fail(stream: H2Stream, kind: RlsErrorKind, message: string): void {
+  stream.fail(RLS_ERRORS[kind].grpc, message);
+}
