@@ -3,7 +3,7 @@ import type { Logger } from "../../logger.js";
 import { ClusterMetrics } from "../../metrics/cluster-metrics.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import { ReplicationMetrics } from "../../metrics/replication-metrics.js";
-import { PeerServer } from "../../peer/index.js";
+import { ownRange, PeerServer } from "../../peer/index.js";
 import type { LocalDecider } from "../local/local-decider.js";
 import type { StateTable } from "../table/state-table.js";
 import { Cluster } from "./cluster.js";
@@ -50,8 +50,12 @@ export interface ClusterParts {
  * inbound handler behind the peer listener and the decider the front end asks, and wires
  * their events to each other. Nothing is started here (Cluster.start).
  */
-export function assembleCluster(config: Config, { local, metrics, logger, tls, replicaTable, blockedCacheBytes, sharesBytes, policyVersion }: ClusterParts): Cluster {
+export function assembleCluster(
+  config: Config,
+  { local, metrics, logger, tls, replicaTable, blockedCacheBytes, sharesBytes, policyVersion }: ClusterParts,
+): Cluster {
   const table = local.table;
+  const protocol = ownRange(config.peerProtocolMax);
   // The pool calls back into parts made after it; none of its callbacks runs before start().
   let coordinator: Coordinator | undefined;
   // The owner holds back a share for each other member it has known (leases/, share-rule.ts).
@@ -72,6 +76,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     zone: config.zone ?? "",
     maxClockSkewMs: config.maxClockSkewMs,
     clientTls: tls.client,
+    protocol,
     logger,
     onRingChanged: (joined) => {
       known.note(pool.ring.members, pool.self, pool.configuredCount);
@@ -164,6 +169,7 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     pongTag: policyVersion,
     zone: config.zone ?? "",
     onDecideFrame: (items) => clusterMetrics.observeDecideFrame(items),
+    protocol,
   });
   const dns = config.peersDns !== undefined ? splitHostPort(config.peersDns) : undefined;
   const membership =

@@ -1,6 +1,7 @@
 import type { Logger } from "../../../logger.js";
 import type { PeerStateSample } from "../../../metrics/cluster-metrics.js";
-import { PeerClient, processLoopLag, type PeerTlsOptions } from "../../../peer/index.js";
+import { PeerClient, processLoopLag, type PeerTlsOptions, type ProtocolRange } from "../../../peer/index.js";
+import { RingProtocol } from "./ring-protocol.js";
 import { performance } from "node:perf_hooks";
 import { hasQuorum, QuorumLog } from "./quorum.js";
 import { HashRing } from "../../ring/ring.js";
@@ -26,6 +27,8 @@ export interface MemberPoolOptions {
   maxClockSkewMs: number;
   /** read once, when the node is composed */
   clientTls: PeerTlsOptions | undefined;
+  /** the peer protocol versions this node speaks (PEER_PROTOCOL_MAX holds the top) */
+  protocol: ProtocolRange;
   logger: Logger;
   /** the ring was swapped; `joined`: members new on it */
   onRingChanged(joined: readonly string[]): void;
@@ -47,6 +50,8 @@ export class MemberPool {
   ring: HashRing;
   /** members dropped from the ring that may still be deciding their keys (see OwnerDoubts) */
   readonly doubts: OwnerDoubts;
+  /** the version the ring runs at, from the members' ranges (ring-protocol.ts) */
+  readonly protocol: RingProtocol;
   /** See onSettled. A plain field: it advances on the clients' first up/down or on a timer. */
   settled = false;
   private configured: readonly string[] = [];
@@ -73,6 +78,7 @@ export class MemberPool {
     this.quorumLog = new QuorumLog(opts.logger);
     this.slow = new SlowPeers(opts.peerTimeoutMs, opts.failureTimeoutMs);
     this.doubts = new OwnerDoubts(opts.takeoverHoldMs);
+    this.protocol = new RingProtocol(opts.protocol, opts.logger);
   }
 
   get configuredCount(): number {
@@ -141,6 +147,7 @@ export class MemberPool {
     }
     const first = this.configured.length === 0;
     this.configured = [...new Set([...members, this.self])].sort();
+    this.protocol.keepOnly(this.configured);
     for (const member of this.configured) {
       if (member === this.self || this.clients.has(member)) continue;
       this.addClient(member);
@@ -227,10 +234,12 @@ export class MemberPool {
       heartbeatIntervalMs: o.heartbeatIntervalMs,
       failureTimeoutMs: o.failureTimeoutMs,
       logger: o.logger,
+      protocol: o.protocol,
       ...(o.clientTls !== undefined ? { tls: o.clientTls } : {}),
     });
     this.unsettled.add(member);
     client.on("up", () => {
+      if (client.link.remote !== undefined) this.protocol.linked(member, client.link.remote);
       this.unsettled.delete(member);
       this.doubts.cleared(member);
       // A member that left comes back as a new process, over a new connection.
@@ -247,6 +256,7 @@ export class MemberPool {
     });
     client.on("tag", (version) => o.onPeerPolicyVersion?.(member, version));
     client.on("down", (reason, silent) => {
+      if (client.link.apart) this.protocol.refused(member, client.link.remote!);
       const wasSettled = !this.unsettled.delete(member);
       if (silent && this.ring.has(member)) this.doubts.dropped(member, Date.now());
       if (wasSettled || this.ring.has(member)) o.logger.warn({ peer: member, reason }, "peer down: leaves the ring");

@@ -203,7 +203,7 @@ export class ClusterDecider implements Decider {
       // client uWebSockets.js cut off): what the owner counted for it is given back, so a
       // key's count holds only answers that were delivered.
       if (!done(d) && given !== undefined) this.giveBack(client, given, sentAt);
-    }, opening ? DecideItemFlag.OPENING : 0);
+    }, opening && client.link.supports("OPENING") ? DecideItemFlag.OPENING : 0);
   }
 
   /** The owner's 429 this node remembers for the key, as this request's answer; undefined when none. */
