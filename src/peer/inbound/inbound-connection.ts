@@ -81,6 +81,7 @@ export interface ConnectionHost {
     readonly zone: string;
     readonly onDecideFrame: (items: number) => void;
     readonly protocol: ProtocolRange;
+    readonly membersTag: () => string;
   };
   readonly log: PeerLogger;
   readonly stats: PeerServerStats;
@@ -273,7 +274,7 @@ export class InboundConnection implements PendingConnection {
       // The link's own: the client's range (validated), answered with this node's. Which version
       // runs is the client's to work out; this end answers each request in the form it came in.
       decodeRange(payload);
-      this.send(encodeCallReply(callId, CallStatus.OK, encodeRange(server.opts.protocol)));
+      this.send(encodeCallReply(callId, CallStatus.OK, encodeRange(server.opts.protocol, server.opts.membersTag())));
       return;
     }
     const handler = server.opts.handler;

@@ -46,6 +46,8 @@ export interface PeerServerOptions {
   onDecideFrame?: (items: number) => void;
   /** the protocol versions this node speaks, told to each client that asks (PROTOCOL_CALL); default ownRange() */
   protocol?: ProtocolRange;
+  /** this node's members tag, told with its range (protocol-ranges.ts); default none */
+  membersTag?: () => string;
 }
 
 const noTag = (): string => "";
@@ -113,6 +115,7 @@ export class PeerServer implements ConnectionHost {
       zone: opts.zone ?? "",
       onDecideFrame: opts.onDecideFrame ?? ignore,
       protocol: opts.protocol ?? ownRange(),
+      membersTag: opts.membersTag ?? noTag,
     };
     this.pending = new PendingConnections(this.opts.maxPendingHandshakes, this.opts.maxPendingPerSource);
     this.tlsHandshakes = opts.tls === undefined ? null : new Map();

@@ -36,4 +36,6 @@ export interface PeerClientOptions {
   logger?: PeerLogger;
   /** the protocol versions this node speaks (PEER_PROTOCOL_MAX holds the top); default ownRange() */
   protocol?: ProtocolRange;
+  /** this node's members tag, told with the range on each connection (protocol-ranges.ts); default none */
+  membersTag?: () => string;
 }

@@ -109,7 +109,7 @@ export class PeerClient extends EventEmitter {
     this.backoff = new ReconnectBackoff(opts.reconnectMinMs ?? PEER_DEFAULTS.reconnectMinMs, opts.reconnectMaxMs ?? PEER_DEFAULTS.reconnectMaxMs);
     this.handshakeTimeoutMs = opts.handshakeTimeoutMs ?? PEER_DEFAULTS.handshakeTimeoutMs;
     this.callTimeoutMs = opts.callTimeoutMs ?? PEER_DEFAULTS.callTimeoutMs;
-    this.link = new LinkProtocol(opts.protocol ?? ownRange());
+    this.link = new LinkProtocol(opts.protocol ?? ownRange(), opts.membersTag);
     const write = (frames: Buffer): void => {
       if (this.socket !== null) this.send(this.socket, frames);
     };

@@ -13,8 +13,14 @@ export class LinkProtocol {
   remote: ProtocolRange | undefined = undefined;
   /** the highest version both speak; NaN until the first connection is up */
   version = Number.NaN;
+  /** the peer's members tag as it told on its last connection ("" for none: PEERS_DNS, or a node of 11) */
+  remoteMembersTag = "";
 
-  constructor(readonly own: ProtocolRange) {}
+  constructor(
+    readonly own: ProtocolRange,
+    /** this node's members tag, read at each connection */
+    readonly membersTag: () => string = () => "",
+  ) {}
 
   /** The peer told `remote`: the version the link runs at, or undefined when they share none. */
   agree(remote: ProtocolRange): number | undefined {
@@ -43,14 +49,16 @@ export class LinkProtocol {
  */
 export function askRange(calls: PendingCalls, link: LinkProtocol, timeoutMs: number, send: (frames: Buffer) => void): Promise<string | undefined | null> {
   return calls
-    .start(PROTOCOL_CALL, timeoutMs, (id) => send(encodeCall(id, PROTOCOL_CALL, encodeRange(link.own))))
+    .start(PROTOCOL_CALL, timeoutMs, (id) => send(encodeCall(id, PROTOCOL_CALL, encodeRange(link.own, link.membersTag()))))
     .then(
       (reply) => decodeRange(reply),
-      (err: PeerError) => (err.code === "remote" ? LEGACY_RANGE : null),
+      (err: PeerError) => (err.code === "remote" ? { ...LEGACY_RANGE, membersTag: "" } : null),
     )
     .then(
       (remote) => {
-        if (remote === null || link.agree(remote) !== undefined) return remote === null ? null : undefined;
+        if (remote === null) return null;
+        link.remoteMembersTag = remote.membersTag;
+        if (link.agree({ min: remote.min, max: remote.max }) !== undefined) return undefined;
         return `no shared protocol version: the peer speaks ${rangeText(remote)}, this node ${rangeText(link.own)}`;
       },
       (err: Error) => `protocol range unreadable: ${err.message}`,

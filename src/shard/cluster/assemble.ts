@@ -77,6 +77,7 @@ export function assembleCluster(
     maxClockSkewMs: config.maxClockSkewMs,
     clientTls: tls.client,
     protocol,
+    staticMembers: config.peersDns === undefined,
     logger,
     onRingChanged: (joined) => {
       known.note(pool.ring.members, pool.self, pool.configuredCount);
@@ -111,7 +112,9 @@ export function assembleCluster(
   let server: PeerServer | undefined;
   const clusterMetrics = new ClusterMetrics(metrics.registry, {
     members: () => pool.ring.size,
-    configured: () => pool.configuredCount,
+    // Members that left gracefully (SIGTERM: LEAVE) are not counted: a planned scale-in leaves
+    // ring == configured, so `ring < configured` alerts only on members that went missing.
+    configured: () => pool.voters,
     quorum: () => pool.quorum,
     clockOffsets: () => pool.clockOffsets(),
     peerStates: () => pool.peerStates(),
@@ -170,6 +173,7 @@ export function assembleCluster(
     zone: config.zone ?? "",
     onDecideFrame: (items) => clusterMetrics.observeDecideFrame(items),
     protocol,
+    membersTag: () => pool.membersTag,
   });
   const dns = config.peersDns !== undefined ? splitHostPort(config.peersDns) : undefined;
   const membership =

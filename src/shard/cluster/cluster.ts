@@ -104,9 +104,9 @@ export class Cluster {
       pool.configuredCount > 0 &&
       pool.settled &&
       !this.coordinator.joining &&
-      // A member it cannot speak with (no shared protocol version) is one it cannot agree with
-      // on any key: ready only with a majority it can speak with, however the ring started.
-      (pool.protocol.incompatible === 0 ? pool.quorum || !pool.hadQuorum || pool.voters < MIN_MEMBERS_FOR_QUORUM : pool.quorum)
+      // A member it cannot agree with on any key (no shared protocol version, another PEERS list):
+      // ready only with a majority it agrees with, however the ring started and whatever its size.
+      (pool.apart === 0 ? pool.quorum || !pool.hadQuorum || pool.voters < MIN_MEMBERS_FOR_QUORUM : pool.quorum)
     );
   }
 
