@@ -26,10 +26,13 @@ t.test("two ranges share their highest common version, or none", async (t) => {
   t.same(ownRange(PROTOCOL_MIN), { min: PROTOCOL_MIN, max: PROTOCOL_MIN }, "PEER_PROTOCOL_MAX holds the top");
   t.throws(() => ownRange(PROTOCOL_VERSION + 1), RangeError, "not above what the build speaks");
   t.throws(() => ownRange(PROTOCOL_MIN - 1), RangeError);
-  t.same(decodeRange(encodeRange({ min: 11, max: 12 })), { min: 11, max: 12 });
   t.throws(() => decodeRange(Buffer.from([12, 11])), FrameError, "min above max");
   t.throws(() => decodeRange(Buffer.from([0, 11])), FrameError);
-  t.throws(() => decodeRange(Buffer.from([11, 12, 0])), FrameError, "trailing byte");
+  t.same(decodeRange(encodeRange({ min: 11, max: 12 }, "0123456789abcdef")), { min: 11, max: 12, membersTag: "0123456789abcdef" }, "a members tag rides along");
+  t.same(decodeRange(encodeRange({ min: 11, max: 12 })), { min: 11, max: 12, membersTag: "" }, "none with PEERS_DNS");
+  t.throws(() => decodeRange(Buffer.from([11, 12, 2, 0x41])), FrameError, "a tag shorter than its length");
+  t.throws(() => decodeRange(Buffer.from([11, 12, 1, 0x0a])), FrameError, "a tag with a control character");
+  t.throws(() => decodeRange(Buffer.concat([Buffer.from([11, 12, 65]), Buffer.alloc(65, 0x41)])), FrameError, "a tag over 64 bytes");
   t.ok(supportsAt(11, "OPENING") && !supportsAt(11, "RANGES") && supportsAt(12, "RANGES"), "features by version");
   for (const [feature, v] of Object.entries(FEATURE_VERSIONS)) t.ok(v <= PROTOCOL_VERSION, `${feature} is of a version this build speaks`);
 });
