@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { KNOWN_VARIABLES } from "./config.js";
 import { RATELIMIT_IGNORED } from "./config/envoy-ratelimit.js";
+import { PROTOCOL_MIN, PROTOCOL_VERSION } from "./peer/wire/constants.js";
 
 /** The commands `ringlimit [command]` knows; no command starts a node. */
 export const COMMANDS = Object.freeze({
@@ -18,7 +19,7 @@ export function usage(): string {
       ["[--variable-name value]...", "start a node, configured by the environment; a flag overrides its variable"],
       ...Object.entries(COMMANDS),
       ["--help", "this text"],
-      ["--version", "the version"],
+      ["--version", "the version, and the peer protocol versions it speaks"],
     ].map(([form, what]) => `  ringlimit ${form!.padEnd(27)} ${what}`),
     "",
     "Environment variables (flag: --api-keys for API_KEYS, and so on):",
@@ -35,6 +36,14 @@ let cachedVersion: string | undefined;
 export function version(): string {
   cachedVersion ??= (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
   return cachedVersion;
+}
+
+/**
+ * `ringlimit --version`: the build's version, then the peer protocol versions it speaks, the
+ * figure that says whether two builds can share a ring (docs/operations.md, Rolling upgrades).
+ */
+export function versionLine(): string {
+  return `${version()} (peer protocol ${PROTOCOL_MIN}..${PROTOCOL_VERSION})`;
 }
 
 const KNOWN_NAMES = new Set(KNOWN_VARIABLES.map((v) => v.name));

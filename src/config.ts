@@ -3,6 +3,7 @@ import { bool, certificate, checkTlsFiles, ConfigError, int, list, oneOf, str, t
 import { deriveRatelimitSettings, RATELIMIT_DEFAULTS, RATELIMIT_VARIABLES } from "./config/envoy-ratelimit.js";
 import { problemOfPolicy } from "./policy/index.js";
 import { clusterSecretWeakness } from "./peer/link/cluster-secret.js";
+import { PROTOCOL_MIN, PROTOCOL_VERSION } from "./peer/wire/constants.js";
 
 /** Every setting and its default, in one place (docs/operations.md; `ringlimit --help` prints them). Units are in the names. */
 export const DEFAULTS = Object.freeze({
@@ -26,6 +27,7 @@ export const DEFAULTS = Object.freeze({
   failureTimeoutMs: 1000 as number, // no frame from a peer for this long: it leaves this node's ring
   takeoverHoldMs: undefined as number | undefined, // default: FAILURE_TIMEOUT_MS
   maxClockSkewMs: 1000 as number, // a peer's clock further off than this is logged as a warning
+  peerProtocolMax: PROTOCOL_VERSION as number, // the newest peer protocol this node speaks (docs/operations.md, Rolling upgrades)
   dnsIntervalMs: 5000 as number,
   dnsServer: undefined as string | undefined, // host:port of the DNS server for PEERS_DNS; default: the system resolver
   drainTimeoutMs: 20000 as number, // SIGTERM: bound on handing states over and finishing requests
@@ -134,6 +136,7 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
     "ms after a silent or slow peer leaves this node's ring during which its keys answer degraded here (it may still be counting them); 0: taken over at once (unset: FAILURE_TIMEOUT_MS)",
   ],
   maxClockSkewMs: ["MAX_CLOCK_SKEW_MS", int(1, 3_600_000), "warn when a peer's wall clock differs from this node's by more than this many ms"],
+  peerProtocolMax: ["PEER_PROTOCOL_MAX", int(PROTOCOL_MIN, PROTOCOL_VERSION), `newest peer protocol version this node speaks, ${PROTOCOL_MIN} to ${PROTOCOL_VERSION} (docs/operations.md, Rolling upgrades)`],
   dnsIntervalMs: ["DNS_INTERVAL_MS", int(100, 3_600_000), "ms between PEERS_DNS lookups"],
   dnsServer: ["DNS_SERVER", str, "host:port of the DNS server for PEERS_DNS (unset: the system resolver)"],
   drainTimeoutMs: ["DRAIN_TIMEOUT_MS", int(0, 3_600_000), "on SIGTERM, ms to finish requests and hand states over"],

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { lookalikeVariables, usage, version } from "./cli.js";
+import { lookalikeVariables, usage, versionLine } from "./cli.js";
 import { generateApiKey } from "./auth/api-keys.js";
 import { generateClusterSecret } from "./peer/link/cluster-secret.js";
 import { ConfigError, configFrom, parseCommandLine, type Config } from "./config.js";
@@ -14,7 +14,7 @@ async function main(argv: string[]): Promise<void> {
   try {
     const line = parseCommandLine(argv);
     if (line.help) return void process.stdout.write(usage());
-    if (line.version) return void process.stdout.write(version() + "\n");
+    if (line.version) return void process.stdout.write(versionLine() + "\n");
     const [command, extra] = line.positionals;
     if (extra !== undefined) throw new ConfigError(extra, "unexpected argument");
     if (command === "keygen") {

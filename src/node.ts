@@ -30,6 +30,8 @@ import type { GrpcTlsFiles } from "./rls/grpc-tls.js";
 import { grpcClientCa } from "./config/envoy-ratelimit.js";
 import { RlsMetrics } from "./rls/rls-metrics.js";
 import { RlsService } from "./rls/rls-service.js";
+import { version } from "./cli.js";
+import { PROTOCOL_MIN } from "./peer/index.js";
 
 const SWEEP_INTERVAL_MS = 1000;
 
@@ -170,6 +172,10 @@ export async function startNode(
   });
   // A single node is a ring of one; a cluster's directory follows its ring.
   const directory = cluster?.directory ?? new Directory(config.nodeId ?? "", "", () => policyVersion());
+  directory.software = () => ({
+    build: version(),
+    protocol: cluster?.protocol ?? { min: PROTOCOL_MIN, max: config.peerProtocolMax, ring: config.peerProtocolMax },
+  });
 
   policyWatcher?.start();
   xds?.start();

@@ -9,6 +9,7 @@ import net from "node:net";
 import t, { type Test } from "tap";
 import { lookalikeVariables, usage } from "../src/cli.js";
 import { clusterSecretWeakness, EXAMPLE_CLUSTER_SECRETS, generateClusterSecret } from "../src/peer/link/cluster-secret.js";
+import { PROTOCOL_MIN, PROTOCOL_VERSION } from "../src/peer/wire/constants.js";
 import { ENVIRONMENT_VARIABLES, KNOWN_VARIABLES } from "../src/config.js";
 import { selfSignedCert } from "./harness/certs.js";
 import { closeAgents, TEST_KEY } from "./harness/http-client.js";
@@ -71,7 +72,7 @@ t.test("--help: usage, every command and every variable with its default; exit 0
 t.test("--version prints package.json's version", async (t) => {
   const run = await runMain(["--version"], {});
   t.equal(run.code, 0);
-  t.equal(run.stdout, PACKAGE.version + "\n");
+  t.equal(run.stdout, `${PACKAGE.version} (peer protocol ${PROTOCOL_MIN}..${PROTOCOL_VERSION})\n`, "and the peer protocol versions it speaks");
 });
 
 t.test("unknown command or flag: one line naming it, exit 2", async (t) => {

@@ -264,6 +264,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   FAILURE_TIMEOUT_MS: [["10"], ["100", { HEARTBEAT_INTERVAL_MS: "200" }]],
   TAKEOVER_HOLD_MS: [["-1"], ["600001"], ["soon"]],
   MAX_CLOCK_SKEW_MS: [["0"], ["1s"], ["3600001"]],
+  PEER_PROTOCOL_MAX: [["10"], ["99"], ["12.5"]],
   DNS_INTERVAL_MS: [["1"], ["soon"]],
   DNS_SERVER: [[""]],
   DRAIN_TIMEOUT_MS: [["-1"], ["forever"]],

@@ -56,6 +56,8 @@ export class Check implements Expiring {
  */
 export class Attempt {
   aborted = false;
+  /** performance.now() ms when it was handed to the node's pool */
+  readonly sentAt = performance.now();
   private abortRequest: ((err?: Error) => void) | undefined = undefined;
   private status = 0;
   private version: string | undefined = undefined;

@@ -14,7 +14,13 @@ import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ResetReq
 
 /** Defaults of RingLimitClientOptions, in one place. */
 export const CLIENT_DEFAULTS = Object.freeze({
-  timeoutMs: 50, // ms: a check unanswered by then resolves allowed: failOpen, degraded: true
+  // ms: a check unanswered by then resolves allowed: failOpen, degraded: true. Above the
+  // servers' PEER_TIMEOUT_MS (100 ms by default, src/config.ts; a test holds the two apart):
+  // a node that forwards a check to an owner that hangs answers it degraded itself after
+  // PEER_TIMEOUT_MS, and that answer must reach the client before its own deadline, or the
+  // healthy node is taken for the hung one (issue 32: at 50 ms, one SIGSTOPped node of three
+  // made ~3 s of every check degraded, those of the two healthy owners included).
+  timeoutMs: 150,
   failOpen: true,
   connections: 16, // keep-alive connections per node
   routing: "owner" as "owner" | "round-robin",
@@ -371,7 +377,11 @@ export class RingLimitClient implements CheckHandler {
     check.settled = true;
     const attempt = check.attempt;
     if (attempt !== undefined) {
-      attempt.node.failed(performance.now());
+      // A node that answered anything since this attempt was sent is up: what it is waiting
+      // for is another node, the owner it forwards to (with a timeoutMs below the servers'
+      // PEER_TIMEOUT_MS). Only a node silent for the whole attempt is skipped.
+      const now = performance.now();
+      if (!attempt.node.answeredSince(attempt.sentAt)) attempt.node.failed(now);
       attempt.abort();
     }
     this.refresh();

@@ -19,6 +19,8 @@ export class NodeConnection {
   readonly clusterPath: string;
   /** performance.now() until which checks skip this node */
   skipUntil = 0;
+  /** performance.now() ms of its last answer (any status), -Infinity before the first */
+  private lastAnswerAt = -Infinity;
   private skipMs: number;
   private readonly healthPath: string;
   private warming: Promise<void> | undefined;
@@ -80,8 +82,14 @@ export class NodeConnection {
   }
 
   answered(): void {
+    this.lastAnswerAt = performance.now();
     this.skipUntil = 0;
     this.skipMs = this.retryAfterMs;
+  }
+
+  /** Whether it answered anything at or after `t` (performance.now() ms): its event loop runs. */
+  answeredSince(t: number): boolean {
+    return this.lastAnswerAt >= t;
   }
 
   close(): Promise<void> {

@@ -12,4 +12,16 @@ export { PeerError } from "./errors.js";
 export type { PeerErrorCode } from "./errors.js";
 export type { PeerLogger } from "./logger.js";
 export type { PeerTlsOptions } from "./link/transport.js";
-export { DecideCode, DecideFlag, DecideItemFlag, HANDSHAKE_TIMEOUT_MS, MAX_FRAME_BYTES, PEER_DEFAULTS } from "./wire/constants.js";
+export { ownRange, rangeText, sharedVersion, supportsAt } from "./link/versions.js";
+export type { ProtocolRange } from "./link/versions.js";
+export type { ProtocolFeature } from "./wire/constants.js";
+export {
+  DecideCode,
+  DecideFlag,
+  DecideItemFlag,
+  HANDSHAKE_TIMEOUT_MS,
+  MAX_FRAME_BYTES,
+  PEER_DEFAULTS,
+  PROTOCOL_MIN,
+  PROTOCOL_VERSION,
+} from "./wire/constants.js";

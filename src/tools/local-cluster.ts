@@ -2,19 +2,23 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { generateClusterSecret } from "../peer/link/cluster-secret.js";
 import { generateApiKey } from "../auth/api-keys.js";
 
 /**
- * `npm run cluster -- [--nodes 3] [--port 8080] [--peer-port 9080] [--host 127.0.0.1]`: a
- * local cluster for trying ringlimit out. Node i listens on HTTP port + i and on peer port +
- * i; all share one generated API key and cluster secret. PORT, PEER_PORT and HOST in the
- * environment are the defaults of the flags; every other variable reaches every node as it
- * is. Ctrl-C stops them all (SIGTERM: each drains and hands its states over).
+ * `npm run cluster -- [--nodes 3] [--port 8080] [--peer-port 9080] [--grpc-port G] [--host 127.0.0.1]`:
+ * a local cluster for trying ringlimit out. Node i listens on HTTP port + i, on peer port + i
+ * and, with --grpc-port, on gRPC port G + i; all share one generated API key and cluster
+ * secret. PORT, PEER_PORT, GRPC_PORT and HOST in the environment are the defaults of the flags;
+ * every other variable reaches every node as it is. Ctrl-C stops them all (SIGTERM: each
+ * drains and hands its states over). One node is restarted while the others run (a rolling
+ * restart, one node at a time) by typing `restart N` on the tool's input, or with SIGUSR2 to
+ * the tool, which restarts the next node in turn (0, 1, ..., then 0 again).
  */
 
-const USAGE = "npm run cluster -- [--nodes N] [--port P] [--peer-port Q] [--host H] [--help]";
+const USAGE = "npm run cluster -- [--nodes N] [--port P] [--peer-port Q] [--grpc-port G] [--host H] [--help]";
 const MAX_NODES = 64;
 
 /** A bad command line: one line on stderr, exit 2, nothing started. */
@@ -33,6 +37,7 @@ function parseOptions() {
       nodes: { type: "string" },
       port: { type: "string" },
       "peer-port": { type: "string" },
+      "grpc-port": { type: "string" },
       host: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
@@ -58,6 +63,7 @@ const hostDefault = env.HOST ?? "127.0.0.1";
 
 if (options.help) {
   const peerDefault = env.PEER_PORT !== undefined ? `${env.PEER_PORT}, from PEER_PORT` : "--port + 1000";
+  const grpcDefault = env.GRPC_PORT !== undefined ? `${env.GRPC_PORT}, from GRPC_PORT` : "none: no gRPC port";
   process.stdout.write(
     `Usage: ${USAGE}\n\n` +
       "Starts a local ringlimit cluster: N nodes that share one generated API key and cluster\n" +
@@ -66,8 +72,11 @@ if (options.help) {
       `  --nodes N       number of nodes, 1 to ${MAX_NODES} (default 3)\n` +
       `  --port P        HTTP port of the first node; node i listens on P + i (default ${portDefault}${env.PORT !== undefined ? ", from PORT" : ""})\n` +
       `  --peer-port Q   peer port of the first node; node i listens on Q + i (default ${peerDefault})\n` +
+      `  --grpc-port G   gRPC port (Envoy's rate limit service) of the first node; node i listens on G + i (default ${grpcDefault})\n` +
       `  --host H        address every listener binds (default ${hostDefault}${env.HOST !== undefined ? ", from HOST" : ""})\n` +
       "  -h, --help      print this and exit, starting nothing\n\n" +
+      "While it runs, `restart N` on its input (or SIGUSR2 to it: the next node in turn) stops node N\n" +
+      "(it drains and hands its states over) and starts it again, the others running: a rolling restart.\n\n" +
       "Every other variable in the environment (LOG_LEVEL, MAX_KEYS, ...) reaches every node;\n" +
       "`node dist/src/main.js --help` lists them.\n",
   );
@@ -82,6 +91,13 @@ const peerPort = peerRaw !== undefined ? integer(peerName, peerRaw, 1, 65535 - c
 if (peerPort + count - 1 > 65535) refuse(`--port ${port} + 1000 puts peer ports past 65535; set --peer-port`);
 if (peerPort < port + count && port < peerPort + count) {
   refuse(`HTTP ports ${port}-${port + count - 1} and peer ports ${peerPort}-${peerPort + count - 1} overlap`);
+}
+const grpcRaw = options["grpc-port"] ?? env.GRPC_PORT;
+const grpcName = options["grpc-port"] !== undefined ? "--grpc-port" : "GRPC_PORT";
+const grpcPort = grpcRaw !== undefined ? integer(grpcName, grpcRaw, 1, 65535 - count + 1) : undefined;
+const overlaps = (a: number, b: number) => a < b + count && b < a + count;
+if (grpcPort !== undefined && (overlaps(grpcPort, port) || overlaps(grpcPort, peerPort))) {
+  refuse(`gRPC ports ${grpcPort}-${grpcPort + count - 1} overlap the HTTP or peer ports`);
 }
 const host = options.host ?? hostDefault;
 if (host === "" || /\s/.test(host)) refuse(`--host: expected an address, got "${host}"`);
@@ -98,14 +114,17 @@ const { key } = generateApiKey();
 const secret = generateClusterSecret();
 
 const children: ChildProcess[] = [];
+/** nodes being restarted: their exit is expected, and they are started again */
+const restarting = new Set<number>();
 let stopping = false;
 let failed = false;
+const running = (child: ChildProcess | undefined) => child !== undefined && child.exitCode === null && child.signalCode === null;
 const stop = () => {
   stopping = true;
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+  for (const child of children) if (running(child)) child.kill("SIGTERM");
 };
 
-for (let i = 0; i < count; i++) {
+function startNode(i: number): void {
   const child = spawn(process.execPath, [main], {
     stdio: ["ignore", "inherit", "inherit"],
     env: {
@@ -114,6 +133,7 @@ for (let i = 0; i < count; i++) {
       PORT: String(port + i),
       PEER_HOST: host,
       PEER_PORT: String(peerPort + i),
+      ...(grpcPort !== undefined ? { GRPC_PORT: String(grpcPort + i) } : {}),
       PEERS: ids.join(","),
       NODE_ID: ids[i],
       ADVERTISE_URL: urls[i],
@@ -122,8 +142,12 @@ for (let i = 0; i < count; i++) {
       LOG_LEVEL: env.LOG_LEVEL ?? "info",
     },
   });
-  children.push(child);
+  children[i] = child;
   child.on("exit", (code, signal) => {
+    if (restarting.delete(i) && !stopping) {
+      process.stdout.write(`npm run cluster: node ${i} (${urls[i]}) stopped (${signal ?? code}); starting it again\n`);
+      return startNode(i);
+    }
     // A node that ends on its own (a port taken, a bad variable) ends the cluster: the
     // others are stopped and the tool exits non-zero, rather than leave a partial ring.
     if (!stopping) {
@@ -131,13 +155,41 @@ for (let i = 0; i < count; i++) {
       process.stderr.write(`npm run cluster: node ${i} (${urls[i]}) exited with ${signal ?? code}; stopping the others\n`);
       stop();
     }
-    if (children.every((c) => c.exitCode !== null || c.signalCode !== null)) process.exit(failed ? 1 : 0);
+    if (children.every((c) => !running(c))) process.exit(failed ? 1 : 0);
   });
 }
 
+/**
+ * Stop node i (SIGTERM: it drains and hands its states over, as a pod being replaced does)
+ * and start it again on the same ports once it has exited; the other nodes keep running.
+ */
+function restart(i: number): void {
+  if (stopping) return;
+  if (!Number.isSafeInteger(i) || i < 0 || i >= count) {
+    process.stderr.write(`npm run cluster: no node ${i}: nodes are 0 to ${count - 1}\n`);
+    return;
+  }
+  if (restarting.has(i)) return;
+  restarting.add(i);
+  process.stdout.write(`npm run cluster: restarting node ${i} (${urls[i]})\n`);
+  children[i]!.kill("SIGTERM");
+}
+
+for (let i = 0; i < count; i++) startNode(i);
+let nextRestart = 0;
+process.on("SIGUSR2", () => restart(nextRestart++ % count));
+// `restart N` (or `r N`) on the tool's input; anything else is answered with what it takes.
+createInterface({ input: process.stdin }).on("line", (line) => {
+  const m = /^\s*(?:restart|r)\s+(\d+)\s*$/.exec(line);
+  if (m !== null) restart(Number(m[1]));
+  else if (line.trim() !== "") process.stderr.write(`npm run cluster: commands: restart N (N from 0 to ${count - 1}); Ctrl-C stops every node\n`);
+});
+
 process.stdout.write(
   `ringlimit local cluster: ${count} nodes on ${urls[0]}..${port + count - 1} (peers ${ids.join(",")})\n` +
+    (grpcPort !== undefined ? `gRPC (Envoy's rate limit service): ${reach}:${grpcPort}..${grpcPort + count - 1}\n` : "") +
     `API key: ${key}\n` +
+    `restart one node, the others running: type \`restart N\` here, or \`kill -USR2 ${process.pid}\` (the next node in turn)\n` +
     `try: curl -s -X POST ${urls[0]}/limit -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' -d '{"namespace":"demo","identifier":"user-1","limit":5,"duration":60}'\n`,
 );
 

@@ -21,7 +21,14 @@ export interface NodeProcess {
 
 const READY_TIMEOUT_MS = 60_000;
 
-type SpawnOptions = { waitReady?: boolean; timeoutMs?: number; /** argv that runs the node, e.g. `ip netns exec <ns>` */ wrap?: readonly string[] };
+type SpawnOptions = {
+  waitReady?: boolean;
+  timeoutMs?: number;
+  /** argv that runs the node, e.g. `ip netns exec <ns>` */
+  wrap?: readonly string[];
+  /** another build's main.js (an older release, for mixed-version clusters); default this checkout's */
+  main?: string;
+};
 
 /**
  * Start `node dist/src/main.js` as its own process group and wait until /ready answers 200.
@@ -53,7 +60,7 @@ async function spawnNodeOnce(env: Record<string, string>, options: SpawnOptions)
     ...env,
     PORT: String(port),
   };
-  const argv = [...(options.wrap ?? []), process.execPath, MAIN];
+  const argv = [...(options.wrap ?? []), process.execPath, options.main ?? MAIN];
   // Its own process group, killed with the test process however that ends (child-processes.ts).
   const child = spawnProtected(argv[0]!, argv.slice(1), { env: { PATH: process.env.PATH ?? "", ...fullEnv } });
   let out = "";

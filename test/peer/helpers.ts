@@ -4,11 +4,12 @@
 
 import { randomBytes } from "node:crypto";
 import net from "node:net";
-import { FrameType } from "../../src/peer/wire/constants.js";
+import { CallStatus, FrameType, PROTOCOL_CALL } from "../../src/peer/wire/constants.js";
+import { encodeRange, ownRange } from "../../src/peer/link/versions.js";
 import { FrameDecoder, encodeFrame } from "../../src/peer/wire/frame.js";
 import { ClientHandshake, ServerHandshake, readyFrame, secretKey } from "../../src/peer/link/handshake.js";
 import type { FrameSealer } from "../../src/peer/link/session.js";
-import { decodePing, encodePing } from "../../src/peer/wire/messages.js";
+import { decodeCall, decodePing, encodeCallReply, encodePing } from "../../src/peer/wire/messages.js";
 import {
   PeerClient,
   PeerServer,
@@ -222,6 +223,10 @@ export async function startStuckServer(
           socket.write(hs.session!.sealer.seal(readyFrame()));
         }
         return;
+      }
+      // The link's own first exchange is answered (docs/peer-protocol.md, "Versions"); nothing after it.
+      if (type === FrameType.CALL && decodeCall(body).method === PROTOCOL_CALL) {
+        socket.write(hs.session!.sealer.seal(encodeCallReply(decodeCall(body).callId, CallStatus.OK, encodeRange(ownRange()))));
       }
       if (type === FrameType.DECIDE) state.decideFrames++;
       if (type === FrameType.PING && state.answerPings) socket.write(hs.session!.sealer.seal(encodePing(FrameType.PONG, decodePing(body))));

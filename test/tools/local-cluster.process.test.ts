@@ -171,3 +171,47 @@ t.test("a node that cannot start ends the cluster: the others stop, exit 1", asy
   t.notOk(await listening(port), "node 0 was stopped");
   t.notOk(await listening(peerPort), "and its peer port closed");
 });
+
+t.test("--grpc-port gives each node a gRPC port; SIGUSR2 restarts one node while the others keep answering", async (t) => {
+  const port = await freeRange(3);
+  const peerPort = await freeRange(3);
+  const grpcPort = await freeRange(3);
+  const tool = runTool(["--nodes", "3", "--port", String(port), "--peer-port", String(peerPort), "--grpc-port", String(grpcPort)]);
+  t.teardown(() => tool.kill());
+  const urls = [0, 1, 2].map((i) => `http://127.0.0.1:${port + i}`);
+  await until("three nodes ready", async () => (await Promise.all(urls.map(ready))).every(Boolean), 60_000);
+  const auth = { authorization: `Bearer ${apiKey(tool)}` };
+  const ringOf = async (url: string) => (await request(url + "/cluster", { headers: auth })).json?.data?.members?.length;
+  await until("a ring of three", async () => (await Promise.all(urls.map(ringOf))).every((n) => n === 3), 30_000);
+  for (let i = 0; i < 3; i++) t.ok(await listening(grpcPort + i), `node ${i} serves gRPC on ${grpcPort + i}`);
+  t.match(tool.stdout(), new RegExp(`gRPC \\(Envoy's rate limit service\\): 127\\.0\\.0\\.1:${grpcPort}\\.\\.${grpcPort + 2}`));
+
+  // Counted before the restart: the count survives it (node 0 drains and hands its states over).
+  const body = { namespace: "local-cluster", identifier: "rolling", limit: 10, duration: 3600 };
+  for (let i = 0; i < 3; i++) t.equal((await limit(urls[1]!, body, auth)).status, 200);
+
+  process.kill(tool.pid, "SIGUSR2"); // the tool alone
+  let others = 0;
+  let othersDown = 0;
+  await until(
+    "node 0 started again and ready",
+    async () => {
+      for (const url of urls.slice(1)) {
+        others++;
+        if (!(await ready(url))) othersDown++;
+      }
+      return /node 0 \(.*\) stopped \(.*\); starting it again/.test(tool.stdout()) && (await ready(urls[0]!));
+    },
+    60_000,
+  );
+  t.match(tool.stdout(), /restarting node 0 \(http:\/\/127\.0\.0\.1:\d+\)/);
+  t.equal(othersDown, 0, `nodes 1 and 2 answered /ready every time they were asked (${others} times) while node 0 restarted`);
+  await until("a ring of three again", async () => (await Promise.all(urls.map(ringOf))).every((n) => n === 3), 30_000);
+  t.ok(await listening(grpcPort), "node 0 serves gRPC again on its port");
+  const after = await limit(urls[2]!, body, auth);
+  t.equal(after.json.data.remaining, 6, "the fourth request of the key counts after the three before the restart");
+
+  process.kill(tool.pid, "SIGTERM");
+  t.equal((await tool.exited).code, 0, "the tool still stops every node, the restarted one included");
+  for (let i = 0; i < 3; i++) t.notOk(await listening(port + i), `nothing listens on ${port + i} any more`);
+});

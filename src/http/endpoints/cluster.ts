@@ -16,6 +16,15 @@ export interface RingDirectory {
   readonly members: readonly ClusterMemberView[];
   /** the policy version `member` runs (docs/policy.md); null until its heartbeat told it */
   policyVersionOf(member: string): string | null;
+  /** this node's build and the peer protocol versions it speaks and its ring runs at (docs/operations.md, Rolling upgrades) */
+  software?: () => SoftwareFacts;
+}
+
+/** What GET /cluster tells of the software: the build, and the peer protocol versions. */
+export interface SoftwareFacts {
+  readonly build: string;
+  /** the versions this node speaks, and the one its ring runs at (the lowest its members share) */
+  readonly protocol: { readonly min: number; readonly max: number; readonly ring: number };
 }
 
 /**
@@ -28,7 +37,15 @@ export function clusterEndpoint(verifier: ApiKeyVerifier, ids: IdGenerator, cloc
       endWithError(res, Errors.unauthorized, errorBody(ids.error(), clock(), Errors.unauthorized));
       return;
     }
-    const body = clusterBody(ids.ok(), clock(), directory.version, directory.self, directory.members, (m) => directory.policyVersionOf(m));
+    const body = clusterBody(
+      ids.ok(),
+      clock(),
+      directory.version,
+      directory.self,
+      directory.members,
+      (m) => directory.policyVersionOf(m),
+      directory.software?.(),
+    );
     res.writeStatus("200 OK").writeHeader(RING_VERSION_HEADER, directory.version).writeHeader("Content-Type", "application/json").end(body);
   };
 }
@@ -41,9 +58,11 @@ export function clusterBody(
   self: string,
   members: readonly ClusterMemberView[],
   policyVersionOf: (member: string) => string | null = () => null,
+  software?: SoftwareFacts,
 ): string {
   return (
     envelopeHead(id, timestamp, ENVELOPE.cluster) +
+    (software === undefined ? "" : '"build":' + jsonString(software.build) + ',"protocol":' + JSON.stringify(software.protocol) + ",") +
     '"ring_version":' +
     jsonString(ringVersion) +
     ',"self":' +

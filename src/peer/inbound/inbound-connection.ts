@@ -3,7 +3,18 @@
 
 import { performance } from "node:perf_hooks";
 import type { PendingConnection } from "../link/admission.js";
-import { CallStatus, DecideCode, DecideItemFlag, FrameType, MAX_CALL_ERROR_BYTES, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, NO_BUDGET } from "../wire/constants.js";
+import {
+  CallStatus,
+  DecideCode,
+  DecideItemFlag,
+  FrameType,
+  MAX_CALL_ERROR_BYTES,
+  MAX_FRAME_BYTES,
+  MAX_HANDSHAKE_FRAME_BYTES,
+  NO_BUDGET,
+  PROTOCOL_CALL,
+} from "../wire/constants.js";
+import { decodeRange, encodeRange, type ProtocolRange } from "../link/versions.js";
 import { FrameAuthError, FrameError } from "../errors.js";
 import { FrameDecoder } from "../wire/frame.js";
 import { HandshakeError, ServerHandshake, readyFrame } from "../link/handshake.js";
@@ -64,7 +75,16 @@ export interface PeerServerStats {
 export interface ConnectionHost {
   readonly key: KeyObject;
   readonly nodeId: string;
-  readonly opts: { readonly handler: PeerServerHandler; readonly handshakeTimeoutMs: number; readonly idleTimeoutMs: number; readonly pongTag: () => string; readonly zone: string; readonly onDecideFrame: (items: number) => void };
+  readonly opts: {
+    readonly handler: PeerServerHandler;
+    readonly handshakeTimeoutMs: number;
+    readonly idleTimeoutMs: number;
+    readonly pongTag: () => string;
+    readonly zone: string;
+    readonly onDecideFrame: (items: number) => void;
+    readonly protocol: ProtocolRange;
+    readonly membersTag: () => string;
+  };
   readonly log: PeerLogger;
   readonly stats: PeerServerStats;
   readonly pending: PendingConnections;
@@ -231,7 +251,19 @@ export class InboundConnection implements PendingConnection {
         replies.put(reqIds[i]!, DecideCode.ERROR, 0, 0, 0);
         continue;
       }
-      replies.put(reqIds[i]!, code, out.remaining, out.resetTime, out.retryAfterMs, out.flags, out.limit, out.duration, out.algorithm, out.granted, out.grantWindowStart);
+      replies.put(
+        reqIds[i]!,
+        code,
+        out.remaining,
+        out.resetTime,
+        out.retryAfterMs,
+        out.flags,
+        out.limit,
+        out.duration,
+        out.algorithm,
+        out.granted,
+        out.grantWindowStart,
+      );
     }
     this.send(replies.finish());
   }
@@ -240,6 +272,13 @@ export class InboundConnection implements PendingConnection {
     const { callId, method, payload } = decodeCall(body);
     const server = this.server;
     server.stats.calls++;
+    if (method === PROTOCOL_CALL) {
+      // The link's own: the client's range (validated), answered with this node's. Which version
+      // runs is the client's to work out; this end answers each request in the form it came in.
+      decodeRange(payload);
+      this.send(encodeCallReply(callId, CallStatus.OK, encodeRange(server.opts.protocol, server.opts.membersTag())));
+      return;
+    }
     const handler = server.opts.handler;
     const answer =
       handler.call === undefined

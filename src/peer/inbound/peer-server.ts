@@ -11,6 +11,7 @@ import { InboundConnection, type ConnectionHost, type PeerServerHandler, type Pe
 import { NOOP_LOGGER, type PeerLogger } from "../logger.js";
 import { DecideBatchReader, DecideReplyWriter, newDecideResult, newDecodedQuery, type DecideResult, type DecodedQuery } from "../wire/messages.js";
 import { RefusalLog } from "../link/refusal-log.js";
+import { ownRange, type ProtocolRange } from "../link/versions.js";
 import { createListener, type PeerSocket, type PeerTlsOptions } from "../link/transport.js";
 import type { KeyObject } from "node:crypto";
 
@@ -43,6 +44,10 @@ export interface PeerServerOptions {
   zone?: string;
   /** called with the item count of every DECIDE frame received (a metric of how well senders batch); default none */
   onDecideFrame?: (items: number) => void;
+  /** the protocol versions this node speaks, told to each client that asks (PROTOCOL_CALL); default ownRange() */
+  protocol?: ProtocolRange;
+  /** this node's members tag, told with its range (protocol-ranges.ts); default none */
+  membersTag?: () => string;
 }
 
 const noTag = (): string => "";
@@ -109,6 +114,8 @@ export class PeerServer implements ConnectionHost {
       pongTag: opts.pongTag ?? noTag,
       zone: opts.zone ?? "",
       onDecideFrame: opts.onDecideFrame ?? ignore,
+      protocol: opts.protocol ?? ownRange(),
+      membersTag: opts.membersTag ?? noTag,
     };
     this.pending = new PendingConnections(this.opts.maxPendingHandshakes, this.opts.maxPendingPerSource);
     this.tlsHandshakes = opts.tls === undefined ? null : new Map();

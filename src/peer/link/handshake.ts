@@ -23,7 +23,7 @@
 // the scrypt in front of HKDF makes each guess cost what the node pays once at start-up.
 
 import { createSecretKey, hkdfSync, randomBytes, timingSafeEqual, type KeyObject } from "node:crypto";
-import { FrameType, MAC_BYTES, MAX_ZONE_BYTES, NONCE_BYTES, TRANSCRIPT_LABEL } from "../wire/constants.js";
+import { FrameType, MAC_BYTES, MAX_ZONE_BYTES, NONCE_BYTES, PROTOCOL_MIN, PROTOCOL_VERSION, TRANSCRIPT_LABEL } from "../wire/constants.js";
 import { FrameError } from "../errors.js";
 import { encodeFrame } from "../wire/frame.js";
 import { decodeChallenge, decodeHello, decodeProof, encodeChallenge, encodeHello, encodeProof, nodeIdBytes } from "../wire/messages.js";
@@ -107,6 +107,14 @@ export class ServerHandshake {
     if (this.secrets === null) {
       if (type !== FrameType.HELLO) throw new HandshakeError("order", `expected HELLO, got frame type ${type}`);
       const hello = decodeHello(body);
+      // Older than 11, the handshake had other frames: a node this build cannot speak to at all.
+      // Newer versions keep these frames, so any version from 11 up goes on to the ranges.
+      if (hello.version < PROTOCOL_MIN) {
+        throw new HandshakeError(
+          `protocol_${hello.version}`,
+          `HELLO of protocol ${hello.version}: this node speaks ${PROTOCOL_MIN}..${PROTOCOL_VERSION} (a node that old cannot join; upgrade it to a release of protocol ${PROTOCOL_MIN} first)`,
+        );
+      }
       if (hello.serverNodeId !== this.nodeId) {
         throw new HandshakeError("wrong_node", `client dialed node ${JSON.stringify(hello.serverNodeId)}, this is ${JSON.stringify(this.nodeId)}`);
       }

@@ -2,6 +2,7 @@
 
 import type { PeerLogger } from "../logger.js";
 import type { PeerTlsOptions } from "../link/transport.js";
+import type { ProtocolRange } from "../link/versions.js";
 
 export type PeerClientState = "connecting" | "up" | "down";
 
@@ -33,4 +34,8 @@ export interface PeerClientOptions {
   callTimeoutMs?: number;
   tls?: PeerTlsOptions;
   logger?: PeerLogger;
+  /** the protocol versions this node speaks (PEER_PROTOCOL_MAX holds the top); default ownRange() */
+  protocol?: ProtocolRange;
+  /** this node's members tag, told with the range on each connection (protocol-ranges.ts); default none */
+  membersTag?: () => string;
 }

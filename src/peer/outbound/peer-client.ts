@@ -1,12 +1,13 @@
-// The calling end of the peer channel: one persistent, authenticated
-// connection to one remote node, batching every decide() of an event-loop
-// turn into one DECIDE frame, with per-request deadlines, a heartbeat
-// failure detector and reconnection with backoff.
+// The calling end of the peer channel: one persistent, authenticated connection to one remote node, batching
+// every decide() of an event-loop turn into one DECIDE frame, with per-request deadlines, a heartbeat failure
+// detector and reconnection with backoff.
 
 import { EventEmitter } from "node:events";
 import type { KeyObject } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { FrameType, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, PEER_DEFAULTS } from "../wire/constants.js";
+import { ownRange } from "../link/versions.js";
+import { askRange, LinkProtocol } from "./protocol-ranges.js";
 import { DecideQueue } from "./decide-queue.js";
 import { CLOSED_ERROR, FrameError, INVALID_ERROR, PeerError, UNAVAILABLE_ERROR } from "../errors.js";
 import { FrameDecoder } from "../wire/frame.js";
@@ -39,21 +40,19 @@ export interface PeerClient {
 }
 
 /**
- * Events: 'up' (handshake done, or frames flowing again after silence),
- * 'down' (reason: connection lost or refused, handshake failed, or no frame
- * for longer than its failure detector allows: failure-detector.ts), 'rtt' (ms of the last PING/PONG round trip).
- * 'up' and 'down' alternate; nothing is emitted after close().
+ * Events: 'up' (handshake done, or frames flowing again after silence), 'down' (reason: connection lost or refused,
+ * handshake failed, or no frame for longer than its failure detector allows: failure-detector.ts), 'rtt' (ms of the
+ * last PING/PONG round trip). 'up' and 'down' alternate; nothing is emitted after close().
  */
 export class PeerClient extends EventEmitter {
-  /**
-   * 'connecting' until the first connection attempt succeeds or fails, then
-   * 'up' or 'down'. It stays 'down' across reconnection attempts.
-   */
+  /** 'connecting' until the first connection attempt succeeds or fails, then 'up' or 'down' (kept across reconnection attempts). */
   state: PeerClientState = "connecting";
   /** The peer's node id (options.serverNodeId, proven by its CHALLENGE); null before the first handshake. */
   remoteNodeId: string | null = null;
   /** The peer's zone (ZONE) as its READY said; "" when it set none or before the first handshake. */
   remoteZone = "";
+  /** The protocol versions of this link (`link.supports(feature)`), told after each handshake. */
+  readonly link: LinkProtocol;
   private readonly roundTrip = new RoundTrip();
   /** the last PONG tag told through "tag"; undefined before the first PONG (of this connection) */
   private lastTag: string | undefined = undefined;
@@ -105,6 +104,7 @@ export class PeerClient extends EventEmitter {
     this.backoff = new ReconnectBackoff(opts.reconnectMinMs ?? PEER_DEFAULTS.reconnectMinMs, opts.reconnectMaxMs ?? PEER_DEFAULTS.reconnectMaxMs);
     this.handshakeTimeoutMs = opts.handshakeTimeoutMs ?? PEER_DEFAULTS.handshakeTimeoutMs;
     this.callTimeoutMs = opts.callTimeoutMs ?? PEER_DEFAULTS.callTimeoutMs;
+    this.link = new LinkProtocol(opts.protocol ?? ownRange(), opts.membersTag);
     const write = (frames: Buffer): void => {
       if (this.socket !== null) this.send(this.socket, frames);
     };
@@ -124,10 +124,7 @@ export class PeerClient extends EventEmitter {
     return this.roundTrip.clockOffsetMs;
   }
 
-  /**
-   * ms since the peer's last frame, this node's own pauses included: what a node that was
-   * stopped reads at once on waking, before its failure detector runs (shares: docs/shares.md).
-   */
+  /** ms since the peer's last frame, own pauses included: read at once on waking, before the failure detector runs (docs/shares.md). */
   silentMs(): number {
     return this.detector.sinceHeardMs(performance.now());
   }
@@ -250,8 +247,8 @@ export class PeerClient extends EventEmitter {
       this.lost(this.socket!, `protocol error: ${err instanceof Error ? err.message : String(err)}`);
       return;
     }
-    // A silent peer speaks again; only once what it sent has verified.
-    if (this.ready && this.state !== "up") this.setUp();
+    // A silent peer speaks again; only once what it sent has verified, and the ranges were told (onLinked).
+    if (this.ready && this.handshake === null && this.state !== "up") this.setUp();
   }
 
   /** Seal and write frames (whole frames, each with room for its tag); sequence order is write order. */
@@ -297,14 +294,24 @@ export class PeerClient extends EventEmitter {
     }
   }
 
+  /** READY: the ranges first (protocol-ranges.ts); with no version shared the link closes (link.apart says why). */
   private onReady(): void {
     this.ready = true;
+    this.decoder!.maxFrameBytes = MAX_FRAME_BYTES;
+    const socket = this.socket!;
+    void askRange(this.calls, this.link, this.handshakeTimeoutMs, (frames) => this.send(socket, frames)).then((refusal) => {
+      if (socket !== this.socket || refusal === null) return;
+      if (refusal === undefined) this.onLinked();
+      else this.lost(socket, refusal);
+    });
+  }
+
+  private onLinked(): void {
     const now = performance.now();
     this.detector.reset(now, this.loopLag.stalledMs(now));
     this.queue.budget.reset();
     this.remoteNodeId = this.serverNodeId;
     this.handshake = null;
-    this.decoder!.maxFrameBytes = MAX_FRAME_BYTES;
     this.backoff.reset();
     clearTimeout(this.handshakeTimer!);
     this.handshakeTimer = null;

@@ -50,10 +50,14 @@ export const MAX_DECIDE_ITEMS = 512;
 export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
 
 /**
- * Version byte at the start of HELLO; a server refuses any other. Protocol 12: CALL method 18,
- * HOLD (a member asks an owner to hold back its share by rule: docs/shares.md); a member
- * answers shares by rule only of an owner that said yes, so against a node of protocol 11
- * (which fails the call) it answers from grants only. Protocol 11: a DECIDE item may
+ * The newest peer protocol this build speaks; PEER_PROTOCOL_MAX (src/config.ts) may hold a node
+ * below it while a cluster is being upgraded. A node speaks every version from PROTOCOL_MIN to
+ * its maximum; a link runs at the highest version both ends speak, a ring at the lowest of its
+ * links (docs/peer-protocol.md, "Versions"). Protocol 12: HELLO's version byte is the lowest
+ * version the sender speaks (any from PROTOCOL_MIN up is accepted: the handshake frames keep
+ * their form), and the dialer's first CALL, method PROTOCOL_CALL, tells its range and gets the
+ * server's; a server of 11 answers it with an error (unknown method), which says "11 only".
+ * Protocol 11: a DECIDE item may
  * carry OPENING (the sender's share of the key's window opened empty: it started or reconnected
  * in that window) and its DECIDE_REPLY item GRANTED, a grant of the window counted with the
  * decision (shard/cluster/leases/shares.ts). Protocol 10: CALL method 17,
@@ -75,6 +79,37 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * handshake and per-frame tags).
  */
 export const PROTOCOL_VERSION = 12;
+/**
+ * The oldest version this build speaks: 11, the release before ranges, whose nodes accept only
+ * a HELLO of 11 and run every link at 11. A version that changes the handshake frames must raise
+ * this past every version of the old form.
+ */
+export const PROTOCOL_MIN = 11;
+/**
+ * What each version added that a node may leave unused: a feature is used on a link only when
+ * both ends speak its version (PeerClient.supports), and in a ring only when every member does
+ * (the ring's version, MemberPool.supports). A feature of a new version goes here, with the one
+ * check at the place that uses it: `supports("X")`. Older ones are always on (PROTOCOL_MIN).
+ */
+export const FEATURE_VERSIONS = Object.freeze({
+  /** CALL method 17: a member asks the owner for more of a key's window */
+  LEASE: 10,
+  /** DecideItemFlag.OPENING and DecideFlag.GRANTED: an opening grant with a forwarded decision */
+  OPENING: 11,
+  /** CALL method PROTOCOL_CALL: ranges told after the handshake */
+  RANGES: 12,
+  /** CALL method 18: a member asks an owner to hold back its share by rule (leases/holders.ts, docs/shares.md); below it an owner holds back for every connected member */
+  HOLD: 12,
+});
+export type ProtocolFeature = keyof typeof FEATURE_VERSIONS;
+/**
+ * CALL method the link itself answers (never the node's handler): payload and reply are u8 min,
+ * u8 max, the protocol versions the sender speaks. The dialer sends it first, before anything
+ * else on the connection.
+ */
+export const PROTOCOL_CALL = 0;
+/** The range a server tells by answering PROTOCOL_CALL with an error: a node of 11, built before ranges. */
+export const LEGACY_RANGE = Object.freeze({ min: 11, max: 11 });
 /** Most bytes of a ZONE (UTF-8) in READY; config.ts holds ZONE to the same. */
 export const MAX_ZONE_BYTES = 255;
 /** Nonce and proof (HMAC-SHA256) sizes in the handshake. */

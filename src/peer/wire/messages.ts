@@ -13,7 +13,7 @@ import {
   MAX_FRAME_BYTES,
   MAX_NODE_ID_BYTES,
   NONCE_BYTES,
-  PROTOCOL_VERSION,
+  PROTOCOL_MIN,
   TAG_BYTES,
 } from "./constants.js";
 import { FrameError } from "../errors.js";
@@ -22,6 +22,8 @@ import { encodeHandshakeFrame, sealedFrameBytes, writeFrameHeader } from "./fram
 // ---------------------------------------------------------------- handshake
 
 export interface Hello {
+  /** the lowest protocol version the sender speaks (its only one, for a node of 11) */
+  version: number;
   nonce: Buffer;
   /** who is calling */
   clientNodeId: string;
@@ -52,12 +54,16 @@ function readNodeId(body: Buffer, at: number): { id: string; end: number } {
   return { id: raw.toString("utf8"), end };
 }
 
-/** HELLO body: u8 version (2), nonceC[32], u16 len + clientNodeId, u16 len + serverNodeId. */
-export function encodeHello(nonce: Buffer, clientNodeId: string, serverNodeId: string): Buffer {
+/**
+ * HELLO body: u8 version, nonceC[32], u16 len + clientNodeId, u16 len + serverNodeId. The
+ * version is the lowest the sender speaks: a node of 11 accepts a HELLO of 11 only, and every
+ * node since takes any from 11 up (the ranges are told after the handshake: PROTOCOL_CALL).
+ */
+export function encodeHello(nonce: Buffer, clientNodeId: string, serverNodeId: string, version: number = PROTOCOL_MIN): Buffer {
   const c = nodeIdBytes(clientNodeId);
   const s = nodeIdBytes(serverNodeId);
   const body = Buffer.allocUnsafe(1 + NONCE_BYTES + 2 + c.length + 2 + s.length);
-  body[0] = PROTOCOL_VERSION;
+  body[0] = version;
   nonce.copy(body, 1, 0, NONCE_BYTES);
   let at = body.writeUInt16BE(c.length, 1 + NONCE_BYTES);
   at += c.copy(body, at);
@@ -68,11 +74,10 @@ export function encodeHello(nonce: Buffer, clientNodeId: string, serverNodeId: s
 
 export function decodeHello(body: Buffer): Hello {
   if (body.length < 1 + NONCE_BYTES) throw new FrameError("HELLO too short");
-  if (body[0] !== PROTOCOL_VERSION) throw new FrameError(`HELLO of protocol version ${body[0]}, expected ${PROTOCOL_VERSION}`);
   const client = readNodeId(body, 1 + NONCE_BYTES);
   const server = readNodeId(body, client.end);
   if (server.end !== body.length) throw new FrameError("HELLO has trailing bytes");
-  return { nonce: Buffer.from(body.subarray(1, 1 + NONCE_BYTES)), clientNodeId: client.id, serverNodeId: server.id };
+  return { version: body[0]!, nonce: Buffer.from(body.subarray(1, 1 + NONCE_BYTES)), clientNodeId: client.id, serverNodeId: server.id };
 }
 
 /** CHALLENGE body: nonceS[32], serverProof[32]. */

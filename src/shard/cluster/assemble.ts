@@ -3,7 +3,7 @@ import type { Logger } from "../../logger.js";
 import { ClusterMetrics } from "../../metrics/cluster-metrics.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import { ReplicationMetrics } from "../../metrics/replication-metrics.js";
-import { PeerServer } from "../../peer/index.js";
+import { ownRange, PeerServer } from "../../peer/index.js";
 import type { LocalDecider } from "../local/local-decider.js";
 import type { StateTable } from "../table/state-table.js";
 import { Cluster } from "./cluster.js";
@@ -55,8 +55,12 @@ export interface ClusterParts {
  * inbound handler behind the peer listener and the decider the front end asks, and wires
  * their events to each other. Nothing is started here (Cluster.start).
  */
-export function assembleCluster(config: Config, { local, metrics, logger, tls, replicaTable, blockedCacheBytes, sharesBytes, policyVersion, topBlocked }: ClusterParts): Cluster {
+export function assembleCluster(
+  config: Config,
+  { local, metrics, logger, tls, replicaTable, blockedCacheBytes, sharesBytes, policyVersion, topBlocked }: ClusterParts,
+): Cluster {
   const table = local.table;
+  const protocol = ownRange(config.peerProtocolMax);
   // The pool calls back into parts made after it; none of its callbacks runs before start().
   let coordinator: Coordinator | undefined;
   // The owner holds back a share for each member that asked and may still answer one (leases/holders.ts).
@@ -76,6 +80,8 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     zone: config.zone ?? "",
     maxClockSkewMs: config.maxClockSkewMs,
     clientTls: tls.client,
+    protocol,
+    staticMembers: config.peersDns === undefined,
     logger,
     onRingChanged: (joined) => {
       // Before any decision on the new ring: what this node answered by rule of keys it now owns.
@@ -89,6 +95,11 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     onPeerPolicyVersion: (member, version) => policyVersions.note(member, version),
   });
   const policyVersions = new PolicyVersions(policyVersion, logger);
+  // A ring with a member of protocol 11 (which never asks HOLD and answers shares by rule
+  // anyway) gets today's rule back: the owner holds back for every connected member.
+  const gateHolds = (): void => holders.holdEveryone(!pool.protocol.supports("HOLD"), Date.now());
+  pool.protocol.onVersion = gateHolds;
+  gateHolds();
   policyMismatchGauge(metrics.registry, () => policyVersions.mismatches(pool.ring.members, pool.self));
   const directory = new Directory(pool.self, "", (member) => policyVersions.versionOf(member, pool.self));
   coordinator = new Coordinator(pool, table, logger);
@@ -111,7 +122,9 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
   let server: PeerServer | undefined;
   const clusterMetrics = new ClusterMetrics(metrics.registry, {
     members: () => pool.ring.size,
-    configured: () => pool.configuredCount,
+    // Members that left gracefully (SIGTERM: LEAVE) are not counted: a planned scale-in leaves
+    // ring == configured, so `ring < configured` alerts only on members that went missing.
+    configured: () => pool.voters,
     quorum: () => pool.quorum,
     clockOffsets: () => pool.clockOffsets(),
     peerStates: () => pool.peerStates(),
@@ -179,6 +192,8 @@ export function assembleCluster(config: Config, { local, metrics, logger, tls, r
     pongTag: policyVersion,
     zone: config.zone ?? "",
     onDecideFrame: (items) => clusterMetrics.observeDecideFrame(items),
+    protocol,
+    membersTag: () => pool.membersTag,
   });
   const dns = config.peersDns !== undefined ? splitHostPort(config.peersDns) : undefined;
   const membership =

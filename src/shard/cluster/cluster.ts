@@ -104,8 +104,16 @@ export class Cluster {
       pool.configuredCount > 0 &&
       pool.settled &&
       !this.coordinator.joining &&
-      (pool.quorum || !pool.hadQuorum || pool.voters < MIN_MEMBERS_FOR_QUORUM)
+      // A member it cannot agree with on any key (no shared protocol version, another PEERS list):
+      // ready only with a majority it agrees with, however the ring started and whatever its size.
+      (pool.apart === 0 ? pool.quorum || !pool.hadQuorum || pool.voters < MIN_MEMBERS_FOR_QUORUM : pool.quorum)
     );
+  }
+
+  /** the peer protocol versions this node speaks, and the one its ring runs at (membership/ring-protocol.ts) */
+  get protocol(): { min: number; max: number; ring: number } {
+    const p = this.pool.protocol;
+    return { min: p.own.min, max: p.own.max, ring: p.version };
   }
 
   /** this node's name on the ring */

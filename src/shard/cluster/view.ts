@@ -39,6 +39,9 @@ export class LiveView implements ClusterView {
   isUp(member: string): boolean {
     return this.pool.isUp(member);
   }
+  get apart(): boolean {
+    return this.pool.apart > 0 && !this.pool.quorum;
+  }
   get doubtUntil(): number {
     return this.pool.doubts.until;
   }

@@ -14,6 +14,7 @@ import {
   MAX_DECIDE_ITEMS,
   MAX_FRAME_BYTES,
   NO_BUDGET,
+  PROTOCOL_MIN,
   PROTOCOL_VERSION,
   TAG_BYTES,
 } from "../../../src/peer/wire/constants.js";
@@ -62,7 +63,12 @@ t.test("handshake messages round trip", async (t) => {
   const n1 = Buffer.alloc(32, 1);
   const n2 = Buffer.alloc(32, 2);
   const mac = Buffer.alloc(32, 3);
-  t.same(decodeHello(body(encodeHello(n1, "node-ä:7001", "srv:7002"))), { nonce: n1, clientNodeId: "node-ä:7001", serverNodeId: "srv:7002" });
+  t.same(decodeHello(body(encodeHello(n1, "node-ä:7001", "srv:7002"))), {
+    version: PROTOCOL_MIN,
+    nonce: n1,
+    clientNodeId: "node-ä:7001",
+    serverNodeId: "srv:7002",
+  });
   t.same(decodeChallenge(body(encodeChallenge(n2, mac))), { nonce: n2, proof: mac });
   t.same(decodeProof(body(encodeProof(mac))), mac);
   const ping = encodePing(FrameType.PING, 1234.5678);
@@ -89,13 +95,14 @@ t.test("handshake messages round trip", async (t) => {
 
 t.test("handshake messages reject bad bodies", async (t) => {
   const hello = body(encodeHello(Buffer.alloc(32), "abc", "def"));
-  t.equal(hello[0], PROTOCOL_VERSION, "HELLO starts with the protocol version");
+  t.equal(hello[0], PROTOCOL_MIN, "HELLO starts with the lowest protocol version the sender speaks (what a node of 11 accepts)");
   t.throws(() => decodeHello(hello.subarray(0, hello.length - 1)), FrameError, "truncated");
   t.throws(() => decodeHello(Buffer.concat([hello, Buffer.from([0])])), FrameError, "trailing byte");
   t.throws(() => decodeHello(hello.subarray(0, 20)), FrameError, "short nonce");
-  const v1 = Buffer.from(hello);
-  v1[0] = 1;
-  t.throws(() => decodeHello(v1), FrameError, "another protocol version");
+  // The version is read, not judged, here: ServerHandshake refuses one older than PROTOCOL_MIN.
+  const v13 = Buffer.from(hello);
+  v13[0] = 13;
+  t.equal(decodeHello(v13).version, 13, "another protocol version is read as it is");
   const badUtf8 = Buffer.concat([Buffer.from([PROTOCOL_VERSION]), Buffer.alloc(32), Buffer.from([0, 2, 0xc3, 0x28, 0, 1, 0x41])]);
   t.throws(() => decodeHello(badUtf8), FrameError, "node id not UTF-8");
   t.throws(() => decodeHello(Buffer.concat([Buffer.from([PROTOCOL_VERSION]), Buffer.alloc(32), Buffer.from([0, 0, 0, 1, 0x41])])), FrameError, "empty node id");
@@ -163,7 +170,8 @@ t.test("DECIDE writer refuses what the wire cannot carry, and stays usable", asy
 t.test("DECIDE batches split at MAX_DECIDE_ITEMS items", async (t) => {
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [];
-  for (let i = 0; i < 2 * MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, flags: 0, ns: "ns", identifier: `k${i}` });
+  for (let i = 0; i < 2 * MAX_DECIDE_ITEMS + 3; i++)
+    list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, flags: 0, ns: "ns", identifier: `k${i}` });
   writeAll(w, list);
   const out = frames(w.take()!);
   t.same(
@@ -198,7 +206,8 @@ t.test("DECIDE batches over the frame limit split into several valid frames", as
 t.test("DECIDE frames carry the sender's deadline budget, every frame of a split batch the same", async (t) => {
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [];
-  for (let i = 0; i < MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, flags: 0, ns: "ns", identifier: `k${i}` });
+  for (let i = 0; i < MAX_DECIDE_ITEMS + 3; i++)
+    list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, flags: 0, ns: "ns", identifier: `k${i}` });
   writeAll(w, list);
   const out = frames(w.take(87_654.9)!);
   t.equal(out.length, 2);

@@ -3,6 +3,7 @@ import type { PeerClient } from "../../../peer/index.js";
 import { hash32 } from "../../ring/hash.js";
 import { CallMethod } from "../wire/call-methods.js";
 import { isAdvertiseUrl } from "../../../config.js";
+import type { SoftwareFacts } from "../../../http/endpoints/cluster.js";
 
 /** One ring member as clients see it: its ring name and the URL clients reach it at (null until it has told us). */
 export interface DirectoryMember {
@@ -24,6 +25,8 @@ export class Directory {
   private view: readonly DirectoryMember[] = [];
   /** 16 hex digits: a stable hash of the sorted members and their URLs */
   version = "";
+  /** the build and its peer protocol versions, for GET /cluster (set by the node: src/node.ts) */
+  software: (() => SoftwareFacts) | undefined = undefined;
 
   constructor(
     /** this node's ring name */

@@ -1,6 +1,8 @@
 import type { Logger } from "../../../logger.js";
 import type { PeerStateSample } from "../../../metrics/cluster-metrics.js";
-import { PeerClient, processLoopLag, type PeerTlsOptions } from "../../../peer/index.js";
+import { PeerClient, processLoopLag, type PeerTlsOptions, type ProtocolRange } from "../../../peer/index.js";
+import { RingProtocol } from "./ring-protocol.js";
+import { createHash } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { hasQuorum, QuorumLog } from "./quorum.js";
 import { HashRing } from "../../ring/ring.js";
@@ -26,6 +28,10 @@ export interface MemberPoolOptions {
   maxClockSkewMs: number;
   /** read once, when the node is composed */
   clientTls: PeerTlsOptions | undefined;
+  /** the peer protocol versions this node speaks (PEER_PROTOCOL_MAX holds the top) */
+  protocol: ProtocolRange;
+  /** PEERS (a list fixed for the life of the process), not PEERS_DNS: members compare their lists */
+  staticMembers: boolean;
   logger: Logger;
   /** the ring was swapped; `joined`: members new on it */
   onRingChanged(joined: readonly string[]): void;
@@ -47,6 +53,16 @@ export class MemberPool {
   ring: HashRing;
   /** members dropped from the ring that may still be deciding their keys (see OwnerDoubts) */
   readonly doubts: OwnerDoubts;
+  /** the version the ring runs at, from the members' ranges (ring-protocol.ts) */
+  readonly protocol: RingProtocol;
+  /**
+   * With PEERS: a digest of the configured members, told to each member on each connection;
+   * "" with PEERS_DNS. Members whose digests differ were given different lists, and their rings
+   * could give one key to two owners: each keeps the other out of its ring (see rebuildRing).
+   */
+  membersTag = "";
+  /** members up whose PEERS differ from this node's (told by their members tag); kept out of the ring */
+  private readonly otherLists = new Set<string>();
   /** See onSettled. A plain field: it advances on the clients' first up/down or on a timer. */
   settled = false;
   private configured: readonly string[] = [];
@@ -73,10 +89,16 @@ export class MemberPool {
     this.quorumLog = new QuorumLog(opts.logger);
     this.slow = new SlowPeers(opts.peerTimeoutMs, opts.failureTimeoutMs);
     this.doubts = new OwnerDoubts(opts.takeoverHoldMs);
+    this.protocol = new RingProtocol(opts.protocol, opts.logger);
   }
 
   get configuredCount(): number {
     return this.configured.length;
+  }
+
+  /** Members this node cannot agree with on any key: no shared protocol version, or another PEERS list. */
+  get apart(): number {
+    return this.protocol.incompatible + this.otherLists.size;
   }
 
   /** Configured members that have not announced a graceful leave: the ones a quorum counts. */
@@ -141,6 +163,8 @@ export class MemberPool {
     }
     const first = this.configured.length === 0;
     this.configured = [...new Set([...members, this.self])].sort();
+    this.protocol.keepOnly(this.configured);
+    if (this.opts.staticMembers) this.membersTag = createHash("sha256").update(this.configured.join(",")).digest("hex").slice(0, 16);
     for (const member of this.configured) {
       if (member === this.self || this.clients.has(member)) continue;
       this.addClient(member);
@@ -148,6 +172,7 @@ export class MemberPool {
     for (const [member, client] of this.clients) {
       if (this.configured.includes(member)) continue;
       client.close();
+      this.otherLists.delete(member);
       this.doubts.cleared(member);
       this.clients.delete(member);
       this.unsettled.delete(member);
@@ -227,10 +252,14 @@ export class MemberPool {
       heartbeatIntervalMs: o.heartbeatIntervalMs,
       failureTimeoutMs: o.failureTimeoutMs,
       logger: o.logger,
+      protocol: o.protocol,
+      membersTag: () => this.membersTag,
       ...(o.clientTls !== undefined ? { tls: o.clientTls } : {}),
     });
     this.unsettled.add(member);
     client.on("up", () => {
+      if (client.link.remote !== undefined) this.protocol.linked(member, client.link.remote);
+      this.compareLists(member, client.link.remoteMembersTag);
       this.unsettled.delete(member);
       this.doubts.cleared(member);
       // A member that left comes back as a new process, over a new connection.
@@ -247,6 +276,7 @@ export class MemberPool {
     });
     client.on("tag", (version) => o.onPeerPolicyVersion?.(member, version));
     client.on("down", (reason, silent) => {
+      if (client.link.apart) this.protocol.refused(member, client.link.remote!);
       const wasSettled = !this.unsettled.delete(member);
       if (silent && this.ring.has(member)) this.doubts.dropped(member, Date.now());
       if (wasSettled || this.ring.has(member)) o.logger.warn({ peer: member, reason }, "peer down: leaves the ring");
@@ -255,6 +285,27 @@ export class MemberPool {
     });
     this.clients.set(member, client);
     client.connect();
+  }
+
+  /**
+   * A member came up telling its members tag: with PEERS on both sides, another list than this
+   * node's keeps it out of this node's ring (and this node out of its), said once per member.
+   * Invariant: two members each keep the other in their rings only when given the same list, so
+   * while PEERS is edited node by node only nodes of one list can form a majority (quorum.ts):
+   * the others are not ready (Cluster.ready) and no two ready nodes route a key differently.
+   */
+  private compareLists(member: string, tag: string): void {
+    const differs = this.membersTag !== "" && tag !== "" && tag !== this.membersTag;
+    if (!differs) {
+      this.otherLists.delete(member);
+      return;
+    }
+    if (this.otherLists.has(member)) return;
+    this.otherLists.add(member);
+    this.opts.logger.error(
+      { peer: member, members: this.configured },
+      "this member was given another PEERS list: each keeps the other out of its ring, and a node is ready only with a majority of members given its list (docs/operations.md, Scaling with PEERS)",
+    );
   }
 
   /**
@@ -316,7 +367,7 @@ export class MemberPool {
     const alive = this.left ? [] : [this.self];
     const zones = new Map<string, string>([[this.self, this.opts.zone]]);
     for (const [member, client] of this.clients) {
-      if (client.state !== "up" || this.departed.has(member) || this.slow.isSuspected(member)) continue;
+      if (client.state !== "up" || this.departed.has(member) || this.slow.isSuspected(member) || this.otherLists.has(member)) continue;
       alive.push(member);
       zones.set(member, client.remoteZone);
     }

@@ -23,6 +23,12 @@ export interface OwnershipView {
   readonly doubtUntil: number;
   /** whether `ringKey` belonged, before the drop, to a member still in doubt at `now` (membership/owner-doubts.ts) */
   ownerInDoubt(ringKey: string, now: number): boolean;
+  /**
+   * This node found members it cannot agree with on any key (another PEERS list, no shared
+   * protocol version) and lacks a majority of members it agrees with: its ring is not the
+   * cluster's, and it decides no key (unset: false).
+   */
+  readonly apart?: boolean;
 }
 
 /** Where a request came from: this node's front end, or a peer that forwarded it here. */
@@ -61,6 +67,11 @@ const HERE_STRAY: DecideHere = Object.freeze({ kind: "decide", stray: true });
 export const LEAVING: FailOpen = Object.freeze({ kind: "fail_open", reason: "handoff", why: "leaving: this node's states are moving" });
 export const JOINING: FailOpen = Object.freeze({ kind: "fail_open", reason: "handoff", why: "joining: state not here yet" });
 export const MOVED: FailOpen = Object.freeze({ kind: "fail_open", reason: "handoff", why: "key moved to a joining member" });
+export const APART: FailOpen = Object.freeze({
+  kind: "fail_open",
+  reason: "peer_unavailable",
+  why: "this node's ring is not the cluster's: its members were given another PEERS list or speak no shared protocol version",
+});
 export const OWNER_DOWN: FailOpen = Object.freeze({ kind: "fail_open", reason: "peer_unavailable", why: "owner unreachable" });
 export const IN_DOUBT: FailOpen = Object.freeze({
   kind: "fail_open",
@@ -103,6 +114,7 @@ function forwardTo(owner: string): ForwardTo {
  *   decision costs ~20 µs).
  */
 export function ownership(view: OwnershipView, ringKey: string, algorithmCode: number, duration: number, now: number, origin: Origin): Ownership {
+  if (view.apart === true) return APART;
   if (now < view.doubtUntil && view.ownerInDoubt(ringKey, now)) return IN_DOUBT;
   const owner = view.ring.owner(ringKey);
   let stray = false;

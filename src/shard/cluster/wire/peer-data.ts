@@ -26,7 +26,6 @@ export function resetTimeHere(resetTime: number, ownerOffsetMs: number): number 
   return Number.isNaN(ownerOffsetMs) ? resetTime : resetTime - Math.round(ownerOffsetMs / 1000);
 }
 
-
 /**
  * Whether a decision forwarded by a peer (a DECIDE item, a BATCH item) asks what POST /limit
  * would accept from a caller (docs/api.md): the one rule for both, on fields, so the DECIDE
