@@ -93,7 +93,6 @@ export class StateTable {
   /** ring key → its states' slots: a reset finds what it removes without a scan */
   private readonly identifiers: IdentifierIndex;
   private changes: ChangeLog | undefined; // see trackChanges
-
   private readonly resets: ResetMemory;
 
   /** scratch view handed to algorithms, refilled per decision */
@@ -131,10 +130,10 @@ export class StateTable {
   }
 
   /**
-   * Run one request of weight `cost` for `key` through `algorithm` and store the result if
-   * it was allowed and counted something (cost 0 is a peek). The answer is in `out`.
+   * Run one request of weight `cost` for `key` through `algorithm` (with `charge`: counted whatever remains,
+   * refunded when negative: Algorithm.charge) and store what it counted (cost 0 counts nothing). The answer is in `out`.
    */
-  decide(key: string, algorithm: Algorithm, limit: number, durationMs: number, now: number, out: Step, cost = 1): void {
+  decide(key: string, algorithm: Algorithm, limit: number, durationMs: number, now: number, out: Step, cost = 1, charge = false): void {
     let slot = this.index.get(key);
     let state: LimitState | null = null;
     if (slot !== undefined) {
@@ -144,8 +143,9 @@ export class StateTable {
       view.c = this.c[slot]!;
       state = view;
     }
-    algorithm.step(state, limit, durationMs, now, out, cost);
-    if (!out.allowed || cost === 0) return;
+    if (charge) algorithm.charge(state, limit, durationMs, now, out, cost);
+    else algorithm.step(state, limit, durationMs, now, out, cost);
+    if (cost === 0 || (charge ? cost < 0 && state === null : !out.allowed)) return;
     if (slot === undefined) {
       slot = this.insert(key);
       this.origin[slot] = this.origins.next();
