@@ -50,7 +50,10 @@ export interface ClusterParts {
  * inbound handler behind the peer listener and the decider the front end asks, and wires
  * their events to each other. Nothing is started here (Cluster.start).
  */
-export function assembleCluster(config: Config, { local, metrics, logger, tls, replicaTable, blockedCacheBytes, sharesBytes, policyVersion }: ClusterParts): Cluster {
+export function assembleCluster(
+  config: Config,
+  { local, metrics, logger, tls, replicaTable, blockedCacheBytes, sharesBytes, policyVersion }: ClusterParts,
+): Cluster {
   const table = local.table;
   // The pool calls back into parts made after it; none of its callbacks runs before start().
   let coordinator: Coordinator | undefined;

@@ -88,7 +88,8 @@ export class Shares {
 
   /** Whether `query` may be answered from a share at all: a check on numbers, before any key is built. */
   shareable(query: LimitQuery): boolean {
-    return shareOf(query.algorithm.code, query.limit) !== 0 && this.members.count <= SHARER_MAX_MEMBERS && !this.overridden(query);
+    // A charge is counted on the owner, whatever remains: a share cannot hold debt.
+    return query.charge !== true && shareOf(query.algorithm.code, query.limit) !== 0 && this.members.count <= SHARER_MAX_MEMBERS && !this.overridden(query);
   }
 
   /** The decision from this node's share of `stateKey`, written into `out`; undefined: ask the owner. */

@@ -168,7 +168,11 @@ export function decodeBatchReply(buf: Buffer, queries: readonly LimitQuery[]): B
       limit = buf.readUInt32BE(o);
       duration = buf.readUInt32BE(o + 4);
       o += REPLY_APPLIED_BYTES;
-      if (algorithm === undefined || limit > REQUEST_BOUNDS.limit.max || !(duration >= REQUEST_BOUNDS.duration.min && duration <= REQUEST_BOUNDS.duration.max)) {
+      if (
+        algorithm === undefined ||
+        limit > REQUEST_BOUNDS.limit.max ||
+        !(duration >= REQUEST_BOUNDS.duration.min && duration <= REQUEST_BOUNDS.duration.max)
+      ) {
         throw new RangeError("BATCH reply: applied limit out of contract");
       }
       d.applied = { limit, duration, algorithm };
