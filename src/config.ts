@@ -48,6 +48,7 @@ export const DEFAULTS = Object.freeze({
   grpcAuth: "api-key" as string, // "none": no API key asked on the gRPC port (a mesh with mTLS)
   shadowMode: false as boolean,
   rlsAllOrNothing: false as boolean,
+  rlsCountBlocked: true as boolean,
   rlsRateLimitHeaders: false as boolean,
   // envoyproxy/ratelimit's names, for a drop-in (docs/envoy-gateway.md)
   ...RATELIMIT_DEFAULTS,
@@ -184,6 +185,11 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
     "RLS_ALL_OR_NOTHING",
     bool,
     "count an RLS request's descriptors only when every one passes (default: each counted on its own, as envoyproxy/ratelimit)",
+  ],
+  rlsCountBlocked: [
+    "RLS_COUNT_BLOCKED",
+    bool,
+    "count every hit of an RLS descriptor, also those that take it past its limit (debt: OVER_LIMIT until paid back), as envoyproxy/ratelimit; false: a hit that does not fit is refused uncounted, as POST /limit (a rule's count_blocked overrides it; RLS_ALL_OR_NOTHING implies false)",
   ],
   rlsRateLimitHeaders: ["RLS_RATELIMIT_HEADERS", bool, "add draft-10 RateLimit and RateLimit-Policy headers to RLS answers (response_headers_to_add)"],
   ...RATELIMIT_VARIABLES,

@@ -15,6 +15,8 @@ export interface RlsServiceOptions {
   shadowMode: boolean;
   /** RLS_ALL_OR_NOTHING: count a request's descriptors only when every one passes */
   allOrNothing: boolean;
+  /** RLS_COUNT_BLOCKED: count every hit, past the limit too (debt), unless a rule's count_blocked says otherwise; RLS_ALL_OR_NOTHING implies false */
+  countBlocked?: boolean;
   /** RLS_RATELIMIT_HEADERS: add draft-10 RateLimit / RateLimit-Policy to response_headers_to_add */
   rateLimitHeaders: boolean;
 }
@@ -37,10 +39,15 @@ export interface RlsServiceDeps {
  * batch (decideBatch): nothing is counted unless every one passes.
  */
 export class RlsService {
+  /** A batch (all or nothing) cannot hold a charge: nothing is counted unless every descriptor fits (null). */
+  private readonly countBlocked: boolean | null;
+
   constructor(
     private readonly options: RlsServiceOptions,
     private readonly deps: RlsServiceDeps,
-  ) {}
+  ) {
+    this.countBlocked = options.allOrNothing ? null : options.countBlocked !== false;
+  }
 
   /** `scope` is the caller's key scope (KeyScope.ANY when authentication is off). `done` is called once. */
   shouldRateLimit(request: RlsRequest, scope: KeyScope, done: (failure: RlsFailure | undefined, response: RlsResponse | undefined) => void): void {
@@ -68,7 +75,7 @@ export class RlsService {
       const d = descriptors[i]!;
       const own = d.hits_addend;
       const hits = own !== undefined && own !== null ? (own.value ?? 0) : requestHits;
-      const item = planItem(domain, entries[i]!, d.limit, matches?.[i], hits, now);
+      const item = planItem(domain, entries[i]!, d.limit, matches?.[i], hits, now, this.countBlocked);
       if (item.kind === COUNTED) counted++;
       else if (item.kind === OVER) overBefore = true;
       items[i] = item;

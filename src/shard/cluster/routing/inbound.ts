@@ -58,7 +58,7 @@ export class InboundHandler implements PeerServerHandler {
     const overridable = query.overridable === true;
     const algorithm = algorithmByCode(query.algorithm.code);
     const charge = query.charge === true;
-    if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, namespace, identifier, charge))
+    if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, namespace, identifier, charge, overridable))
       throw new RangeError("forwarded decision out of contract");
     const ringKey = ringKeyOf(namespace, identifier);
     const verdict = ownership(this.view, ringKey, algorithm.code, duration, now, "forwarded");

@@ -34,9 +34,18 @@ export function resetTimeHere(resetTime: number, ownerOffsetMs: number): number 
  * A charge (POST /limit/charge, RLS hits) has its own bounds: a uint32 limit, any cost but 0
  * within ±1e9 (0 too over RLS: a check that counts nothing).
  */
-export function forwardedWithinContract(limit: number, duration: number, cost: number, namespace: string, identifier: string, charge = false): boolean {
+export function forwardedWithinContract(
+  limit: number,
+  duration: number,
+  cost: number,
+  namespace: string,
+  identifier: string,
+  charge = false,
+  overridable = true,
+): boolean {
   const b = REQUEST_BOUNDS;
-  const limits = charge ? b.chargeLimit : b.limit;
+  // RLS descriptors (not overridable) take the RLS wire's uint32 limits, as charges do.
+  const limits = charge || !overridable ? b.chargeLimit : b.limit;
   return (
     limit >= limits.min &&
     limit <= limits.max &&
