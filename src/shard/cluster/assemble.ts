@@ -121,6 +121,8 @@ export function assembleCluster(
   const blockedCache = new BlockedCache(blockedCacheBytes);
   const shares = new Shares(new ShareTable(sharesBytes), known, (q) => local.mayChange(q), view, config.peerTimeoutMs);
   const notices = new ResetNotices(view, blockedCache, config.peerTimeoutMs);
+  // A refund may unblock a key that other members remember as blocked: they forget it, as for a reset.
+  local.refunded = (ringKey) => void notices.announce(ringKey);
   const decider = new ClusterDecider(
     view,
     local,

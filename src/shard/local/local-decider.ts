@@ -42,6 +42,11 @@ export class LocalDecider implements Decider {
    * limit less their shares. Set by the cluster; it only grows.
    */
   sharers = 0;
+  /**
+   * Called after a refund of a key this node decided: other members may remember the key's
+   * 429 (BlockedCache), which a refund can end before its time. Set by the cluster.
+   */
+  refunded: ((ringKey: string) => void) | undefined = undefined;
 
   /** one owner's parts of batches across owners, held until committed or released */
   readonly reservations: Reservations;
@@ -145,6 +150,7 @@ export class LocalDecider implements Decider {
     const step = this.step;
     if (this.sharers !== 0) limit = ownerLimit(algorithm.code, limit, this.sharers);
     this.table.decide(stateKeyOf(algorithm.code, duration, ringKey), algorithm, limit, duration * 1000, now, step, cost, charge);
+    if (charge && cost < 0) this.refunded?.(ringKey);
     const d = this.decision;
     d.allowed = step.allowed;
     d.remaining = step.remaining;
