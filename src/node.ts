@@ -52,11 +52,7 @@ export interface NodeOptions {
 }
 
 /** Wire one node together from its configuration and start serving. */
-export async function startNode(
-  config: Config,
-  logger: Logger = createLogger(config.logLevel, config.nodeId),
-  options: NodeOptions = {},
-): Promise<RunningNode> {
+export async function startNode(config: Config, logger: Logger = createLogger(config.logLevel, config.nodeId), options: NodeOptions = {}): Promise<RunningNode> {
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
   const replicated = clustered && config.replicas > 1;
   // One byte budget for every store of limit states, shared as memory-budget.ts says.
@@ -131,16 +127,7 @@ export async function startNode(
   // from before the peer listener takes forwarded decisions.
   local.setPolicy(policy?.(), config.shadowMode);
   const cluster = clustered
-    ? assembleCluster(config, {
-        local,
-        metrics,
-        logger,
-        tls: readPeerTls(config),
-        replicaTable,
-        blockedCacheBytes: budget.blockedCacheBytes,
-        sharesBytes: budget.sharesBytes,
-        policyVersion,
-      })
+    ? assembleCluster(config, { local, metrics, logger, tls: readPeerTls(config), replicaTable, blockedCacheBytes: budget.blockedCacheBytes, sharesBytes: budget.sharesBytes, policyVersion })
     : undefined;
   const decider: Decider = cluster?.decider ?? local;
   const durability = new DurabilityMetrics(metrics.registry, config.stateDir === undefined ? 0 : config.snapshotIntervalMs / 1000);
@@ -208,7 +195,9 @@ export async function startNode(
   });
   // GET /top: this node's summary alone, or merged across the ring.
   const top = (q: TopQuery): Promise<TopResult> =>
-    cluster !== undefined ? cluster.top(q) : Promise.resolve({ entries: metrics.topBlocked.top(q.n, admitsOf(q)), members: 1, answered: 1 });
+    cluster !== undefined
+      ? cluster.top(q)
+      : Promise.resolve({ entries: metrics.topBlocked.top(q.n, admitsOf(q)), members: 1, answered: 1 });
   const frontEnd = new FrontEnd(
     {
       host: config.host,

@@ -285,6 +285,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   GRPC_AUTH: [["off"], ["None"], [""]],
   SHADOW_MODE: [["maybe"], [""]],
   RLS_ALL_OR_NOTHING: [["2"], [""]],
+  RLS_COUNT_BLOCKED: [["2"], [""]],
   RLS_RATELIMIT_HEADERS: [["draft-10"], [""]],
   POLICY_PATH: [[""], ["/nonexistent/policy.yaml"], [READABLE]],
   // envoyproxy/ratelimit's names (config/envoy-ratelimit.ts)

@@ -3,16 +3,7 @@
 // is consumed exactly; anything else is a FrameError and the connection is closed
 // without acting on the frame.
 
-import {
-  BATCH_COUNT_BYTES,
-  DECIDE_REPLY_APPLIED_BYTES,
-  DECIDE_REPLY_GRANTED_BYTES,
-  DECIDE_REPLY_ITEM_BYTES,
-  DecideFlag,
-  FRAME_HEADER_BYTES,
-  FrameType,
-  MAX_DECIDE_ITEMS,
-} from "./constants.js";
+import { BATCH_COUNT_BYTES, DECIDE_REPLY_APPLIED_BYTES, DECIDE_REPLY_GRANTED_BYTES, DECIDE_REPLY_ITEM_BYTES, DecideFlag, FRAME_HEADER_BYTES, FrameType, MAX_DECIDE_ITEMS } from "./constants.js";
 import { FrameError } from "../errors.js";
 import { getU32, putU32 } from "./decide-frames.js";
 import { sealedFrameBytes, writeFrameHeader } from "./frame.js";

@@ -18,7 +18,8 @@ const MARGIN = 4;
 
 /** Whether `namespace` is one the request may see: its namespace, within the key's prefixes. */
 export function admitsOf(q: TopRequest): (namespace: string) => boolean {
-  return (namespace) => (q.namespace === undefined || namespace === q.namespace) && (q.prefixes === null || q.prefixes.some((p) => namespace.startsWith(p)));
+  return (namespace) =>
+    (q.namespace === undefined || namespace === q.namespace) && (q.prefixes === null || q.prefixes.some((p) => namespace.startsWith(p)));
 }
 
 /** A member's TOP call: this node's summary, filtered as asked. */

@@ -177,9 +177,7 @@ export function forEachRecord(buf: Buffer, start: number, end: number, visit: (k
  */
 export function decodeStates(buf: Buffer): AgedRecord[] {
   const records: AgedRecord[] = [];
-  forEachRecord(buf, 0, buf.length, (key, s) =>
-    records.push({ key, state: { a: s.a, b: s.b, c: s.c, expiresInS: s.expiresAt, origin: s.origin, bornAgoS: s.born } }),
-  );
+  forEachRecord(buf, 0, buf.length, (key, s) => records.push({ key, state: { a: s.a, b: s.b, c: s.c, expiresInS: s.expiresAt, origin: s.origin, bornAgoS: s.born } }));
   return records;
 }
 

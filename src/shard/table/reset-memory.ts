@@ -33,8 +33,7 @@ export class ResetMemory {
     this.forget(ringKey);
     this.drop(now);
     const cost = ResetMemory.cost(ringKey);
-    while (this.resets.size > 0 && (this.resets.size >= MAX_REMEMBERED_RESETS || this.bytes + cost > this.maxBytes))
-      this.forget(this.resets.keys().next().value!);
+    while (this.resets.size > 0 && (this.resets.size >= MAX_REMEMBERED_RESETS || this.bytes + cost > this.maxBytes)) this.forget(this.resets.keys().next().value!);
     this.resets.set(ringKey, at);
     this.bytes += cost;
   }

@@ -6,13 +6,7 @@
 import path from "node:path";
 import protobuf from "protobufjs";
 import t from "tap";
-import {
-  decodeHealthCheckRequest,
-  decodeRateLimitRequest,
-  DecodeError,
-  encodeHealthCheckResponse,
-  encodeRateLimitResponse,
-} from "../../../src/rls/wire/codec.js";
+import { decodeHealthCheckRequest, decodeRateLimitRequest, DecodeError, encodeHealthCheckResponse, encodeRateLimitResponse } from "../../../src/rls/wire/codec.js";
 import { HEALTH_PROTO, PROTO_DIR, RLS_PROTO } from "../../../src/rls/wire/protos.js";
 import type { RlsResponse } from "../../../src/rls/wire/messages.js";
 

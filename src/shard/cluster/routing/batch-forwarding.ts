@@ -179,16 +179,7 @@ export class BatchForwarder {
   /** This node's part of a batch across owners: counted now, held like a remote owner's. */
   private reserveHere(part: Part, reservation: number, now: number): PartResult {
     const { policy, shadowMode } = this.local.policyInForce;
-    const r = decideBatchOn(
-      this.local.table,
-      this.local.sharers,
-      part.queries,
-      part.ringKeys,
-      now,
-      true,
-      true,
-      itemPoliciesOf(policy, shadowMode, part.queries),
-    );
+    const r = decideBatchOn(this.local.table, this.local.sharers, part.queries, part.ringKeys, now, true, true, itemPoliciesOf(policy, shadowMode, part.queries));
     if (r.allowed) this.local.reservations.hold(this.reservationId(this.view.self, reservation), r.counted, now + this.holdMs);
     return { ok: true, reply: { allowed: r.allowed, decisions: r.decisions, standing: r.standing ?? r.decisions } };
   }

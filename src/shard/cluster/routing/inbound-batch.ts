@@ -47,15 +47,7 @@ export function onBatchCall(
       // Counted at most ageMs ago on this clock: the earliest moment is taken, so a window that
       // turned meanwhile is left as it is (never given back from a window it was not counted in).
       const { ageMs, query: q } = decodeGiveBack(payload);
-      giveBack(
-        local.table,
-        stateKeyOf(q.algorithm.code, q.duration, ringKeyOf(q.namespace, q.identifier)),
-        q.algorithm.code,
-        q.duration,
-        q.cost,
-        now - ageMs,
-        now,
-      );
+      giveBack(local.table, stateKeyOf(q.algorithm.code, q.duration, ringKeyOf(q.namespace, q.identifier)), q.algorithm.code, q.duration, q.cost, now - ageMs, now);
       return Buffer.alloc(0);
     }
     case CallMethod.RESET: {

@@ -118,8 +118,7 @@ export function decodeTopReply(buf: Buffer, max: number): TopEntry[] {
     const count = buf.readDoubleBE(o);
     const error = buf.readDoubleBE(o + 8);
     o += 16;
-    if (!(Number.isInteger(count) && count >= 0 && Number.isInteger(error) && error >= 0 && error <= count))
-      throw new RangeError("TOP reply count out of bounds");
+    if (!(Number.isInteger(count) && count >= 0 && Number.isInteger(error) && error >= 0 && error <= count)) throw new RangeError("TOP reply count out of bounds");
     entries.push({ namespace, identifier, count, error });
   }
   if (o !== buf.length) throw new RangeError("TOP reply has trailing bytes");
