@@ -91,7 +91,8 @@ export function planItem(
   // Every hit counted, past the limit too (debt), as envoyproxy/ratelimit counts them: a
   // descriptor is OVER_LIMIT while its count is past the limit, and a 0-hit check counts nothing.
   // Else (count_blocked false) a hit that does not fit is refused and not counted, as on POST /limit.
-  const charge = countBlocked !== null && (rule.countBlocked ?? countBlocked);
+  // A refund (negative hits) is always a charge: it gives back whatever the count is.
+  const charge = hits < 0 || (countBlocked !== null && (rule.countBlocked ?? countBlocked));
   if (rule.limit === 0 || (!charge && hits > rule.limit)) {
     // Blocked without counting, until the window ends.
     item.kind = OVER;

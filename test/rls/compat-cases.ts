@@ -110,6 +110,8 @@ export interface CaseDescriptor {
   entries: Pair[];
   limit?: { requestsPerUnit: number; unit: string };
   hitsAddend?: number;
+  /** Envoy 1.38's is_negative_hits: a refund */
+  negative?: boolean;
 }
 
 export interface CaseCall {
@@ -164,6 +166,20 @@ export const COMPAT_CASES: readonly CompatCase[] = [
   { what: "two-call: a check at exactly the budget is OK (over only past it)", call: tokens("bob", 0), overall: "OK", statuses: [ok(0, 1000)] },
   { what: "two-call: one more token is past it", call: tokens("bob", 1), overall: "OVER_LIMIT", statuses: [over(1000)] },
   { what: "two-call: and the check after it is over", call: tokens("bob", 0), overall: "OVER_LIMIT", statuses: [over(1000)] },
+  // is_negative_hits (Envoy 1.38): the hits are given back, the count floors at zero
+  {
+    what: "refund: is_negative_hits gives back a debt",
+    call: { domain: "ai", descriptors: [{ entries: [["user", "bob"]], hitsAddend: 201, negative: true }] },
+    overall: "OK",
+    statuses: [ok(200, 1000)],
+  },
+  { what: "refund: the check after it passes", call: tokens("bob", 0), overall: "OK", statuses: [ok(200, 1000)] },
+  {
+    what: "refund: never below zero",
+    call: { domain: "ai", descriptors: [{ entries: [["user", "bob"]], hitsAddend: 5000, negative: true }] },
+    overall: "OK",
+    statuses: [ok(1000, 1000)],
+  },
   {
     what: "count_blocked false: hits that do not fit are refused",
     call: { domain: "ai", descriptors: [{ entries: [["strict", "s"]], hitsAddend: 11 }] },

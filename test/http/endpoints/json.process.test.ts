@@ -35,6 +35,7 @@ function jsonRequest(call: CaseCall, protoNames: boolean): Record<string, unknow
       entries: d.entries.map(([key, value]) => ({ key, value })),
       ...(d.limit === undefined ? {} : { limit: { [name("requestsPerUnit", "requests_per_unit")]: int(d.limit.requestsPerUnit), unit: d.limit.unit } }),
       ...(d.hitsAddend === undefined ? {} : { [name("hitsAddend", "hits_addend")]: int(d.hitsAddend) }),
+      ...(d.negative === undefined ? {} : { [name("isNegativeHits", "is_negative_hits")]: d.negative }),
     })),
   };
 }
