@@ -1,5 +1,5 @@
 import t from "tap";
-import { ALGORITHMS, algorithmByCode } from "../../../../src/algorithms/index.js";
+import { ALGORITHMS, MAX_COUNT, algorithmByCode } from "../../../../src/algorithms/index.js";
 import { BatchMode, decodeBatchRequest, encodeBatchRequest } from "../../../../src/shard/cluster/wire/batch-wire.js";
 import {
   AGE_TOLERANCE_MS,
@@ -65,9 +65,12 @@ t.test("checkState: the forged states of issue 10 are refused or clamped, one by
   ];
   for (const [name, k, state] of refused) t.equal(checkState(k, { ...state }), "invalid", name);
 
-  const clamped = { a: age, b: 1e12, c: 0, expiresInS: 60 };
+  const clamped = { a: age, b: 1e18, c: 0, expiresInS: 60 };
   t.equal(checkState(key(0), clamped), "ok");
-  t.equal(clamped.b, 1_000_000, "a huge count is clamped to the largest limit");
+  t.equal(clamped.b, MAX_COUNT, "a huge count is clamped where a charge saturates it");
+  const debt = { a: age, b: 1e12, c: 0, expiresInS: 60 };
+  t.equal(checkState(key(0), debt), "ok");
+  t.equal(debt.b, 1e12, "a count past every limit is debt (POST /limit/charge): it travels whole");
   const owed = { a: -1e15, b: 0, c: 10, expiresInS: exp(2 * D) };
   t.equal(checkState(key(2), owed), "ok");
   t.equal(owed.a, -10 * D, "tokens owed are clamped to one whole bucket");
