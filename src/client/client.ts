@@ -1,8 +1,8 @@
 import { BlockedCache } from "../shard/cluster/routing/blocked-cache.js";
 import { ringKeyOf, stateKeyOf } from "../shard/ring/state-key.js";
 import { SlugCache } from "../decision.js";
-import { cachedBlockAnswer, clientAnswer, NodeAnswer, parseData, resetAnswer } from "./answer.js";
-import { Attempt, Check, CheckKind, type CheckHandler, type Result } from "./check.js";
+import { cachedBlockAnswer, chargeAnswer, clientAnswer, NodeAnswer, parseData, reserve, resetAnswer } from "./answer.js";
+import { Attempt, Check, CHECK_NAMES, CheckKind, type CheckHandler, type Result } from "./check.js";
 import { Deadlines } from "./deadlines.js";
 import { Discovery } from "./discovery.js";
 import type { NodeConnection } from "./node-connection.js";
@@ -11,6 +11,7 @@ import { ClientReporter, consoleLogger } from "./reporting.js";
 import { allowedData, blockedData } from "./validate.js";
 import { algorithmByName, DEFAULT_ALGORITHM } from "../algorithms/registry.js";
 import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult, RingLimitClientOptions } from "./types.js";
+import type { ChargeRequest, ChargeResult, Reservation } from "./types.js";
 
 /** Defaults of RingLimitClientOptions, in one place. */
 export const CLIENT_DEFAULTS = Object.freeze({
@@ -150,23 +151,28 @@ export class RingLimitClient implements CheckHandler {
 
   /** POST /limit/reset, sent to the identifier's owner. Never rejects; `ok` only when the states were removed. */
   reset(request: ResetRequest): Promise<ResetResult> {
+    return this.toOwner(CheckKind.RESET, request) as Promise<ResetResult>;
+  }
+
+  /** POST /limit/charge to the key's owner (docs/api.md): sent once, never again to another node. Never rejects. */
+  charge(request: ChargeRequest): Promise<ChargeResult> {
+    return this.toOwner(CheckKind.CHARGE, request) as Promise<ChargeResult>;
+  }
+
+  /** A reset or a charge, to the owner of its identifier; the client's own answer when it cannot be sent. */
+  private toOwner(kind: CheckKind, request: ResetRequest | ChargeRequest): Promise<Result> {
     this.counters.calls++;
-    if (this.closed) return Promise.resolve(this.degraded("unavailable", CheckKind.RESET) as ResetResult);
+    if (this.closed) return Promise.resolve(this.degraded("unavailable", kind));
     try {
-      const namespace = this.namespaceOf(request);
-      return this.start(
-        CheckKind.RESET,
-        request,
-        JSON.stringify(request),
-        namespace,
-        ringKeyOf(namespace, request.identifier),
-        undefined,
-        Date.now(),
-      ) as Promise<ResetResult>;
+      const ns = this.namespaceOf(request);
+      return this.start(kind, request, JSON.stringify(request), ns, ringKeyOf(ns, request.identifier), undefined, Date.now());
     } catch {
-      return Promise.resolve(this.degraded("unavailable", CheckKind.RESET) as ResetResult);
+      return Promise.resolve(this.degraded("unavailable", kind));
     }
   }
+
+  /** limit() with an estimated cost, whose settle(actual) charges or refunds the difference (answer.ts). */
+  reserve = (request: LimitRequest & { cost: number }): Promise<Reservation> => reserve(this, request);
 
   private start(
     kind: CheckKind,
@@ -307,6 +313,9 @@ export class RingLimitClient implements CheckHandler {
     check.settled = true;
     const source = attempt.node === check.owner ? "owner" : "fallback";
     this.counters[source]++;
+    // A refund may end a 429 this client remembers; the cache is only a shortcut.
+    if (check.kind === CheckKind.CHARGE && status === 200 && (check.request as ChargeRequest).cost < 0) this.blocked.clear();
+    if (check.kind === CheckKind.CHARGE) return check.resolve(chargeAnswer(status, body, headers, source));
     if (check.kind === CheckKind.RESET) {
       // A remembered block of a reset identifier no longer stands; the cache is only a shortcut.
       if (status === 200) this.blocked.clear();
@@ -364,6 +373,8 @@ export class RingLimitClient implements CheckHandler {
     attempt.node.failed(performance.now());
     this.refresh();
     if (check.settled) return;
+    // A charge whose exchange failed may have reached its node: never sent again (counted at most once).
+    if (check.kind === CheckKind.CHARGE) return void ((check.settled = true), check.resolve(chargeAnswer(0, undefined, {}, "client")));
     this.dispatch(check);
   }
 
@@ -382,9 +393,7 @@ export class RingLimitClient implements CheckHandler {
   private degraded(why: "timeout" | "unavailable", kind: CheckKind = CheckKind.LIMIT): Result {
     this.counters.degraded++;
     this.counters[why === "timeout" ? "timeouts" : "unavailable"]++;
-    return kind === CheckKind.RESET ? resetAnswer(0, undefined, "client") : clientAnswer(this.options.failOpen);
+    if (kind === CheckKind.RESET) return resetAnswer(0, undefined, "client");
+    return kind === CheckKind.CHARGE ? chargeAnswer(0, undefined, {}, "client") : clientAnswer(this.options.failOpen);
   }
 }
-
-/** What each CheckKind sends, for reports. */
-const CHECK_NAMES = ["POST /limit", "POST /limit/batch", "POST /limit/reset"] as const;
