@@ -286,8 +286,9 @@ for (let run = 1; run <= runs; run++) {
         limit: s.body.limit,
         duration: s.body.duration,
         ...(s.body.algorithm ? { algorithm: s.body.algorithm } : {}),
+        ...(s.body.cost !== undefined ? { cost: s.body.cost } : {}),
       }
-      const probe = await postJson(server.urls[0] + '/limit', probeBody, authHeaders)
+      const probe = await postJson(server.urls[0] + (s.body.path ?? '/limit'), probeBody, authHeaders)
       if (run === 1) entry.probe = { status: probe.status, headers: probe.headers, body: probe.body.slice(0, 800) }
       if (probe.status !== 200) throw new Error(`probe request answered ${probe.status}: ${probe.body.slice(0, 200)}`)
       if (warmupSec > 0) {
