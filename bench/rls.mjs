@@ -139,7 +139,15 @@ async function startService3(main = MAIN) {
   const recs = ports.map((p) =>
     spawnNode(
       'ringlimit',
-      { PORT: String(p.port), PEER_HOST: '127.0.0.1', PEER_PORT: String(p.peer), GRPC_PORT: String(p.grpcPort), API_KEYS: apiKey, PEERS: peers, CLUSTER_SECRET: secret },
+      {
+        PORT: String(p.port),
+        PEER_HOST: '127.0.0.1',
+        PEER_PORT: String(p.peer),
+        GRPC_PORT: String(p.grpcPort),
+        API_KEYS: apiKey,
+        PEERS: peers,
+        CLUSTER_SECRET: secret,
+      },
       { main },
     ),
   )

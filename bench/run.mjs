@@ -361,9 +361,7 @@ if (args.memory) {
 
 const out = process.stdout
 out.write(`\nringlimit bench — ${new Date().toISOString()} — ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}\n`)
-out.write(
-  `${connections} connections, ${durationSec}s measured per run, median of ${runs} run(s)\n${conditions.lines().join('\n')}\n`,
-)
+out.write(`${connections} connections, ${durationSec}s measured per run, median of ${runs} run(s)\n${conditions.lines().join('\n')}\n`)
 out.write(
   "CPU µs/req = server processes' utime+stime (/proc) ÷ responses; ×floor and ×rl-local divide it by the floor's and by ringlimit-allowed's, same loader.\n",
 )

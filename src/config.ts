@@ -166,11 +166,31 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   advertiseUrl: ["ADVERTISE_URL", str, "the URL clients reach this node at, listed by GET /cluster (unset: http(s)://HOST:PORT)"],
   logLevel: ["LOG_LEVEL", oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"]), "fatal, error, warn, info, debug, trace or silent"],
   policyPath: ["POLICY_PATH", str, "a YAML file or folder of them: RLS rules and POST /limit overrides, reloaded on change (docs/policy.md)"],
-  grpcPort: ["GRPC_PORT", int(0, 65535), "port of Envoy's rate limit service (gRPC, RLS v3) and grpc.health.v1, with TLS when TLS_CERT_FILE is set (unset: off; docs/envoy.md)"],
-  grpcAuth: ["GRPC_AUTH", oneOf(["api-key", "none"]), "api-key: every RLS call needs authorization: Bearer <API key>; none: no key asked (only behind an mTLS mesh)"],
-  shadowMode: ["SHADOW_MODE", bool, "every RLS answer is OK, and every POST /limit answer allowed; requests are still counted, and what would have been blocked shows in ringlimit_rls_shadow_mode_total and ringlimit_shadow_allowed_total"],
-  rlsAllOrNothing: ["RLS_ALL_OR_NOTHING", bool, "count an RLS request's descriptors only when every one passes (default: each counted on its own, as envoyproxy/ratelimit)"],
-  rlsCountBlocked: ["RLS_COUNT_BLOCKED", bool, "count every RLS hit, past the limit too (debt), as envoyproxy/ratelimit; false: a hit that does not fit is refused uncounted (rule field count_blocked overrides; RLS_ALL_OR_NOTHING implies false)"],
+  grpcPort: [
+    "GRPC_PORT",
+    int(0, 65535),
+    "port of Envoy's rate limit service (gRPC, RLS v3) and grpc.health.v1, with TLS when TLS_CERT_FILE is set (unset: off; docs/envoy.md)",
+  ],
+  grpcAuth: [
+    "GRPC_AUTH",
+    oneOf(["api-key", "none"]),
+    "api-key: every RLS call needs authorization: Bearer <API key>; none: no key asked (only behind an mTLS mesh)",
+  ],
+  shadowMode: [
+    "SHADOW_MODE",
+    bool,
+    "every RLS answer is OK, and every POST /limit answer allowed; requests are still counted, and what would have been blocked shows in ringlimit_rls_shadow_mode_total and ringlimit_shadow_allowed_total",
+  ],
+  rlsAllOrNothing: [
+    "RLS_ALL_OR_NOTHING",
+    bool,
+    "count an RLS request's descriptors only when every one passes (default: each counted on its own, as envoyproxy/ratelimit)",
+  ],
+  rlsCountBlocked: [
+    "RLS_COUNT_BLOCKED",
+    bool,
+    "count every RLS hit, past the limit too (debt), as envoyproxy/ratelimit; false: a hit that does not fit is refused uncounted (rule field count_blocked overrides; RLS_ALL_OR_NOTHING implies false)",
+  ],
   rlsRateLimitHeaders: ["RLS_RATELIMIT_HEADERS", bool, "add draft-10 RateLimit and RateLimit-Policy headers to RLS answers (response_headers_to_add)"],
   ...RATELIMIT_VARIABLES,
 };

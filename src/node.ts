@@ -52,7 +52,11 @@ export interface NodeOptions {
 }
 
 /** Wire one node together from its configuration and start serving. */
-export async function startNode(config: Config, logger: Logger = createLogger(config.logLevel, config.nodeId), options: NodeOptions = {}): Promise<RunningNode> {
+export async function startNode(
+  config: Config,
+  logger: Logger = createLogger(config.logLevel, config.nodeId),
+  options: NodeOptions = {},
+): Promise<RunningNode> {
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
   const replicated = clustered && config.replicas > 1;
   // One byte budget for every store of limit states, shared as memory-budget.ts says.
@@ -127,7 +131,16 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   // from before the peer listener takes forwarded decisions.
   local.setPolicy(policy?.(), config.shadowMode);
   const cluster = clustered
-    ? assembleCluster(config, { local, metrics, logger, tls: readPeerTls(config), replicaTable, blockedCacheBytes: budget.blockedCacheBytes, sharesBytes: budget.sharesBytes, policyVersion })
+    ? assembleCluster(config, {
+        local,
+        metrics,
+        logger,
+        tls: readPeerTls(config),
+        replicaTable,
+        blockedCacheBytes: budget.blockedCacheBytes,
+        sharesBytes: budget.sharesBytes,
+        policyVersion,
+      })
     : undefined;
   const decider: Decider = cluster?.decider ?? local;
   const durability = new DurabilityMetrics(metrics.registry, config.stateDir === undefined ? 0 : config.snapshotIntervalMs / 1000);
@@ -168,7 +181,13 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   }
   // Envoy's rate limit service: one more front door on the same decider (docs/envoy.md).
   const rls = new RlsService(
-    { failOpen: config.failOpen, shadowMode: config.shadowMode, allOrNothing: config.rlsAllOrNothing, countBlocked: config.rlsCountBlocked, rateLimitHeaders: config.rlsRateLimitHeaders },
+    {
+      failOpen: config.failOpen,
+      shadowMode: config.shadowMode,
+      allOrNothing: config.rlsAllOrNothing,
+      countBlocked: config.rlsCountBlocked,
+      rateLimitHeaders: config.rlsRateLimitHeaders,
+    },
     {
       decider,
       policy: policy ?? (() => undefined),
@@ -195,9 +214,7 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
   });
   // GET /top: this node's summary alone, or merged across the ring.
   const top = (q: TopQuery): Promise<TopResult> =>
-    cluster !== undefined
-      ? cluster.top(q)
-      : Promise.resolve({ entries: metrics.topBlocked.top(q.n, admitsOf(q)), members: 1, answered: 1 });
+    cluster !== undefined ? cluster.top(q) : Promise.resolve({ entries: metrics.topBlocked.top(q.n, admitsOf(q)), members: 1, answered: 1 });
   const frontEnd = new FrontEnd(
     {
       host: config.host,

@@ -161,7 +161,15 @@ export class RlsService {
         if (isOver && !shadowRule) over = true;
         if (item.metricKey !== undefined) {
           // A refund is no hit: it counts in no hit total.
-          this.deps.metrics.count(domain, item.metricKey, Math.max(0, item.hits), rule.limit, isOver, item.remaining, shadowRule || (isOver && this.options.shadowMode));
+          this.deps.metrics.count(
+            domain,
+            item.metricKey,
+            Math.max(0, item.hits),
+            rule.limit,
+            isOver,
+            item.remaining,
+            shadowRule || (isOver && this.options.shadowMode),
+          );
         }
       }
       statuses[i] = status;

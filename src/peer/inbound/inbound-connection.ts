@@ -3,7 +3,16 @@
 
 import { performance } from "node:perf_hooks";
 import type { PendingConnection } from "../link/admission.js";
-import { CallStatus, DecideCode, DecideItemFlag, FrameType, MAX_CALL_ERROR_BYTES, MAX_FRAME_BYTES, MAX_HANDSHAKE_FRAME_BYTES, NO_BUDGET } from "../wire/constants.js";
+import {
+  CallStatus,
+  DecideCode,
+  DecideItemFlag,
+  FrameType,
+  MAX_CALL_ERROR_BYTES,
+  MAX_FRAME_BYTES,
+  MAX_HANDSHAKE_FRAME_BYTES,
+  NO_BUDGET,
+} from "../wire/constants.js";
 import { FrameAuthError, FrameError } from "../errors.js";
 import { FrameDecoder } from "../wire/frame.js";
 import { HandshakeError, ServerHandshake, readyFrame } from "../link/handshake.js";
@@ -62,7 +71,14 @@ export interface PeerServerStats {
 export interface ConnectionHost {
   readonly key: KeyObject;
   readonly nodeId: string;
-  readonly opts: { readonly handler: PeerServerHandler; readonly handshakeTimeoutMs: number; readonly idleTimeoutMs: number; readonly pongTag: () => string; readonly zone: string; readonly onDecideFrame: (items: number) => void };
+  readonly opts: {
+    readonly handler: PeerServerHandler;
+    readonly handshakeTimeoutMs: number;
+    readonly idleTimeoutMs: number;
+    readonly pongTag: () => string;
+    readonly zone: string;
+    readonly onDecideFrame: (items: number) => void;
+  };
   readonly log: PeerLogger;
   readonly stats: PeerServerStats;
   readonly pending: PendingConnections;
@@ -230,7 +246,19 @@ export class InboundConnection implements PendingConnection {
         replies.put(reqIds[i]!, DecideCode.ERROR, 0, 0, 0);
         continue;
       }
-      replies.put(reqIds[i]!, code, out.remaining, out.resetTime, out.retryAfterMs, out.flags, out.limit, out.duration, out.algorithm, out.granted, out.grantWindowStart);
+      replies.put(
+        reqIds[i]!,
+        code,
+        out.remaining,
+        out.resetTime,
+        out.retryAfterMs,
+        out.flags,
+        out.limit,
+        out.duration,
+        out.algorithm,
+        out.granted,
+        out.grantWindowStart,
+      );
     }
     this.send(replies.finish());
   }

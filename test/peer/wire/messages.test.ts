@@ -163,7 +163,8 @@ t.test("DECIDE writer refuses what the wire cannot carry, and stays usable", asy
 t.test("DECIDE batches split at MAX_DECIDE_ITEMS items", async (t) => {
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [];
-  for (let i = 0; i < 2 * MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, flags: 0, ns: "ns", identifier: `k${i}` });
+  for (let i = 0; i < 2 * MAX_DECIDE_ITEMS + 3; i++)
+    list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, flags: 0, ns: "ns", identifier: `k${i}` });
   writeAll(w, list);
   const out = frames(w.take()!);
   t.same(
@@ -198,7 +199,8 @@ t.test("DECIDE batches over the frame limit split into several valid frames", as
 t.test("DECIDE frames carry the sender's deadline budget, every frame of a split batch the same", async (t) => {
   const w = new DecideBatchWriter();
   const list: DecideItem[] = [];
-  for (let i = 0; i < MAX_DECIDE_ITEMS + 3; i++) list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, flags: 0, ns: "ns", identifier: `k${i}` });
+  for (let i = 0; i < MAX_DECIDE_ITEMS + 3; i++)
+    list.push({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, flags: 0, ns: "ns", identifier: `k${i}` });
   writeAll(w, list);
   const out = frames(w.take(87_654.9)!);
   t.equal(out.length, 2);

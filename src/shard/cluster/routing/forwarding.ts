@@ -161,55 +161,59 @@ export class ClusterDecider implements Decider {
     // A share that opened empty in this window asks for a grant with the decision (leases/shares.ts).
     const opening = shareAsked && this.shares.wantsOpening(stateKey, query.limit);
     // The query itself crosses the peer boundary (a DecideQuery): nothing is unpacked or built for it.
-    client.decide(query, (err: PeerError | null, r) => {
-      const d = this.forwarded;
-      if (err !== null || r === null || r.code === 2) {
-        const reason = err !== null ? degradedReasonOf(err) : "peer_error";
-        if (reason === "peer_timeout") this.view.noteForward(owner, true, now);
-        this.metrics.forwardOutcome(reason === "peer_timeout" ? "timeout" : reason === "peer_unavailable" ? "unavailable" : "error");
-        return done(failOpenDecision(query, now, reason, d));
-      }
-      r.resetTime = resetTimeHere(r.resetTime, client.clockOffsetMs);
-      // An answer that does not fit the question (a count beyond the limit, NaN, a reset
-      // years ahead) is the owner's error for this item alone.
-      if (!replyWithinContract(r, query, now)) {
-        this.metrics.forwardOutcome("invalid");
-        return done(failOpenDecision(query, now, "peer_error", d));
-      }
-      this.metrics.observeForward(performance.now() - sentAt);
-      this.view.noteForward(owner, false, now);
-      if (r.granted > 0 && opening) this.shares.openingGranted(stateKey, query, r.grantWindowStart * 1000, r.granted, now);
-      d.allowed = r.code === 0;
-      // A charge past its limit carries its debt where `remaining` is (inbound.ts).
-      d.debt = charge && !d.allowed ? r.remaining : 0;
-      d.remaining = d.debt > 0 ? 0 : r.remaining;
-      d.resetTime = r.resetTime;
-      d.retryAfterMs = r.retryAfterMs;
-      d.degraded = null;
-      d.shadow = (r.flags & DecideFlag.SHADOW) !== 0;
-      if ((r.flags & DecideFlag.APPLIED) !== 0) {
-        const a = this.appliedScratch;
-        a.limit = r.limit;
-        a.duration = r.duration;
-        a.algorithm = algorithmByCode(r.algorithm)!;
-        d.applied = a;
-      } else d.applied = null;
-      // A block under an override is not remembered: the cache answers with the asked limit, and
-      // an operator's change must apply from the owner's next decision.
-      // A charge that leaves no room blocks a request of 1 until retryAfterMs: remembered as such.
-      const blocks = charge ? d.remaining === 0 && r.retryAfterMs > 0 : !d.allowed && cacheable;
-      if (blocks && d.applied === null) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
-      this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
-      // Shadow mode let a block through: nothing was counted. A charge reports what was
-      // spent already: it stays counted whoever hears the answer.
-      const counted = d.allowed && !d.shadow && query.cost > 0 && !charge;
-      // Read before done(): the answer and its applied limit are reused by the next forward.
-      const given = counted ? givenBackQuery(query, d.applied) : undefined;
-      // The caller left while the answer was on its way (a closed connection, a pipelining
-      // client uWebSockets.js cut off): what the owner counted for it is given back, so a
-      // key's count holds only answers that were delivered.
-      if (!done(d) && given !== undefined) this.giveBack(client, given, sentAt);
-    }, opening ? DecideItemFlag.OPENING : 0);
+    client.decide(
+      query,
+      (err: PeerError | null, r) => {
+        const d = this.forwarded;
+        if (err !== null || r === null || r.code === 2) {
+          const reason = err !== null ? degradedReasonOf(err) : "peer_error";
+          if (reason === "peer_timeout") this.view.noteForward(owner, true, now);
+          this.metrics.forwardOutcome(reason === "peer_timeout" ? "timeout" : reason === "peer_unavailable" ? "unavailable" : "error");
+          return done(failOpenDecision(query, now, reason, d));
+        }
+        r.resetTime = resetTimeHere(r.resetTime, client.clockOffsetMs);
+        // An answer that does not fit the question (a count beyond the limit, NaN, a reset
+        // years ahead) is the owner's error for this item alone.
+        if (!replyWithinContract(r, query, now)) {
+          this.metrics.forwardOutcome("invalid");
+          return done(failOpenDecision(query, now, "peer_error", d));
+        }
+        this.metrics.observeForward(performance.now() - sentAt);
+        this.view.noteForward(owner, false, now);
+        if (r.granted > 0 && opening) this.shares.openingGranted(stateKey, query, r.grantWindowStart * 1000, r.granted, now);
+        d.allowed = r.code === 0;
+        // A charge past its limit carries its debt where `remaining` is (inbound.ts).
+        d.debt = charge && !d.allowed ? r.remaining : 0;
+        d.remaining = d.debt > 0 ? 0 : r.remaining;
+        d.resetTime = r.resetTime;
+        d.retryAfterMs = r.retryAfterMs;
+        d.degraded = null;
+        d.shadow = (r.flags & DecideFlag.SHADOW) !== 0;
+        if ((r.flags & DecideFlag.APPLIED) !== 0) {
+          const a = this.appliedScratch;
+          a.limit = r.limit;
+          a.duration = r.duration;
+          a.algorithm = algorithmByCode(r.algorithm)!;
+          d.applied = a;
+        } else d.applied = null;
+        // A block under an override is not remembered: the cache answers with the asked limit, and
+        // an operator's change must apply from the owner's next decision.
+        // A charge that leaves no room blocks a request of 1 until retryAfterMs: remembered as such.
+        const blocks = charge ? d.remaining === 0 && r.retryAfterMs > 0 : !d.allowed && cacheable;
+        if (blocks && d.applied === null) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
+        this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
+        // Shadow mode let a block through: nothing was counted. A charge reports what was
+        // spent already: it stays counted whoever hears the answer.
+        const counted = d.allowed && !d.shadow && query.cost > 0 && !charge;
+        // Read before done(): the answer and its applied limit are reused by the next forward.
+        const given = counted ? givenBackQuery(query, d.applied) : undefined;
+        // The caller left while the answer was on its way (a closed connection, a pipelining
+        // client uWebSockets.js cut off): what the owner counted for it is given back, so a
+        // key's count holds only answers that were delivered.
+        if (!done(d) && given !== undefined) this.giveBack(client, given, sentAt);
+      },
+      opening ? DecideItemFlag.OPENING : 0,
+    );
   }
 
   /** The owner's 429 this node remembers for the key, as this request's answer; undefined when none. */
@@ -275,5 +279,12 @@ export class ClusterDecider implements Decider {
  */
 function givenBackQuery(query: LimitQuery, applied: AppliedLimit | null): LimitQuery {
   if (applied === null) return query;
-  return { namespace: query.namespace, identifier: query.identifier, limit: applied.limit, duration: applied.duration, algorithm: applied.algorithm, cost: query.cost };
+  return {
+    namespace: query.namespace,
+    identifier: query.identifier,
+    limit: applied.limit,
+    duration: applied.duration,
+    algorithm: applied.algorithm,
+    cost: query.cost,
+  };
 }

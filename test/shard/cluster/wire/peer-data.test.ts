@@ -86,7 +86,11 @@ t.test("checkState: the forged states of issue 10 are refused or clamped, one by
 t.test("admitState: a peer's state is put on this node's clock, its skew is irrelevant", async (t) => {
   // The sender's clock read NOW − 5 min when it wrote these ages; this node reads NOW.
   const fw = admitState(key(0), { a: 20_000, b: 7, c: 0, expiresInS: 40, origin: 9, bornAgoS: 20 }, NOW);
-  t.same(fw, { a: windowStart, b: 7, c: 0, expiresAt: exp(windowStart + D), origin: 9, born: Math.floor(NOW / 1000) - 20 }, "a window begun 20 s ago is this node's current one, kept to its end, born 20 s ago here");
+  t.same(
+    fw,
+    { a: windowStart, b: 7, c: 0, expiresAt: exp(windowStart + D), origin: 9, born: Math.floor(NOW / 1000) - 20 },
+    "a window begun 20 s ago is this node's current one, kept to its end, born 20 s ago here",
+  );
   const tb = admitState(key(2), { a: 3 * D, b: 2500, c: 10, expiresInS: 42, origin: 9, bornAgoS: 0 }, NOW);
   t.same(tb, { a: 3 * D, b: NOW - 2500, c: 10, expiresAt: exp(NOW) + 42, origin: 9, born: Math.floor(NOW / 1000) }, "a level 2.5 s old is 2.5 s old here");
   t.equal(admitState(key(0), { a: -1e300, b: 1, c: 0, expiresInS: 60, origin: 9, bornAgoS: 0 }, NOW), "invalid");
