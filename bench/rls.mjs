@@ -20,6 +20,10 @@
 //           connection per node (Envoy's one per upstream host) carrying a third of the streams,
 //           each with its own descriptor, so about 2 in 3 calls are decided on another node
 //           (the forwarded share is printed); CPU of all three nodes per call
+//   rls1-check     Envoy's first call of an LLM request (docs/envoy.md, Token budgets): one
+//           descriptor with hits_addend 0, a check that counts nothing
+//   rls1-charge    its second call: the same descriptor with hits_addend 500 (the tokens),
+//           counted past the limit too (debt); check + charge is the two-call flow's price
 //   rls1-baseline  (with --baseline DIR) rls1 on the build in DIR
 // Targets: rls1 ≤ 1.5 × limit; rls3 ≤ 2 × rls1. h2floor / limit says how much of rls1 is
 // HTTP/2 in Node before any RLS work.
@@ -57,6 +61,12 @@ nghttp2-client) and the build (npm run build).`,
     streams: { type: 'number', min: 1, default: 50, help: 'concurrent calls per HTTP/2 connection; /limit gets connections × streams HTTP/1.1 connections' },
     build: { type: 'string', arg: 'DIR', defaultText: 'this checkout', help: 'measure the build in DIR (a checkout built with npm run build)' },
     baseline: { type: 'string', arg: 'DIR', defaultText: 'no baseline row', help: 'add a row rls1-baseline: one descriptor on the build in DIR' },
+    only: {
+      type: 'string',
+      arg: 'ROWS',
+      defaultText: 'every row',
+      help: 'a comma-separated list of the rows to run (limit is always run: the ratios divide by it)',
+    },
   },
 })
 const ROUNDS = Math.floor(args.rounds)
@@ -96,6 +106,21 @@ const framed = (message) => {
   return Buffer.concat([head, message])
 }
 const rlsBody = (n) => framed(Buffer.concat([str(1, 'bench'), ...Array.from({ length: n }, (_, i) => descriptor(`u${i}`))]))
+/** One descriptor with its own hits_addend (field 3, a google.protobuf.UInt64Value): 0 a check, more a charge. */
+const hitsBody = (hits) =>
+  framed(
+    Buffer.concat([
+      str(1, 'bench'),
+      field(
+        2,
+        Buffer.concat([
+          field(1, Buffer.concat([str(1, 'user'), str(2, 'tokens')])),
+          field(2, Buffer.concat([uintField(1, 1_000_000), uintField(2, 1)])),
+          field(3, hits === 0 ? Buffer.alloc(0) : uintField(1, hits)),
+        ]),
+      ),
+    ]),
+  )
 
 const apiKey = makeApiKey()
 const tmp = mkdtempSync(join(tmpdir(), 'ringlimit-rls-bench-'))
@@ -103,10 +128,14 @@ const files = {
   limit: join(tmp, 'limit.json'),
   rls1: join(tmp, 'rls1.bin'),
   rls3: join(tmp, 'rls3.bin'),
+  'rls1-check': join(tmp, 'rls1-check.bin'),
+  'rls1-charge': join(tmp, 'rls1-charge.bin'),
 }
 writeFileSync(files.limit, JSON.stringify({ namespace: 'bench', identifier: 'u0', limit: 1_000_000, duration: 1 }))
 writeFileSync(files.rls1, rlsBody(1))
 writeFileSync(files.rls3, rlsBody(3))
+writeFileSync(files['rls1-check'], hitsBody(0))
+writeFileSync(files['rls1-charge'], hitsBody(500))
 
 async function startNode(main = MAIN, env = {}) {
   const port = await freePort()
@@ -203,7 +232,7 @@ function preflight(grpcPort, body) {
   })
 }
 
-function h2load(row, node, seconds, logFile, streams = STREAMS, body = files[row === 'limit' || row === 'rls3' ? row : 'rls1']) {
+function h2load(row, node, seconds, logFile, streams = STREAMS, body = files[row in files ? row : 'rls1']) {
   const common = ['-D', String(seconds), '-d', body]
   const argv =
     row === 'limit'
@@ -309,7 +338,8 @@ async function measure(row) {
         ? await startFloor('grpc-h2-floor.mjs')
         : await startNode(row === 'rls1-baseline' ? BASELINE : MAIN, row === 'rls1-node' ? { GRPC_SERVER_IMPL: 'node-http2' } : {})
   try {
-    if (row.startsWith('rls')) await preflight(node.grpcPort, readFileSync(files[row === 'rls3' ? 'rls3' : 'rls1']))
+    // The charge's preflight is a check: the charges make its key over, as they should.
+    if (row.startsWith('rls')) await preflight(node.grpcPort, readFileSync(files[row === 'rls1-charge' ? 'rls1-check' : row in files ? row : 'rls1']))
     h2load(row, node, 2) // warm-up: JIT, connections
     const watch = new GroupWatch([node.rec.pid])
     const t0 = watch.cpuTicks()
@@ -323,7 +353,8 @@ async function measure(row) {
   }
 }
 
-const ROWS = ['limit', 'h2floor', 'h2floor-ringlimit', 'rls1', 'rls1-node', 'rls3', 'rls1-service3', ...(BASELINE ? ['rls1-baseline'] : [])]
+const ALL_ROWS = ['limit', 'h2floor', 'h2floor-ringlimit', 'rls1', 'rls1-node', 'rls3', 'rls1-service3', 'rls1-check', 'rls1-charge', ...(BASELINE ? ['rls1-baseline'] : [])]
+const ROWS = args.only ? ALL_ROWS.filter((r) => r === 'limit' || args.only.split(',').includes(r)) : ALL_ROWS
 const results = Object.fromEntries(ROWS.map((r) => [r, []]))
 try {
   for (let round = 0; round < ROUNDS; round++) {
@@ -350,18 +381,28 @@ for (const row of ROWS) {
   )
 }
 const limit = med('limit', 'usPerCall')
-const one = med('rls1', 'usPerCall')
-const three = med('rls3', 'usPerCall')
-console.log(`\none descriptor / one POST /limit decision: ${(one / limit).toFixed(2)}× (target ≤ 1.5×)`)
-console.log(`three descriptors / one descriptor: ${(three / one).toFixed(2)}× (target ≤ 2×)`)
-console.log(
-  `3 nodes behind a round-robin Service (defaults, REPLICAS=2), all nodes' CPU / one node's, one descriptor: ${(med('rls1-service3', 'usPerCall') / one).toFixed(2)}× (${(100 * med('rls1-service3', 'forwarded')).toFixed(0)} % forwarded)`,
-)
+const has = (row) => ROWS.includes(row)
+const one = has('rls1') ? med('rls1', 'usPerCall') : NaN
+if (has('rls1')) console.log(`\none descriptor / one POST /limit decision: ${(one / limit).toFixed(2)}× (target ≤ 1.5×)`)
+if (has('rls3')) console.log(`three descriptors / one descriptor: ${(med('rls3', 'usPerCall') / one).toFixed(2)}× (target ≤ 2×)`)
+if (has('rls1-service3'))
+  console.log(
+    `3 nodes behind a round-robin Service (defaults, REPLICAS=2), all nodes' CPU / one node's, one descriptor: ${(med('rls1-service3', 'usPerCall') / one).toFixed(2)}× (${(100 * med('rls1-service3', 'forwarded')).toFixed(0)} % forwarded)`,
+  )
+if (has('rls1-check') && has('rls1-charge')) {
+  const check = med('rls1-check', 'usPerCall')
+  const charge = med('rls1-charge', 'usPerCall')
+  console.log(
+    `token budget, a check (hits_addend 0) / one POST /limit decision: ${(check / limit).toFixed(2)}×; a charge (hits_addend 500): ${(charge / limit).toFixed(2)}×`,
+  )
+  console.log(`the two-call flow (check + charge) per LLM request / one POST /limit decision: ${((check + charge) / limit).toFixed(2)}×`)
+}
 if (BASELINE) console.log(`one descriptor, this build / the baseline build: ${(one / med('rls1-baseline', 'usPerCall')).toFixed(2)}×`)
-console.log(`node:http2 floor (constant gRPC answer) / one POST /limit decision: ${(med('h2floor', 'usPerCall') / limit).toFixed(2)}×`)
-console.log(`src/rls/h2 floor (constant gRPC answer) / one POST /limit decision: ${(med('h2floor-ringlimit', 'usPerCall') / limit).toFixed(2)}×`)
-console.log(
+if (has('h2floor')) console.log(`node:http2 floor (constant gRPC answer) / one POST /limit decision: ${(med('h2floor', 'usPerCall') / limit).toFixed(2)}×`)
+if (has('h2floor-ringlimit')) console.log(`src/rls/h2 floor (constant gRPC answer) / one POST /limit decision: ${(med('h2floor-ringlimit', 'usPerCall') / limit).toFixed(2)}×`)
+if (has('rls1-node'))
+  console.log(
   `one descriptor on node:http2 (GRPC_SERVER_IMPL=node-http2) / one POST /limit decision: ${(med('rls1-node', 'usPerCall') / limit).toFixed(2)}×; / its floor: ${(med('rls1-node', 'usPerCall') / med('h2floor', 'usPerCall')).toFixed(2)}×`,
 )
-console.log(`one descriptor on src/rls/h2 / its floor: ${(one / med('h2floor-ringlimit', 'usPerCall')).toFixed(2)}×`)
+if (has('rls1') && has('h2floor-ringlimit')) console.log(`one descriptor on src/rls/h2 / its floor: ${(one / med('h2floor-ringlimit', 'usPerCall')).toFixed(2)}×`)
 loadLine()

@@ -286,8 +286,9 @@ for (let run = 1; run <= runs; run++) {
         limit: s.body.limit,
         duration: s.body.duration,
         ...(s.body.algorithm ? { algorithm: s.body.algorithm } : {}),
+        ...(s.body.cost !== undefined ? { cost: s.body.cost } : {}),
       }
-      const probe = await postJson(server.urls[0] + '/limit', probeBody, authHeaders)
+      const probe = await postJson(server.urls[0] + (s.body.path ?? '/limit'), probeBody, authHeaders)
       if (run === 1) entry.probe = { status: probe.status, headers: probe.headers, body: probe.body.slice(0, 800) }
       if (probe.status !== 200) throw new Error(`probe request answered ${probe.status}: ${probe.body.slice(0, 200)}`)
       if (warmupSec > 0) {
@@ -360,9 +361,7 @@ if (args.memory) {
 
 const out = process.stdout
 out.write(`\nringlimit bench — ${new Date().toISOString()} — ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}\n`)
-out.write(
-  `${connections} connections, ${durationSec}s measured per run, median of ${runs} run(s)\n${conditions.lines().join('\n')}\n`,
-)
+out.write(`${connections} connections, ${durationSec}s measured per run, median of ${runs} run(s)\n${conditions.lines().join('\n')}\n`)
 out.write(
   "CPU µs/req = server processes' utime+stime (/proc) ÷ responses; ×floor and ×rl-local divide it by the floor's and by ringlimit-allowed's, same loader.\n",
 )

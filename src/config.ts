@@ -50,6 +50,7 @@ export const DEFAULTS = Object.freeze({
   grpcAuth: "api-key" as string, // "none": no API key asked on the gRPC port (a mesh with mTLS)
   shadowMode: false as boolean,
   rlsAllOrNothing: false as boolean,
+  rlsCountBlocked: true as boolean,
   rlsRateLimitHeaders: false as boolean,
   grpcMaxConnections: 4096 as number, // the gRPC port's connections; at the cap the idlest makes room for a new one
   grpcMaxConcurrentStreams: 100 as number,
@@ -194,6 +195,11 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
     "RLS_ALL_OR_NOTHING",
     bool,
     "count an RLS request's descriptors only when every one passes (default: each counted on its own, as envoyproxy/ratelimit)",
+  ],
+  rlsCountBlocked: [
+    "RLS_COUNT_BLOCKED",
+    bool,
+    "count every RLS hit, past the limit too (debt), as envoyproxy/ratelimit; false: a hit that does not fit is refused uncounted (rule field count_blocked overrides; RLS_ALL_OR_NOTHING implies false)",
   ],
   rlsRateLimitHeaders: ["RLS_RATELIMIT_HEADERS", bool, "add draft-10 RateLimit and RateLimit-Policy headers to RLS answers (response_headers_to_add)"],
   grpcMaxConnections: ["GRPC_MAX_CONNECTIONS", int(1, 1_000_000), "connections the gRPC port holds at once; at the cap the idlest is closed for a new one"],

@@ -12,6 +12,12 @@ export interface LimitQuery {
   /** what this request weighs: 1 by default, 0 is a peek (counts nothing); never above `limit` */
   cost: number;
   /**
+   * Counted whatever remains, the cost a refund when negative (Algorithm.charge): POST
+   * /limit/charge, and RLS hits counted as envoyproxy/ratelimit counts them. Absent: admitted
+   * only when the whole cost fits. Never in a batch.
+   */
+  charge?: boolean;
+  /**
    * true for POST /limit and /limit/batch: the owner applies the operator's overrides and
    * shadow mode (docs/policy.md). Absent for the keys of RLS descriptors, which the RLS rules govern.
    */
@@ -31,6 +37,13 @@ export const REQUEST_BOUNDS = Object.freeze({
   duration: { min: 1, max: 31_536_000 },
   /** and never above the request's `limit` */
   cost: { min: 0, max: 1_000_000 },
+  /**
+   * A charge's limit (POST /limit/charge, and the RLS door): the RLS wire's uint32
+   * requests_per_unit, so token budgets fit (5,000,000 tokens an hour).
+   */
+  chargeLimit: { min: 1, max: 4_294_967_295 },
+  /** A charge's cost: never 0 (a refund when negative), whatever the limit. */
+  chargeCost: { min: -1_000_000_000, max: 1_000_000_000 },
 } as const);
 
 // The product slug is part of a key's effective namespace (`namespace.slug`), so the
@@ -93,6 +106,8 @@ export interface Decision {
   resetTime: number;
   /** blocked only: whole ms until one request is allowed */
   retryAfterMs: number;
+  /** a charge only: how far past the limit what is counted is (0 when not past it) */
+  debt: number;
   /** set when this is a fail-open answer rather than a real decision */
   degraded: DegradedReason | null;
   /** the limit the owner applied when an override replaced the query's; null: the query's own */
@@ -160,6 +175,7 @@ export function failOpenDecision(query: LimitQuery, now: number, reason: Degrade
   out.remaining = query.limit - 1;
   out.resetTime = Math.ceil((now + query.duration * 1000) / 1000);
   out.retryAfterMs = 0;
+  out.debt = 0;
   out.degraded = reason;
   out.applied = null;
   out.shadow = false;
@@ -172,5 +188,5 @@ export function failOpenBatch(queries: readonly LimitQuery[], now: number, reaso
 }
 
 export function newDecision(): Decision {
-  return { allowed: false, remaining: 0, resetTime: 0, retryAfterMs: 0, degraded: null, applied: null, shadow: false };
+  return { allowed: false, remaining: 0, resetTime: 0, retryAfterMs: 0, debt: 0, degraded: null, applied: null, shadow: false };
 }

@@ -191,7 +191,13 @@ export async function startNode(
   }
   // Envoy's rate limit service: one more front door on the same decider (docs/envoy.md).
   const rls = new RlsService(
-    { failOpen: config.failOpen, shadowMode: config.shadowMode, allOrNothing: config.rlsAllOrNothing, rateLimitHeaders: config.rlsRateLimitHeaders },
+    {
+      failOpen: config.failOpen,
+      shadowMode: config.shadowMode,
+      allOrNothing: config.rlsAllOrNothing,
+      countBlocked: config.rlsCountBlocked,
+      rateLimitHeaders: config.rlsRateLimitHeaders,
+    },
     {
       decider,
       policy: policy ?? (() => undefined),

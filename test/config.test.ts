@@ -292,6 +292,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   GRPC_MAX_PENDING_BYTES: [["65535"], ["1073741825"]],
   SHADOW_MODE: [["maybe"], [""]],
   RLS_ALL_OR_NOTHING: [["2"], [""]],
+  RLS_COUNT_BLOCKED: [["2"], [""]],
   RLS_RATELIMIT_HEADERS: [["draft-10"], [""]],
   GRPC_SERVER_IMPL: [["nghttp2"], ["Ringlimit"], [""]],
   POLICY_PATH: [[""], ["/nonexistent/policy.yaml"], [READABLE]],

@@ -48,9 +48,10 @@ function inbound() {
   };
   const handler = new InboundHandler(view, new LocalDecider(new StateTable(1000, Date.now())), events);
   const out = newDecideResult();
-  return (q: { namespace: string; identifier: string; limit: number; duration: number }) => {
+  // A POST /limit key (overridable); an RLS descriptor's (not overridable) takes the RLS wire's uint32 limits.
+  return (q: { namespace: string; identifier: string; limit: number; duration: number }, overridable = true) => {
     try {
-      handler.decide({ ...q, algorithm: { code: 0 }, cost: 1 }, out, Date.now());
+      handler.decide({ ...q, algorithm: { code: 0 }, cost: 1, overridable }, out, Date.now());
       return true;
     } catch (err) {
       if (!(err instanceof RangeError)) throw err;
@@ -77,6 +78,9 @@ t.test("integers: typia, the 400 message and the forwarded check agree at each e
       if (Number.isInteger(value)) t.equal(forwarded({ ...VALID, [field]: value }), ok, `${field}=${value}: forwarded check agrees`);
     }
   }
+  const rls = REQUEST_BOUNDS.chargeLimit.max;
+  t.equal(forwarded({ ...VALID, limit: rls }, false), true, "an RLS descriptor's uint32 limit is forwarded");
+  t.equal(forwarded({ ...VALID, limit: rls + 1 }, false), false, "and nothing past it");
 });
 
 t.test("strings: typia, the 400 message and the forwarded check agree at each edge", async (t) => {

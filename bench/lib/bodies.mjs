@@ -3,7 +3,8 @@
 // Each load run gets its own idPrefix, so warm-up and measurement (and two loaders)
 // never share identifiers unless the scenario wants them to (idSpace small).
 //
-// spec: { namespace, limit, duration, algorithm?, idPrefix, idSpace, ids? }
+// spec: { namespace, limit, duration, algorithm?, cost?, path?, idPrefix, idSpace, ids? }
+// path: the route the bodies go to (default /limit; /limit/charge for the charge row).
 // ids: a list of identifiers to cycle through instead (keys picked for their owner).
 
 /** [head, tail] so that body = head + identifier + tail. */
@@ -11,6 +12,7 @@ export function bodyParts(spec) {
   const head = `{"namespace":${JSON.stringify(spec.namespace)},"identifier":"`
   let tail = `","limit":${spec.limit},"duration":${spec.duration}`
   if (spec.algorithm) tail += `,"algorithm":${JSON.stringify(spec.algorithm)}`
+  if (spec.cost !== undefined) tail += `,"cost":${spec.cost}`
   tail += '}'
   return [head, tail]
 }

@@ -44,7 +44,7 @@ function runAutocannon({ urls, connections, durationSec, amount, headers, bodySp
   const conns = split(connections, urls.length)
   const amounts = amount ? split(amount, urls.length) : []
   const rates = rate ? split(Math.round(rate), urls.length) : []
-  const targets = urls.map((url, i) => ({ url: url + '/limit', connections: conns[i], amount: amounts[i], rate: rates[i] }))
+  const targets = urls.map((url, i) => ({ url: url + (bodySpec.path ?? '/limit'), connections: conns[i], amount: amounts[i], rate: rates[i] }))
   const worker = new Worker(join(here, 'autocannon-worker.mjs'), {
     workerData: { targets, durationSec, amount, headers, bodySpec, timeoutSec, pipelining },
   })
@@ -116,7 +116,7 @@ function request ()
   for i = 1, depth do
     local id = prefix .. string.format("%d", n % space)
     n = n + 1
-    out = out .. wrk.format("POST", "/limit", headers, head .. id .. tail)
+    out = out .. wrk.format("POST", "${bodySpec.path ?? '/limit'}", headers, head .. id .. tail)
   end
   return out
 end
@@ -152,7 +152,7 @@ async function runWrk({ urls, connections, durationSec, amount, headers, bodySpe
     writeFileSync(file, wrkScript({ bodySpec, headers, start, amount: amounts[i], pipelining }))
     // wrk needs a duration even with a request count; the script stops it at `amount`.
     const d = amount ? 3600 : durationSec
-    return spawnTracked(`wrk ${url}`, 'wrk', ['-t1', `-c${conns[i]}`, `-d${d}s`, `--timeout`, `${timeoutSec}s`, '-s', file, url + '/limit'])
+    return spawnTracked(`wrk ${url}`, 'wrk', ['-t1', `-c${conns[i]}`, `-d${d}s`, `--timeout`, `${timeoutSec}s`, '-s', file, url + (bodySpec.path ?? '/limit')])
   })
   onStarted()
   let poll

@@ -42,6 +42,19 @@ export const SCENARIOS = [
     body: { ...ALLOWED, algorithm },
   })),
   {
+    name: 'ringlimit-charge',
+    desc: 'one node, POST /limit/charge of 1 on the allowed path (issue 29: priced against ringlimit-allowed)',
+    server: { kind: 'ringlimit' },
+    body: { ...ALLOWED, cost: 1, path: '/limit/charge' },
+    quick: true,
+  },
+  {
+    name: 'ringlimit-charge-debt',
+    desc: 'one node, POST /limit/charge of 1,000 on keys of limit 1,000 per hour: every answer in debt',
+    server: { kind: 'ringlimit' },
+    body: { namespace: 'bench', limit: 1000, duration: 3600, idSpace: 10, cost: 1000, path: '/limit/charge' },
+  },
+  {
     name: 'ringlimit-hot-key',
     desc: 'one node, a single identifier, limit 1 M per second: all 200 on one key',
     server: { kind: 'ringlimit' },

@@ -1,3 +1,4 @@
+import { MAX_COUNT } from "./charge.js";
 import type { AgedBounds, AgedVerdict, LimitState } from "./types.js";
 
 /*
@@ -43,15 +44,15 @@ export function bucketFromAges(aged: Readonly<LimitState>, _D: number, now: numb
 
 /**
  * A window state from a peer (a = the start's age, b and c = counts): counts are never
- * negative and are clamped to the largest limit (a count at or above it blocks every limit
- * for the rest of its window already, so only forged or runaway counts change); a start
+ * negative and are clamped to MAX_COUNT, where a charge saturates them (a count past the limit
+ * is debt, which must travel whole; it blocks no longer than its window weighs); a start
  * `weighs` windows ago or more counts nothing any more.
  */
 export function checkWindowAges(aged: LimitState, weighs: number, D: number, bounds: AgedBounds): AgedVerdict {
   if (aged.a < -bounds.ageToleranceMs || aged.b < 0 || aged.c < 0) return "invalid";
   if (aged.a >= weighs * D) return "expired";
-  aged.b = Math.min(aged.b, bounds.maxLimit);
-  aged.c = Math.min(aged.c, bounds.maxLimit);
+  aged.b = Math.min(aged.b, MAX_COUNT);
+  aged.c = Math.min(aged.c, MAX_COUNT);
   return "ok";
 }
 

@@ -1,4 +1,5 @@
 import { checkWindowAges, windowFromAges, windowToAges } from "./ages.js";
+import { MAX_COUNT, settleCharge } from "./charge.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /** The start of the fixed window holding `now` (ms): windows are aligned to the Unix epoch, [k·D, (k+1)·D). */
@@ -33,6 +34,17 @@ export const fixedWindow: Algorithm<"fixed-window"> = {
       // cost ≤ limit fits into the next window's empty count.
       out.retryAfterMs = windowEnd - now;
     }
+  },
+
+  charge(state, limit, durationMs, now, out, cost) {
+    const windowStart = fixedWindowStart(now, durationMs);
+    const count = state !== null && state.a === windowStart ? state.b : 0;
+    const after = Math.min(MAX_COUNT, Math.max(0, count + cost));
+    out.a = windowStart;
+    out.b = after;
+    out.c = 0;
+    // Debt lasts until the window ends: the next window starts from zero.
+    settleCharge(this, limit, durationMs, now, out, after <= limit, after);
   },
 
   merge(x, y, _durationMs, _now, out) {

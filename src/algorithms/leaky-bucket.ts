@@ -1,4 +1,5 @@
 import { ceilDiv, floorDiv } from "./integer.js";
+import { settleCharge } from "./charge.js";
 import { bucketAgesSound, bucketFromAges, bucketToAges } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
@@ -35,6 +36,18 @@ export const leakyBucket: Algorithm<"leaky-bucket"> = {
       out.retryAfterMs = ceilDiv(meter + need - capacity, limit);
       out.resetMs = now + ceilDiv(meter, limit);
     }
+  },
+
+  charge(state, limit, D, now, out, cost) {
+    const capacity = limit * D;
+    let meter = 0;
+    if (state !== null) meter = Math.max(0, state.a - Math.max(0, now - state.b) * limit);
+    // Never below empty; holding at most two whole buckets (one beyond full), drained continuously.
+    const after = Math.max(0, Math.min(2 * capacity, meter + cost * D));
+    out.a = after;
+    out.b = now;
+    out.c = limit;
+    settleCharge(this, limit, D, now, out, after <= capacity, ceilDiv(after, D));
   },
 
   merge(x, y, _D, now, out) {

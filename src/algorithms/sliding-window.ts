@@ -1,4 +1,5 @@
-import { floorDiv } from "./integer.js";
+import { MAX_COUNT, settleCharge } from "./charge.js";
+import { ceilDiv, floorDiv } from "./integer.js";
 import { checkWindowAges, windowFromAges, windowToAges } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
@@ -61,6 +62,33 @@ export const slidingWindow: Algorithm<"sliding-window"> = {
     // earliest e with current × (D − e) ≤ (limit − need) × D. e = D means the window after.
     const e = current === 0 ? 0 : Math.max(0, D - floorDiv((limit - need) * D, current));
     out.retryAfterMs = D + e - elapsed;
+  },
+
+  charge(state, limit, D, now, out, cost) {
+    const windowStart = now - (now % D);
+    let current = 0;
+    let previous = 0;
+    if (state !== null) {
+      if (state.a === windowStart) {
+        current = state.b;
+        previous = state.c;
+      } else if (state.a === windowStart - D) {
+        previous = state.b;
+      }
+    }
+    if (cost >= 0) current = Math.min(MAX_COUNT, current + cost);
+    else {
+      // A refund comes off this window first, then the previous one: the estimate never goes below zero.
+      const back = Math.min(current, -cost);
+      previous = Math.max(0, previous + cost + back);
+      current -= back;
+    }
+    out.a = windowStart;
+    out.b = current;
+    out.c = previous;
+    // Debt is held in the weighted estimate, so it fades as the previous window's weight does.
+    const estimate = previous * (D - (now - windowStart)) + current * D;
+    settleCharge(this, limit, D, now, out, estimate <= limit * D, ceilDiv(estimate, D));
   },
 
   merge(x, y, D, _now, out) {

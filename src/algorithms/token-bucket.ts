@@ -1,4 +1,5 @@
 import { ceilDiv, floorDiv } from "./integer.js";
+import { settleCharge } from "./charge.js";
 import { bucketAgesSound, bucketFromAges, bucketToAges } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
@@ -39,6 +40,17 @@ export const tokenBucket: Algorithm<"token-bucket"> = {
       out.retryAfterMs = ceilDiv(need - level, limit);
       out.resetMs = now + ceilDiv(capacity - level, limit);
     }
+  },
+
+  charge(state, limit, D, now, out, cost) {
+    const capacity = limit * D;
+    const level = state === null ? capacity : capacity - consumedAt(state, limit, D, now);
+    // Never above full; owing at most one whole bucket, refilled continuously like any level.
+    const after = Math.max(-capacity, Math.min(capacity, level - cost * D));
+    out.a = after;
+    out.b = now;
+    out.c = limit;
+    settleCharge(this, limit, D, now, out, after >= 0, ceilDiv(capacity - after, D));
   },
 
   merge(x, y, D, now, out) {

@@ -27,6 +27,8 @@ export interface Step extends LimitState {
   resetMs: number;
   /** blocked only: the shortest wait in whole ms after which the request (its whole cost) is allowed; 0 when allowed */
   retryAfterMs: number;
+  /** charge only: what the state counts against the limit after it, in requests (above the limit: debt) */
+  used: number;
   /** when allowed with a cost above 0, the state to store (a, b, c) */
 }
 
@@ -35,7 +37,7 @@ export interface Step extends LimitState {
  * The caller passes the request contract's bounds: algorithms know no contract.
  */
 export interface AgedBounds {
-  /** the largest limit a request may carry: counts above it are clamped, a bucket's limit above it is refused */
+  /** the largest limit a request may carry: a bucket's limit above it is refused */
   readonly maxLimit: number;
   /** the longest window, ms */
   readonly maxDurationMs: number;
@@ -67,6 +69,22 @@ export interface Algorithm<Name extends string = string> {
    * left meaningless and the caller must not store them.
    */
   step(state: Readonly<LimitState> | null, limit: number, durationMs: number, now: number, out: Step, cost?: number): void;
+  /**
+   * Count `cost` whatever remains (docs/api.md, POST /limit/charge; RLS hits counted as
+   * envoyproxy/ratelimit counts them). A positive cost may take the state past its limit:
+   * debt, held exactly (a window's until it no longer weighs, a bucket's until refilled or
+   * drained). A negative cost is a refund: a count never goes below zero, a token bucket never
+   * above full. Debt is bounded so that it never outlives two windows (the reach of an
+   * expiry that records check): a window's count saturates at MAX_COUNT, a token bucket owes
+   * at most one whole bucket, a leaky bucket holds at most two.
+   *
+   * `out.allowed`: the state after it is not past the limit (count ≤ limit), so cost 0 is a
+   * check that counts nothing and passes at exactly the limit, as envoyproxy/ratelimit's does.
+   * `out.used`: what it counts after it. `remaining`, `retryAfterMs` (when a request of 1 is
+   * allowed; 0: now) and `resetMs` are what a peek of the state after it answers. `out.a/b/c`
+   * always hold the state after it; the caller stores them unless cost is 0.
+   */
+  charge(state: Readonly<LimitState> | null, limit: number, durationMs: number, now: number, out: Step, cost: number): void;
   /**
    * Combine two states of one key that counted disjoint sets of requests (a key whose
    * owner changed), so that the result forgets no request either side counted and
@@ -114,5 +132,5 @@ export interface Algorithm<Name extends string = string> {
 }
 
 export function newStep(): Step {
-  return { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, a: 0, b: 0, c: 0 };
+  return { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, used: 0, a: 0, b: 0, c: 0 };
 }

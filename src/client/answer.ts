@@ -1,4 +1,4 @@
-import type { AnswerSource, LimitData, LimitRequest, LimitResult, RateLimitHeaders, ResetResult } from "./types.js";
+import type { AnswerSource, ChargeRequest, ChargeResult, LimitData, LimitRequest, LimitResult, RateLimitHeaders, Reservation, ResetResult } from "./types.js";
 
 /**
  * A node's answer as limit() returns it. The body is parsed only when `data` is read: a
@@ -70,5 +70,49 @@ export function cachedBlockAnswer(request: LimitRequest, namespace: string, now:
       "retry-after": String(Math.max(1, Math.ceil(retryAfterMs / 1000))),
     },
     source: "cache",
+  };
+}
+
+/**
+ * A node's answer to POST /limit/charge. `counted` is true on a 200 (the node's owner counted
+ * it), false when a node refused it (4xx: a bad cost, a wrong key) or answered that its owner
+ * could not be reached (503), and "unknown" when no answer came back: the charge may have been
+ * counted once. A charge is never sent twice by the client, so it is never counted twice.
+ */
+export function chargeAnswer(status: number, body: Buffer | undefined, headers: RateLimitHeaders, source: AnswerSource): ChargeResult {
+  const data = body === undefined ? undefined : parseData(body);
+  return { counted: status === 200 ? true : status === 0 ? "unknown" : false, status, data, headers, source };
+}
+
+/** What reserve() and settle() need of the client. */
+interface Charging {
+  limit(request: LimitRequest): Promise<LimitResult>;
+  charge(request: ChargeRequest): Promise<ChargeResult>;
+}
+
+/**
+ * Reserve-then-settle (docs/client.md): limit() with the estimated cost, then settle(actual)
+ * charges the difference (a refund when the estimate was larger). A reservation the service
+ * refused counted nothing, and settle() reports nothing. One that failed open (degraded) may
+ * not have been counted: settle() charges the whole actual cost, what was surely spent.
+ */
+export async function reserve(client: Charging, request: LimitRequest & { cost: number }): Promise<Reservation> {
+  const result = await client.limit(request);
+  let settled = false;
+  const settle = (actual: number): Promise<ChargeResult | undefined> => {
+    if (settled || !result.allowed) return Promise.resolve(undefined);
+    settled = true;
+    const cost = result.degraded ? actual : actual - request.cost;
+    if (cost === 0) return Promise.resolve(undefined);
+    return client.charge({ ...request, cost });
+  };
+  return {
+    allowed: result.allowed,
+    degraded: result.degraded,
+    status: result.status,
+    data: result.data,
+    headers: result.headers,
+    source: result.source,
+    settle,
   };
 }

@@ -1,7 +1,7 @@
 import type { Expiring } from "./deadlines.js";
 import { MAX_ANSWER_BYTES } from "./validate.js";
 import type { NodeConnection } from "./node-connection.js";
-import type { LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult } from "./types.js";
+import type { ChargeResult, LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult } from "./types.js";
 
 const RING_VERSION = "ringlimit-ring-version";
 
@@ -10,8 +10,12 @@ export const enum CheckKind {
   LIMIT = 0,
   BATCH = 1,
   RESET = 2,
+  CHARGE = 3,
 }
-export type Result = LimitResult | ResetResult;
+export type Result = LimitResult | ResetResult | ChargeResult;
+
+/** What each CheckKind sends, for reports. */
+export const CHECK_NAMES = ["POST /limit", "POST /limit/batch", "POST /limit/reset", "POST /limit/charge"] as const;
 
 /** Where checks and their HTTP exchanges report (the client). */
 export interface CheckHandler {

@@ -1,8 +1,8 @@
 import { BlockedCache } from "../shard/cluster/routing/blocked-cache.js";
 import { ringKeyOf, stateKeyOf } from "../shard/ring/state-key.js";
 import { SlugCache } from "../decision.js";
-import { cachedBlockAnswer, clientAnswer, NodeAnswer, parseData, resetAnswer } from "./answer.js";
-import { Attempt, Check, CheckKind, type CheckHandler, type Result } from "./check.js";
+import { cachedBlockAnswer, chargeAnswer, clientAnswer, NodeAnswer, parseData, reserve, resetAnswer } from "./answer.js";
+import { Attempt, Check, CHECK_NAMES, CheckKind, type CheckHandler, type Result } from "./check.js";
 import { Deadlines } from "./deadlines.js";
 import { Discovery } from "./discovery.js";
 import type { NodeConnection } from "./node-connection.js";
@@ -11,27 +11,10 @@ import { ClientReporter, consoleLogger } from "./reporting.js";
 import { allowedData, blockedData } from "./validate.js";
 import { algorithmByName, DEFAULT_ALGORITHM } from "../algorithms/registry.js";
 import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult, RingLimitClientOptions } from "./types.js";
+import type { ChargeRequest, ChargeResult, Reservation } from "./types.js";
+import { CLIENT_DEFAULTS } from "./defaults.js";
 
-/** Defaults of RingLimitClientOptions, in one place. */
-export const CLIENT_DEFAULTS = Object.freeze({
-  // ms: a check unanswered by then resolves allowed: failOpen, degraded: true. Above the
-  // servers' PEER_TIMEOUT_MS (100 ms by default, src/config.ts; a test holds the two apart):
-  // a node that forwards a check to an owner that hangs answers it degraded itself after
-  // PEER_TIMEOUT_MS, and that answer must reach the client before its own deadline, or the
-  // healthy node is taken for the hung one (issue 32: at 50 ms, one SIGSTOPped node of three
-  // made ~3 s of every check degraded, those of the two healthy owners included).
-  timeoutMs: 150,
-  failOpen: true,
-  connections: 16, // keep-alive connections per node
-  routing: "owner" as "owner" | "round-robin",
-  retryNodeAfterMs: 1000, // ms an unreachable node is skipped (doubling while it stays so, up to 5 s)
-  // ms checks issued at start wait for the first GET /cluster: long enough for a cold
-  // connection (TCP, TLS, undici's parser compiled on first use) on a loaded machine, where
-  // it took 90-150 ms against a 50 ms timeoutMs (load average 28), short enough that a
-  // client whose discovery hangs starts checking through its seed URLs within a second.
-  discoveryWaitMs: 1000,
-  failOpenOnAuthError: false,
-});
+export { CLIENT_DEFAULTS };
 
 /**
  * The ring-aware client of ringlimit (docs/client.md). Each check goes straight to the node
@@ -156,23 +139,28 @@ export class RingLimitClient implements CheckHandler {
 
   /** POST /limit/reset, sent to the identifier's owner. Never rejects; `ok` only when the states were removed. */
   reset(request: ResetRequest): Promise<ResetResult> {
+    return this.toOwner(CheckKind.RESET, request) as Promise<ResetResult>;
+  }
+
+  /** POST /limit/charge to the key's owner (docs/api.md): sent once, never again to another node. Never rejects. */
+  charge(request: ChargeRequest): Promise<ChargeResult> {
+    return this.toOwner(CheckKind.CHARGE, request) as Promise<ChargeResult>;
+  }
+
+  /** A reset or a charge, to the owner of its identifier; the client's own answer when it cannot be sent. */
+  private toOwner(kind: CheckKind, request: ResetRequest | ChargeRequest): Promise<Result> {
     this.counters.calls++;
-    if (this.closed) return Promise.resolve(this.degraded("unavailable", CheckKind.RESET) as ResetResult);
+    if (this.closed) return Promise.resolve(this.degraded("unavailable", kind));
     try {
-      const namespace = this.namespaceOf(request);
-      return this.start(
-        CheckKind.RESET,
-        request,
-        JSON.stringify(request),
-        namespace,
-        ringKeyOf(namespace, request.identifier),
-        undefined,
-        Date.now(),
-      ) as Promise<ResetResult>;
+      const ns = this.namespaceOf(request);
+      return this.start(kind, request, JSON.stringify(request), ns, ringKeyOf(ns, request.identifier), undefined, Date.now());
     } catch {
-      return Promise.resolve(this.degraded("unavailable", CheckKind.RESET) as ResetResult);
+      return Promise.resolve(this.degraded("unavailable", kind));
     }
   }
+
+  /** limit() with an estimated cost, whose settle(actual) charges or refunds the difference (answer.ts). */
+  reserve = (request: LimitRequest & { cost: number }): Promise<Reservation> => reserve(this, request);
 
   private start(
     kind: CheckKind,
@@ -313,6 +301,9 @@ export class RingLimitClient implements CheckHandler {
     check.settled = true;
     const source = attempt.node === check.owner ? "owner" : "fallback";
     this.counters[source]++;
+    // A refund may end a 429 this client remembers; the cache is only a shortcut.
+    if (check.kind === CheckKind.CHARGE && status === 200 && (check.request as ChargeRequest).cost < 0) this.blocked.clear();
+    if (check.kind === CheckKind.CHARGE) return check.resolve(chargeAnswer(status, body, headers, source));
     if (check.kind === CheckKind.RESET) {
       // A remembered block of a reset identifier no longer stands; the cache is only a shortcut.
       if (status === 200) this.blocked.clear();
@@ -370,6 +361,8 @@ export class RingLimitClient implements CheckHandler {
     attempt.node.failed(performance.now());
     this.refresh();
     if (check.settled) return;
+    // A charge whose exchange failed may have reached its node: never sent again (counted at most once).
+    if (check.kind === CheckKind.CHARGE) return void ((check.settled = true), check.resolve(chargeAnswer(0, undefined, {}, "client")));
     this.dispatch(check);
   }
 
@@ -392,9 +385,7 @@ export class RingLimitClient implements CheckHandler {
   private degraded(why: "timeout" | "unavailable", kind: CheckKind = CheckKind.LIMIT): Result {
     this.counters.degraded++;
     this.counters[why === "timeout" ? "timeouts" : "unavailable"]++;
-    return kind === CheckKind.RESET ? resetAnswer(0, undefined, "client") : clientAnswer(this.options.failOpen);
+    if (kind === CheckKind.RESET) return resetAnswer(0, undefined, "client");
+    return kind === CheckKind.CHARGE ? chargeAnswer(0, undefined, {}, "client") : clientAnswer(this.options.failOpen);
   }
 }
-
-/** What each CheckKind sends, for reports. */
-const CHECK_NAMES = ["POST /limit", "POST /limit/batch", "POST /limit/reset"] as const;

@@ -16,6 +16,31 @@ export interface LimitRequest {
   cost?: number;
 }
 
+/** POST /limit/charge's body: a cost counted whatever remains (debt), a refund when negative; limit up to 2^32 − 1. */
+export interface ChargeRequest extends Omit<LimitRequest, "cost"> {
+  /** a non-zero integer from −1e9 to 1e9 */
+  cost: number;
+}
+
+/**
+ * The outcome of charge(): never a rejection. `counted`: true on a 200; false when refused or
+ * when the key's owner could not be reached (503); "unknown" when no answer came back in time
+ * (the charge may have been counted once; the client never sends it again).
+ */
+export interface ChargeResult {
+  counted: boolean | "unknown";
+  status: number;
+  /** 200: count, remaining, debt, reset_time, retry_after (docs/api.md) */
+  data: (LimitData & { debt?: number; cost?: number }) | undefined;
+  headers: RateLimitHeaders;
+  source: AnswerSource;
+}
+
+/** limit() with an estimated cost, and settle(actual) to charge or refund the difference (docs/client.md). */
+export interface Reservation extends LimitResult {
+  settle(actual: number): Promise<ChargeResult | undefined>;
+}
+
 /** The body of POST /limit/reset: every state of an identifier, or the one named by algorithm and duration. */
 export interface ResetRequest {
   namespace: string;

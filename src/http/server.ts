@@ -11,6 +11,7 @@ import { topEndpoint, type TopQuery, type TopResult } from "./endpoints/top.js";
 import { serveHealth } from "./endpoints/health.js";
 import { jsonEndpoint, type RlsDecisions } from "./endpoints/json.js";
 import { limitEndpoint } from "./endpoints/limit.js";
+import { chargeEndpoint } from "./endpoints/charge.js";
 import { resetEndpoint } from "./endpoints/reset.js";
 import { errorBody } from "./envelope.js";
 import { endWithError, Errors, type ErrorDef } from "./errors.js";
@@ -23,7 +24,7 @@ export type { RingDirectory } from "./endpoints/cluster.js";
  * The routes of the decision endpoints: adding a front door is a file in endpoints/ and a
  * line here (docs/architecture.md, Adding an endpoint).
  */
-const POST_ENDPOINTS: readonly AnyEndpoint[] = [limitEndpoint, batchEndpoint, resetEndpoint];
+const POST_ENDPOINTS: readonly AnyEndpoint[] = [limitEndpoint, batchEndpoint, resetEndpoint, chargeEndpoint];
 
 export interface FrontEndOptions {
   host: string;

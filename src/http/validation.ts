@@ -19,6 +19,15 @@ export interface LimitRequestBody {
   cost?: Integer<"cost">;
 }
 
+/**
+ * The body of POST /limit/charge: POST /limit's, with a uint32 limit (token budgets) and a
+ * required cost, a non-zero integer within ±1e9 (negative: a refund).
+ */
+export interface ChargeRequestBody extends Omit<LimitRequestBody, "limit" | "cost"> {
+  limit: Integer<"chargeLimit">;
+  cost: number & tags.Type<"int32"> & tags.Minimum<B["chargeCost"]["min"]> & tags.Maximum<B["chargeCost"]["max"]>;
+}
+
 /** The body of POST /limit/reset: the states of one identifier, all of them or the one named. */
 export interface ResetRequestBody {
   namespace: Text<"namespace">;
@@ -36,11 +45,14 @@ export const DEFAULT_COST = 1;
 // explain why: validate() builds an errors array and result object for every call.
 const isBody = typia.createIs<LimitRequestBody>();
 const validateBody = typia.createValidate<LimitRequestBody>();
+const isChargeBody = typia.createIs<ChargeRequestBody>();
+const validateChargeBody = typia.createValidate<ChargeRequestBody>();
 const isResetBody = typia.createIs<ResetRequestBody>();
 const validateResetBody = typia.createValidate<ResetRequestBody>();
 
 const text = (k: "namespace" | "product" | "identifier") => `must be a string of ${REQUEST_BOUNDS[k].min} to ${REQUEST_BOUNDS[k].max} characters`;
-const integer = (k: "limit" | "duration" | "cost") => `must be an integer from ${REQUEST_BOUNDS[k].min} to ${REQUEST_BOUNDS[k].max}`;
+const integer = (k: "limit" | "duration" | "cost" | "chargeLimit" | "chargeCost") =>
+  `must be an integer from ${REQUEST_BOUNDS[k].min} to ${REQUEST_BOUNDS[k].max}`;
 
 /** What a 400 says about each field: the rule, never the value sent. */
 export const FIELD_RULES: Readonly<Record<string, string>> = Object.freeze({
@@ -51,6 +63,13 @@ export const FIELD_RULES: Readonly<Record<string, string>> = Object.freeze({
   duration: integer("duration") + " (seconds)",
   algorithm: `must be one of ${ALGORITHM_NAMES.join(", ")}`,
   cost: integer("cost"),
+});
+
+/** POST /limit/charge's rules where they differ from POST /limit's. */
+const CHARGE_RULES: Readonly<Record<string, string>> = Object.freeze({
+  ...FIELD_RULES,
+  limit: integer("chargeLimit"),
+  cost: integer("chargeCost") + ", not 0",
 });
 
 export type ParseResult = { ok: true; query: LimitQuery } | { ok: false; problems: FieldProblem[] };
@@ -90,6 +109,24 @@ export function toLimitQuery(body: unknown, prefix = ""): ParseResult {
       cost,
       overridable: true,
     },
+  };
+}
+
+/** POST /limit/charge's body: a LimitQuery counted whatever remains (LimitQuery.charge). Cost 0 is refused. */
+export function toChargeQuery(body: unknown): ParseResult {
+  if (!isChargeBody(body) || body.cost === 0) {
+    if (isChargeBody(body)) return { ok: false, problems: [{ field: "cost", message: CHARGE_RULES.cost! }] };
+    const result = validateChargeBody(body);
+    return { ok: false, problems: result.success ? [{ field: "body", message: "is invalid" }] : describe(result.errors, body, "", CHARGE_RULES) };
+  }
+  const malformed = malformedUnicode(body, "");
+  if (malformed !== undefined) return { ok: false, problems: malformed };
+  const namespace = effectiveNamespace(body.namespace, body.product);
+  if (namespace === undefined) return { ok: false, problems: [{ field: "product", message: "must contain at least one letter or digit" }] };
+  const algorithm = algorithmByName(body.algorithm ?? DEFAULT_ALGORITHM)!;
+  return {
+    ok: true,
+    query: { namespace, identifier: body.identifier, limit: body.limit, duration: body.duration, algorithm, cost: body.cost, overridable: true, charge: true },
   };
 }
 
@@ -149,7 +186,7 @@ function malformedUnicode(body: { namespace: string; product?: string | undefine
   return problems;
 }
 
-function describe(errors: typia.IValidation.IError[], body: unknown, prefix: string): FieldProblem[] {
+function describe(errors: typia.IValidation.IError[], body: unknown, prefix: string, rules = FIELD_RULES): FieldProblem[] {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     return [{ field: prefix === "" ? "body" : prefix.slice(0, -1), message: "must be a JSON object" }];
   }
@@ -161,7 +198,7 @@ function describe(errors: typia.IValidation.IError[], body: unknown, prefix: str
     if (seen.has(field)) continue;
     seen.add(field);
     const missing = (body as Record<string, unknown>)[field] === undefined;
-    problems.push({ field: prefix + field, message: missing ? "is required" : (FIELD_RULES[field] ?? "is invalid") });
+    problems.push({ field: prefix + field, message: missing ? "is required" : (rules[field] ?? "is invalid") });
   }
   return problems;
 }

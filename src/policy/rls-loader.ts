@@ -26,10 +26,12 @@ const DESCRIPTOR_KEYS = [
   "value_to_metric",
   "share_threshold",
   "quota_mode",
+  "count_blocked",
   "metadata",
 ];
 const RATE_LIMIT_KEYS = ["unit", "requests_per_unit", "unit_multiplier", "unlimited", "name", "replaces", "algorithm", "duration"];
-const LIMIT = { min: 0, max: REQUEST_BOUNDS.limit.max };
+/** requests_per_unit: the RLS wire's uint32, as envoyproxy/ratelimit takes it (token budgets) */
+const LIMIT = { min: 0, max: REQUEST_BOUNDS.chargeLimit.max };
 const DURATION = REQUEST_BOUNDS.duration;
 
 /** What the nodes above a node say about it while the tree is compiled. */
@@ -99,6 +101,7 @@ function compileNode(reader: YamlReader, fields: Map<string, YamlNode>, head: He
   const detailedMetric = flag("detailed_metric");
   const shadow = flag("shadow_mode");
   const quotaMode = flag("quota_mode");
+  const countBlocked = reader.bool(fields.get("count_blocked") ?? null, "count_blocked");
   const glob = kind === NodeKind.Wildcard ? compileGlob(value!) : undefined;
   const counterKeyPart = counterPart(key);
   const counterSegment =
@@ -113,7 +116,7 @@ function compileNode(reader: YamlReader, fields: Map<string, YamlNode>, head: He
     valueToMetric: above.valueToMetric || (dynamicHere && valueToMetric),
   };
   const runtimeMetric = here.valueToMetric || (detailedMetric && here.dynamic);
-  const rule = compileRule(reader, fields.get("rate_limit") ?? null, composite, { shadow, quotaMode, metricKey: here.metric });
+  const rule = compileRule(reader, fields.get("rate_limit") ?? null, composite, { shadow, quotaMode, countBlocked, metricKey: here.metric });
   if (rule !== undefined && rule.replaces!.length > 0) state.hasReplaces = true;
   const children = fields.get("descriptors") ? compileLevel(reader, fields.get("descriptors")!, composite, here, state) : undefined;
   const staticMatch: RlsMatch | undefined =
@@ -140,6 +143,7 @@ function compileNode(reader: YamlReader, fields: Map<string, YamlNode>, head: He
 interface RuleContext {
   readonly shadow: boolean;
   readonly quotaMode: boolean;
+  readonly countBlocked: boolean | undefined;
   readonly metricKey: string;
 }
 
@@ -163,7 +167,15 @@ function compileRule(reader: YamlReader, raw: YamlNode, where: string, context: 
     reader.fail(at("algorithm"), `unknown algorithm '${algorithmText}' (${ALGORITHM_NAMES.join(", ")})`);
   }
   const algorithm = (algorithmText ?? "fixed-window") as AlgorithmName;
-  const rule = { name, replaces: Object.freeze(replaces), algorithm, shadow: context.shadow, quotaMode: context.quotaMode, metricKey: context.metricKey };
+  const rule = {
+    name,
+    replaces: Object.freeze(replaces),
+    algorithm,
+    shadow: context.shadow,
+    quotaMode: context.quotaMode,
+    countBlocked: context.countBlocked,
+    metricKey: context.metricKey,
+  };
   if (unlimited) {
     const window = unitText !== undefined ? "unit" : seconds !== undefined ? "duration" : multiplier !== undefined ? "unit_multiplier" : undefined;
     if (window !== undefined) reader.fail(raw, `should not specify rate limit ${window} when unlimited (${where})`);

@@ -44,6 +44,8 @@ export interface RlsRule {
   readonly shadow: boolean;
   /** the names of the rules this one drops when both match one request (`replaces`); a loaded rule always has it */
   readonly replaces?: readonly string[];
+  /** `count_blocked`: this rule's hits counted past the limit (true) or refused uncounted (false); undefined: RLS_COUNT_BLOCKED */
+  readonly countBlocked?: boolean | undefined;
   /** `quota_mode`: OVER_LIMIT only when every quota-mode descriptor of the request is over; a loaded rule always has it */
   readonly quotaMode?: boolean;
   /** the rule's path for metrics: `domain.key_value.key` (values only where detailed_metric/value_to_metric ask) */

@@ -46,6 +46,8 @@ export function planItem(
   match: RlsMatch | undefined,
   hits: number,
   now: number,
+  /** RLS_COUNT_BLOCKED, which a rule's count_blocked overrides; null: never (RLS_ALL_OR_NOTHING: a batch holds no charge) */
+  countBlocked: boolean | null,
 ): Item {
   const item: Item = {
     kind: NO_RULE,
@@ -86,15 +88,20 @@ export function planItem(
   }
   item.rule = rule;
   const algorithm: Algorithm = algorithmByName(rule.algorithm) ?? FIXED_WINDOW;
-  if (rule.limit === 0 || hits > rule.limit) {
-    // Blocked without counting (ringlimit never counts blocked hits), until the window ends.
+  // Every hit counted, past the limit too (debt), as envoyproxy/ratelimit counts them: a
+  // descriptor is OVER_LIMIT while its count is past the limit, and a 0-hit check counts nothing.
+  // Else (count_blocked false) a hit that does not fit is refused and not counted, as on POST /limit.
+  // A refund (negative hits) is always a charge: it gives back whatever the count is.
+  const charge = hits < 0 || (countBlocked !== null && (rule.countBlocked ?? countBlocked));
+  if (rule.limit === 0 || (!charge && hits > rule.limit)) {
+    // Blocked without counting, until the window ends.
     item.kind = OVER;
     item.allowed = false;
     item.resetMs = windowEnd(now, rule.duration);
     return item;
   }
   item.kind = COUNTED;
-  item.query = { namespace: domain, identifier, limit: rule.limit, duration: rule.duration, algorithm, cost: hits };
+  item.query = { namespace: domain, identifier, limit: rule.limit, duration: rule.duration, algorithm, cost: hits, charge };
   return item;
 }
 

@@ -9,8 +9,8 @@ export const RLS_BOUNDS = Object.freeze({
   domain: REQUEST_BOUNDS.namespace,
   descriptors: { min: 1, max: 64 },
   entries: { min: 1, max: 32 },
-  /** a caller's `limit` override: the limits ringlimit counts (0 blocks everything, as in a policy file) */
-  requestsPerUnit: { min: 0, max: REQUEST_BOUNDS.limit.max },
+  /** a caller's `limit` override: the RLS wire's uint32, as in a policy file (0 blocks everything) */
+  requestsPerUnit: { min: 0, max: REQUEST_BOUNDS.chargeLimit.max },
 } as const);
 
 /**

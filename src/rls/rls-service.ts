@@ -15,6 +15,8 @@ export interface RlsServiceOptions {
   shadowMode: boolean;
   /** RLS_ALL_OR_NOTHING: count a request's descriptors only when every one passes */
   allOrNothing: boolean;
+  /** RLS_COUNT_BLOCKED: count every hit, past the limit too (debt), unless a rule's count_blocked says otherwise; RLS_ALL_OR_NOTHING implies false */
+  countBlocked?: boolean;
   /** RLS_RATELIMIT_HEADERS: add draft-10 RateLimit / RateLimit-Policy to response_headers_to_add */
   rateLimitHeaders: boolean;
 }
@@ -37,10 +39,15 @@ export interface RlsServiceDeps {
  * batch (decideBatch): nothing is counted unless every one passes.
  */
 export class RlsService {
+  /** A batch (all or nothing) cannot hold a charge: nothing is counted unless every descriptor fits (null). */
+  private readonly countBlocked: boolean | null;
+
   constructor(
     private readonly options: RlsServiceOptions,
     private readonly deps: RlsServiceDeps,
-  ) {}
+  ) {
+    this.countBlocked = options.allOrNothing ? null : options.countBlocked !== false;
+  }
 
   /** `scope` is the caller's key scope (KeyScope.ANY when authentication is off). `done` is called once. */
   shouldRateLimit(request: RlsRequest, scope: KeyScope, done: (failure: RlsFailure | undefined, response: RlsResponse | undefined) => void): void {
@@ -67,8 +74,10 @@ export class RlsService {
     for (let i = 0; i < descriptors.length; i++) {
       const d = descriptors[i]!;
       const own = d.hits_addend;
-      const hits = own !== undefined && own !== null ? (own.value ?? 0) : requestHits;
-      const item = planItem(domain, entries[i]!, d.limit, matches?.[i], hits, now);
+      const addend = own !== undefined && own !== null ? (own.value ?? 0) : requestHits;
+      // Envoy 1.38's is_negative_hits: the hits are a refund (the count never goes below zero).
+      const hits = d.is_negative_hits === true && addend > 0 ? -addend : addend;
+      const item = planItem(domain, entries[i]!, d.limit, matches?.[i], hits, now, this.countBlocked);
       if (item.kind === COUNTED) counted++;
       else if (item.kind === OVER) overBefore = true;
       items[i] = item;
@@ -83,18 +92,31 @@ export class RlsService {
   private decideAll(items: Item[], counted: number, overBefore: boolean, now: number, done: (failure: RlsFailure | undefined) => void): void {
     const decider = this.deps.decider;
     if (this.options.allOrNothing && (counted > 1 || overBefore)) {
-      const batch = items.filter((it) => it.kind === COUNTED);
+      // A refund (is_negative_hits) is no part of the batch: it is given back on its own.
+      const batch = items.filter((it) => it.kind === COUNTED && it.query!.charge !== true);
+      const refunds = items.filter((it) => it.kind === COUNTED && it.query!.charge === true);
       // A descriptor over before counting refuses the whole request: the others are only peeked.
       if (overBefore) for (const it of batch) it.query!.cost = 0;
-      else
+      else if (batch.length > 0) {
+        let pending = refunds.length + 1;
+        const finish = () => {
+          if (--pending === 0) done(this.degradedFailure(items));
+        };
+        for (const it of refunds)
+          decider.decide(it.query!, now, (d) => {
+            record(it, d, now);
+            finish();
+            return true;
+          });
         return decider.decideBatch(
           batch.map((it) => it.query!),
           now,
           (outcome: BatchOutcome) => {
             for (let i = 0; i < batch.length; i++) record(batch[i]!, outcome.decisions[i]!, now);
-            done(this.degradedFailure(batch));
+            finish();
           },
         );
+      }
     }
     // The count is set before the first call: a local decision answers synchronously.
     let pending = counted;
@@ -138,7 +160,16 @@ export class RlsService {
         if (shadowRule) status.code = CODE_OK;
         if (isOver && !shadowRule) over = true;
         if (item.metricKey !== undefined) {
-          this.deps.metrics.count(domain, item.metricKey, item.hits, rule.limit, isOver, item.remaining, shadowRule || (isOver && this.options.shadowMode));
+          // A refund is no hit: it counts in no hit total.
+          this.deps.metrics.count(
+            domain,
+            item.metricKey,
+            Math.max(0, item.hits),
+            rule.limit,
+            isOver,
+            item.remaining,
+            shadowRule || (isOver && this.options.shadowMode),
+          );
         }
       }
       statuses[i] = status;

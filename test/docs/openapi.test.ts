@@ -159,6 +159,20 @@ t.test("POST /limit/batch: 200, 429, 400, 405; POST /limit/reset: 200, 400", asy
   conforms(t, "/limit/reset", "post", badReset);
 });
 
+t.test("POST /limit/charge: 200 (in debt and refunded), 400", async (t) => {
+  const key = { namespace: "docs", identifier: "charged", limit: 10, duration: 3600 };
+  const debt = await post(node.url, "/limit/charge", { ...key, cost: 25 });
+  t.equal(debt.status, 200);
+  t.equal(debt.json.data.debt, 15);
+  conforms(t, "/limit/charge", "post", debt);
+  const refund = await post(node.url, "/limit/charge", { ...key, cost: -20, algorithm: "fixed-window" });
+  t.equal(refund.status, 200);
+  conforms(t, "/limit/charge", "post", refund);
+  const bad = await post(node.url, "/limit/charge", { ...key, cost: 0 });
+  t.equal(bad.status, 400);
+  conforms(t, "/limit/charge", "post", bad);
+});
+
 t.test("POST /json: 200, 429, 400, 401, 403, 405", async (t) => {
   // No POLICY_PATH on this node: a descriptor's own limit is what it is counted against.
   const call = (hitsAddend: number | string) => ({

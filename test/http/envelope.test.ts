@@ -90,6 +90,7 @@ const decision = (over: Partial<Decision> = {}): Decision => ({
   remaining: 7,
   resetTime: 1_800_000_000,
   retryAfterMs: 0,
+  debt: 0,
   degraded: null,
   applied: null,
   shadow: false,

@@ -11,6 +11,15 @@
 
 /** The policy folder: file name → text. */
 export const COMPAT_POLICY: Record<string, string> = {
+  "ai.yaml": `# Token budgets (docs/envoy.md): every hit counted, past the limit too; count_blocked: false refuses uncounted.
+domain: ai
+descriptors:
+  - key: user
+    rate_limit: { unit: hour, requests_per_unit: 1000 }
+  - key: strict
+    count_blocked: false
+    rate_limit: { unit: hour, requests_per_unit: 10 }
+`,
   "basic.yaml": `# Nested levels, a value tried before the key alone, unlimited and a deny rule.
 domain: basic
 descriptors:
@@ -101,6 +110,8 @@ export interface CaseDescriptor {
   entries: Pair[];
   limit?: { requestsPerUnit: number; unit: string };
   hitsAddend?: number;
+  /** Envoy 1.38's is_negative_hits: a refund */
+  negative?: boolean;
 }
 
 export interface CaseCall {
@@ -141,23 +152,76 @@ const shadowed = (requestsPerUnit: number): ExpectedStatus => ({ code: "OK", lim
 const NONE: ExpectedStatus = { code: "OK", remaining: 0 };
 const UNLIMITED: ExpectedStatus = { code: "OK", remaining: UNLIMITED_REMAINING };
 
+/** Envoy's two calls for one LLM request: at request headers hits_addend 0, at the stream's end the tokens used. */
+const tokens = (user: string, hits: number): CaseCall => ({ domain: "ai", descriptors: [{ entries: [["user", user]], hitsAddend: hits }] });
+
 /** The calls, in order: later ones see what earlier ones counted. */
 export const COMPAT_CASES: readonly CompatCase[] = [
+  // Token budgets: Envoy Gateway's cost.request (0: a check) then cost.response (the tokens: a charge)
+  { what: "two-call: a check (hits 0) counts nothing", call: tokens("alice", 0), overall: "OK", statuses: [ok(1000, 1000)] },
+  { what: "two-call: a charge past the budget is counted (debt)", call: tokens("alice", 50_000), overall: "OVER_LIMIT", statuses: [over(1000)] },
+  { what: "two-call: the next check is over", call: tokens("alice", 0), overall: "OVER_LIMIT", statuses: [over(1000)] },
+  { what: "two-call: a charge within the budget", call: tokens("bob", 999), overall: "OK", statuses: [ok(1, 1000)] },
+  { what: "two-call: a charge up to exactly the budget", call: tokens("bob", 1), overall: "OK", statuses: [ok(0, 1000)] },
+  { what: "two-call: a check at exactly the budget is OK (over only past it)", call: tokens("bob", 0), overall: "OK", statuses: [ok(0, 1000)] },
+  { what: "two-call: one more token is past it", call: tokens("bob", 1), overall: "OVER_LIMIT", statuses: [over(1000)] },
+  { what: "two-call: and the check after it is over", call: tokens("bob", 0), overall: "OVER_LIMIT", statuses: [over(1000)] },
+  // is_negative_hits (Envoy 1.38): the hits are given back, the count floors at zero
+  {
+    what: "refund: is_negative_hits gives back a debt",
+    call: { domain: "ai", descriptors: [{ entries: [["user", "bob"]], hitsAddend: 201, negative: true }] },
+    overall: "OK",
+    statuses: [ok(200, 1000)],
+  },
+  { what: "refund: the check after it passes", call: tokens("bob", 0), overall: "OK", statuses: [ok(200, 1000)] },
+  {
+    what: "refund: never below zero",
+    call: { domain: "ai", descriptors: [{ entries: [["user", "bob"]], hitsAddend: 5000, negative: true }] },
+    overall: "OK",
+    statuses: [ok(1000, 1000)],
+  },
+  {
+    what: "count_blocked false: hits that do not fit are refused",
+    call: { domain: "ai", descriptors: [{ entries: [["strict", "s"]], hitsAddend: 11 }] },
+    overall: "OVER_LIMIT",
+    statuses: [over(10)],
+  },
+  {
+    what: "count_blocked false: and not counted",
+    call: { domain: "ai", descriptors: [{ entries: [["strict", "s"]], hitsAddend: 10 }] },
+    overall: "OK",
+    statuses: [ok(0, 10)],
+  },
   // basic: a key with its value is tried before the key alone; each value of the key alone counts apart
   { what: "basic: nested rule, first hit", call: one("basic", ["key1", "value1"], ["subkey1", "x"]), overall: "OK", statuses: [ok(1, 2)] },
   { what: "basic: nested rule, second hit", call: one("basic", ["key1", "value1"], ["subkey1", "x"]), overall: "OK", statuses: [ok(0, 2)] },
   { what: "basic: nested rule, over", call: one("basic", ["key1", "value1"], ["subkey1", "x"]), overall: "OVER_LIMIT", statuses: [over(2)] },
   { what: "basic: another value of the key alone counts apart", call: one("basic", ["key1", "value1"], ["subkey1", "y"]), overall: "OK", statuses: [ok(1, 2)] },
-  { what: "basic: the key with its value beats the key alone", call: one("basic", ["key1", "value1"], ["subkey1", "subvalue1"]), overall: "OK", statuses: [ok(3, 4)] },
+  {
+    what: "basic: the key with its value beats the key alone",
+    call: one("basic", ["key1", "value1"], ["subkey1", "subvalue1"]),
+    overall: "OK",
+    statuses: [ok(3, 4)],
+  },
   { what: "basic: key2 alone", call: one("basic", ["key2", "anything"]), overall: "OK", statuses: [ok(0, 1)] },
   { what: "basic: key2 alone, over", call: one("basic", ["key2", "anything"]), overall: "OVER_LIMIT", statuses: [over(1)] },
   { what: "basic: key2 with value2 (unit DAY, any case in the file)", call: one("basic", ["key2", "value2"]), overall: "OK", statuses: [ok(2, 3, "DAY")] },
   { what: "basic: requests_per_unit 0 blocks", call: one("basic", ["blocked", "b"]), overall: "OVER_LIMIT", statuses: [over(undefined)] },
   // nesting: a rule applies only at the depth of the request's entries
   { what: "depth: a level without rate_limit only nests", call: one("basic", ["key1", "value1"]), overall: "OK", statuses: [NONE] },
-  { what: "depth: more entries than the tree is deep", call: one("basic", ["key1", "value1"], ["subkey1", "x"], ["extra", "e"]), overall: "OK", statuses: [NONE] },
+  {
+    what: "depth: more entries than the tree is deep",
+    call: one("basic", ["key1", "value1"], ["subkey1", "x"], ["extra", "e"]),
+    overall: "OK",
+    statuses: [NONE],
+  },
   { what: "depth: three levels", call: one("basic", ["key5", "value5"], ["subkey5", "a"], ["subsubkey5", "b"]), overall: "OK", statuses: [ok(0, 1)] },
-  { what: "depth: three levels, over", call: one("basic", ["key5", "value5"], ["subkey5", "a"], ["subsubkey5", "b"]), overall: "OVER_LIMIT", statuses: [over(1)] },
+  {
+    what: "depth: three levels, over",
+    call: one("basic", ["key5", "value5"], ["subkey5", "a"], ["subsubkey5", "b"]),
+    overall: "OVER_LIMIT",
+    statuses: [over(1)],
+  },
   { what: "depth: two of three levels", call: one("basic", ["key5", "value5"], ["subkey5", "a"]), overall: "OK", statuses: [NONE] },
   // what matches nothing
   { what: "no rule for the key", call: one("basic", ["nothing", "here"]), overall: "OK", statuses: [NONE] },
@@ -190,7 +254,12 @@ export const COMPAT_CASES: readonly CompatCase[] = [
     statuses: [shadowed(1), ok(0, 1), over(1)],
   },
   // replaces: the named rule is dropped when both match one request
-  { what: "replaces: the named rule alone applies", call: one("replaces", ["service", "checkout"]), overall: "OK", statuses: [ok(0, 1, "HOUR", "checkout-all")] },
+  {
+    what: "replaces: the named rule alone applies",
+    call: one("replaces", ["service", "checkout"]),
+    overall: "OK",
+    statuses: [ok(0, 1, "HOUR", "checkout-all")],
+  },
   { what: "replaces: alone, over", call: one("replaces", ["service", "checkout"]), overall: "OVER_LIMIT", statuses: [over(1, "HOUR", "checkout-all")] },
   {
     what: "replaces: together, the replaced rule is dropped",
@@ -199,9 +268,24 @@ export const COMPAT_CASES: readonly CompatCase[] = [
     statuses: [NONE, ok(99, 100)],
   },
   // hits_addend: the request's weighs every descriptor; a descriptor's own replaces it
-  { what: "hits_addend of the request", call: { domain: "hits", hitsAddend: 4, descriptors: [{ entries: [["bytes", "a"]] }] }, overall: "OK", statuses: [ok(6, 10)] },
-  { what: "hits_addend of the request, again", call: { domain: "hits", hitsAddend: 4, descriptors: [{ entries: [["bytes", "a"]] }] }, overall: "OK", statuses: [ok(2, 10)] },
-  { what: "hits_addend past the limit is over", call: { domain: "hits", hitsAddend: 3, descriptors: [{ entries: [["bytes", "a"]] }] }, overall: "OVER_LIMIT", statuses: [over(10)] },
+  {
+    what: "hits_addend of the request",
+    call: { domain: "hits", hitsAddend: 4, descriptors: [{ entries: [["bytes", "a"]] }] },
+    overall: "OK",
+    statuses: [ok(6, 10)],
+  },
+  {
+    what: "hits_addend of the request, again",
+    call: { domain: "hits", hitsAddend: 4, descriptors: [{ entries: [["bytes", "a"]] }] },
+    overall: "OK",
+    statuses: [ok(2, 10)],
+  },
+  {
+    what: "hits_addend past the limit is over",
+    call: { domain: "hits", hitsAddend: 3, descriptors: [{ entries: [["bytes", "a"]] }] },
+    overall: "OVER_LIMIT",
+    statuses: [over(10)],
+  },
   {
     what: "hits_addend per descriptor replaces the request's",
     call: { domain: "hits", hitsAddend: 2, descriptors: [{ entries: [["bytes", "b"]], hitsAddend: 7 }, { entries: [["bytes", "c"]] }] },

@@ -27,6 +27,7 @@ function grpcRequest(call: CaseCall): Message {
       entries: d.entries.map(([key, value]) => ({ key, value })),
       ...(d.limit === undefined ? {} : { limit: { requests_per_unit: d.limit.requestsPerUnit, unit: d.limit.unit } }),
       ...(d.hitsAddend === undefined ? {} : { hits_addend: { value: d.hitsAddend } }),
+      ...(d.negative === undefined ? {} : { is_negative_hits: d.negative }),
     })),
   };
 }

@@ -237,7 +237,8 @@ export class InboundConnection implements PendingConnection {
       query.algorithm.code = algorithms[i]!;
       query.limit = limits[i]!;
       query.duration = durations[i]!;
-      query.cost = costs[i]!;
+      query.charge = (flags[i]! & DecideItemFlag.CHARGE) !== 0;
+      query.cost = (flags[i]! & DecideItemFlag.REFUND) !== 0 ? -costs[i]! : costs[i]!;
       query.overridable = (flags[i]! & DecideItemFlag.OVERRIDABLE) !== 0;
       query.opening = (flags[i]! & DecideItemFlag.OPENING) !== 0;
       let code: number;

@@ -67,8 +67,9 @@ export class DecideQueue {
 
   /** Queue one decision for this turn's batch; false (nothing queued) when it cannot be encoded. `itemFlags`: DecideItemFlag bits beside OVERRIDABLE (OPENING). */
   add(q: DecideQuery, cb: DecideCallback, itemFlags: number): boolean {
-    const flags = itemFlags | (q.overridable === true ? DecideItemFlag.OVERRIDABLE : 0);
-    if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, q.cost, flags)) return false;
+    let flags = itemFlags | (q.overridable === true ? DecideItemFlag.OVERRIDABLE : 0);
+    if (q.charge === true) flags |= DecideItemFlag.CHARGE | (q.cost < 0 ? DecideItemFlag.REFUND : 0);
+    if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, Math.abs(q.cost), flags)) return false;
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       // One clock read per turn: the whole batch shares a deadline, counted

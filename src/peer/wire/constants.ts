@@ -64,7 +64,9 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * LEASE (a member's share of a key's window runs low: the owner grants more). Protocol 9: an owner holds
  * back one share of each shared limit's window for every other member, which may answer from
  * it without asking (shard/local/share-rule.ts); a node of protocol 8 holds back nothing, so
- * the two must not share a ring. Protocol 8: READY carries the
+ * the two must not share a ring. Protocol 12: a DECIDE item may be a charge (DecideItemFlag.CHARGE,
+ * REFUND: counted whatever remains, docs/api.md POST /limit/charge), whose BLOCKED reply carries
+ * its debt where `remaining` is; a node of protocol 11 would refuse the flags. Protocol 8: READY carries the
  * server's ZONE, which replica placement reads (a node of protocol 7 refuses a non-empty
  * READY: a cluster upgrades as a whole). Protocol 7: the handshake
  * keys from the cluster key (CLUSTER_SECRET stretched by scrypt) instead of the secret's
@@ -100,6 +102,8 @@ export const FEATURE_VERSIONS = Object.freeze({
   RANGES: 12,
   /** CALL method 18: a member asks an owner to hold back its share by rule (leases/holders.ts, docs/shares.md); below it an owner holds back for every connected member */
   HOLD: 12,
+  /** DecideItemFlag.CHARGE and REFUND: a charge or refund forwarded to its owner (token budgets); a link below it answers a charge 503, not counted */
+  CHARGE: 12,
 });
 export type ProtocolFeature = keyof typeof FEATURE_VERSIONS;
 /**
@@ -141,9 +145,13 @@ export const DECIDE_ITEM_FIXED_BYTES = 22;
  * Bits of a DECIDE item's flag byte. OVERRIDABLE: the owner's overrides and shadow mode apply to
  * it (a POST /limit key, not an RLS descriptor's). OPENING: the sender's share of this key's
  * window opened empty (a window that began before its connection to the owner): the owner may
- * answer with a grant (DecideFlag.GRANTED).
+ * answer with a grant (DecideFlag.GRANTED). CHARGE: counted whatever remains (Algorithm.charge);
+ * its BLOCKED reply (past the limit) carries the debt, capped at a u32, in `remaining`.
+ * REFUND: with CHARGE, `cost` is given back (a negative charge); cost is u32 either way.
  */
-export const DecideItemFlag = { OVERRIDABLE: 1, OPENING: 2 } as const;
+export const DecideItemFlag = { OVERRIDABLE: 1, OPENING: 2, CHARGE: 4, REFUND: 8 } as const;
+/** Every DecideItemFlag bit a DECIDE item may carry. */
+export const DECIDE_ITEM_FLAGS = DecideItemFlag.OVERRIDABLE | DecideItemFlag.OPENING | DecideItemFlag.CHARGE | DecideItemFlag.REFUND;
 /**
  * One DECIDE_REPLY item: reqId u32, code u8, remaining u32, resetTime u32, retryAfterMs f64,
  * flags u8 (DecideFlag), then only with APPLIED: limit u32, duration u32, algorithm u8, then

@@ -8,6 +8,7 @@ import { isUtf8 } from "node:buffer";
 import {
   BATCH_COUNT_BYTES,
   DECIDE_BUDGET_BYTES,
+  DECIDE_ITEM_FLAGS,
   DECIDE_ITEM_FIXED_BYTES,
   DecideItemFlag,
   FRAME_HEADER_BYTES,
@@ -89,7 +90,7 @@ export class DecideBatchWriter {
     buf[at + 15] = idLen >>> 8;
     buf[at + 16] = idLen & 0xff;
     putU32(buf, at + 17, cost);
-    buf[at + 21] = flags & (DecideItemFlag.OVERRIDABLE | DecideItemFlag.OPENING);
+    buf[at + 21] = flags & DECIDE_ITEM_FLAGS;
     this.off = at + itemBytes;
     this.frameItems++;
     this.count++;
@@ -220,7 +221,8 @@ export class DecideBatchReader {
       durations[i] = getU32(body, pos + 9);
       costs[i] = getU32(body, pos + 17);
       const itemFlags = body[pos + 21]!;
-      if ((itemFlags & ~(DecideItemFlag.OVERRIDABLE | DecideItemFlag.OPENING)) !== 0) throw new FrameError(`DECIDE item ${i}: unknown flags ${itemFlags}`);
+      if ((itemFlags & ~DECIDE_ITEM_FLAGS) !== 0 || (itemFlags & (DecideItemFlag.CHARGE | DecideItemFlag.REFUND)) === DecideItemFlag.REFUND)
+        throw new FrameError(`DECIDE item ${i}: unknown flags ${itemFlags}`);
       flags[i] = itemFlags;
       // A batch usually repeats a few namespaces: reuse the previous item's
       // string when the bytes are the same instead of decoding again.

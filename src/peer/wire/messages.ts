@@ -236,6 +236,8 @@ export interface DecideQuery {
   readonly overridable?: boolean;
   /** read from DecideItemFlag.OPENING by the server; a sender passes that flag to PeerClient.decide instead */
   readonly opening?: boolean;
+  /** counted whatever remains, a refund when cost < 0 (DecideItemFlag.CHARGE, REFUND); absent: false */
+  readonly charge?: boolean;
 }
 
 /** The server's reused DecideQuery, filled from a DECIDE item. */
@@ -249,8 +251,9 @@ export interface DecodedQuery extends DecideQuery {
   overridable: boolean;
   /** the sender's share of the key's window opened empty (DecideItemFlag.OPENING): a grant may go with the answer */
   opening: boolean;
+  charge: boolean;
 }
 
 export function newDecodedQuery(): DecodedQuery {
-  return { namespace: "", identifier: "", algorithm: { code: 0 }, limit: 0, duration: 0, cost: 0, overridable: false, opening: false };
+  return { namespace: "", identifier: "", algorithm: { code: 0 }, limit: 0, duration: 0, cost: 0, overridable: false, opening: false, charge: false };
 }

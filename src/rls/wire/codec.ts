@@ -124,7 +124,8 @@ function descriptor(r: Reader, end: number): RlsDescriptor {
         else r.skip(t & 7);
       }
       d.hits_addend = { value };
-    } else r.skip(type);
+    } else if (field === 4 && type === VARINT) d.is_negative_hits = r.varint() !== 0;
+    else r.skip(type);
     if (r.pos > end) throw new DecodeError("descriptor past its length");
   }
   return d;

@@ -30,7 +30,7 @@ export class JsonFieldError extends Error {
 
 /** Each message's fields: JSON name → .proto name (the .proto name maps to itself). */
 const REQUEST_FIELDS = names(["domain", "domain"], ["descriptors", "descriptors"], ["hitsAddend", "hits_addend"]);
-const DESCRIPTOR_FIELDS = names(["entries", "entries"], ["limit", "limit"], ["hitsAddend", "hits_addend"]);
+const DESCRIPTOR_FIELDS = names(["entries", "entries"], ["limit", "limit"], ["hitsAddend", "hits_addend"], ["isNegativeHits", "is_negative_hits"]);
 const ENTRY_FIELDS = names(["key", "key"], ["value", "value"]);
 const LIMIT_FIELDS = names(["requestsPerUnit", "requests_per_unit"], ["unit", "unit"]);
 
@@ -73,6 +73,11 @@ function descriptorFromJson(value: unknown, at: string): RlsDescriptor {
   // google.protobuf.UInt64Value: the bare value in JSON. Set, even to 0, it replaces the request's.
   const hits = fields.get("hits_addend");
   if (hits !== undefined) d.hits_addend = { value: uint(hits, `${at}.hits_addend`, Number.MAX_SAFE_INTEGER) };
+  const negative = fields.get("is_negative_hits");
+  if (negative !== undefined) {
+    if (typeof negative !== "boolean") throw new JsonFieldError(`${at}.is_negative_hits`, "must be true or false");
+    d.is_negative_hits = negative;
+  }
   return d;
 }
 

@@ -145,6 +145,8 @@ export function assembleCluster(
     config.failureTimeoutMs,
   );
   const notices = new ResetNotices(view, blockedCache, config.peerTimeoutMs);
+  // A refund may unblock a key that other members remember as blocked: they forget it, as for a reset.
+  local.refunded = (ringKey) => void notices.announce(ringKey);
   const decider = new ClusterDecider(
     view,
     local,

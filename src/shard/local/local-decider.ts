@@ -21,6 +21,7 @@ type DecideItem = (
   now: number,
   cost: number,
   overridable: boolean,
+  charge: boolean,
 ) => Decision;
 
 /**
@@ -40,6 +41,11 @@ export class LocalDecider implements Decider {
    * leases/holders.ts): it decides against the limit less their shares. None alone.
    */
   sharers: Sharers = NO_SHARERS;
+  /**
+   * Called after a refund of a key this node decided: other members may remember the key's
+   * 429 (BlockedCache), which a refund can end before its time. Set by the cluster.
+   */
+  refunded: ((ringKey: string) => void) | undefined = undefined;
 
   /** one owner's parts of batches across owners, held until committed or released */
   readonly reservations: Reservations;
@@ -82,12 +88,23 @@ export class LocalDecider implements Decider {
   }
 
   decideNow(query: LimitQuery, ringKey: string, now: number): Decision {
-    return this.decideItem(query.namespace, query.identifier, ringKey, query.algorithm, query.limit, query.duration, now, query.cost, query.overridable === true);
+    return this.decideItem(
+      query.namespace,
+      query.identifier,
+      ringKey,
+      query.algorithm,
+      query.limit,
+      query.duration,
+      now,
+      query.cost,
+      query.overridable === true,
+      query.charge === true,
+    );
   }
 
   /** The owner's decision of one item, local or forwarded by a peer: the path setPolicy chose. */
-  decideItem: DecideItem = (namespace, identifier, ringKey, algorithm, limit, duration, now, cost) =>
-    this.decideKey(ringKey, algorithm, limit, duration, now, cost);
+  decideItem: DecideItem = (namespace, identifier, ringKey, algorithm, limit, duration, now, cost, _overridable, charge) =>
+    this.decideKey(ringKey, algorithm, limit, duration, now, cost, charge);
 
   private readonly decidePlain: DecideItem = this.decideItem;
 
@@ -98,22 +115,24 @@ export class LocalDecider implements Decider {
    * without touching a state. Shadow (the entry's or SHADOW_MODE): decided and counted as
    * usual, a block answered allowed.
    */
-  private readonly decideWithPolicy: DecideItem = (namespace, identifier, ringKey, algorithm, limit, duration, now, cost, overridable) => {
+  private readonly decideWithPolicy: DecideItem = (namespace, identifier, ringKey, algorithm, limit, duration, now, cost, overridable, charge) => {
     // An RLS descriptor's key: its rules govern it, not overrides.
-    if (!overridable) return this.decideKey(ringKey, algorithm, limit, duration, now, cost);
+    if (!overridable) return this.decideKey(ringKey, algorithm, limit, duration, now, cost, charge);
     const o = this.policy?.matchOverride(namespace, identifier);
     let d: Decision;
     let shadow = this.shadowMode;
-    if (o === undefined) d = this.decideKey(ringKey, algorithm, limit, duration, now, cost);
+    if (o === undefined) d = this.decideKey(ringKey, algorithm, limit, duration, now, cost, charge);
     else {
       if (o.shadow) shadow = true;
-      if (o.limit === undefined) d = this.decideKey(ringKey, algorithm, limit, duration, now, cost);
+      if (o.limit === undefined) d = this.decideKey(ringKey, algorithm, limit, duration, now, cost, charge);
       else {
         const a = this.applied;
         a.limit = o.limit;
         a.duration = o.duration ?? duration;
         a.algorithm = o.algorithm === undefined ? algorithm : algorithmByName(o.algorithm)!;
-        d = a.limit === 0 || cost > a.limit ? this.denied(a.duration, now) : this.decideKey(ringKey, a.algorithm, a.limit, a.duration, now, cost);
+        // A charge is counted against the applied limit whatever it costs (only a deny list refuses it).
+        const deny = a.limit === 0 || (!charge && cost > a.limit);
+        d = deny ? this.denied(a.duration, now) : this.decideKey(ringKey, a.algorithm, a.limit, a.duration, now, cost, charge);
         d.applied = a;
       }
     }
@@ -126,15 +145,17 @@ export class LocalDecider implements Decider {
   };
 
   /** The entry point for decisions forwarded by peers: they arrive as fields, with no LimitQuery. */
-  decideKey(ringKey: string, algorithm: Algorithm, limit: number, duration: number, now: number, cost = 1): Decision {
+  decideKey(ringKey: string, algorithm: Algorithm, limit: number, duration: number, now: number, cost = 1, charge = false): Decision {
     const step = this.step;
     limit = ownerLimitAt(algorithm.code, limit, duration, now, this.sharers);
-    this.table.decide(stateKeyOf(algorithm.code, duration, ringKey), algorithm, limit, duration * 1000, now, step, cost);
+    this.table.decide(stateKeyOf(algorithm.code, duration, ringKey), algorithm, limit, duration * 1000, now, step, cost, charge);
+    if (charge && cost < 0) this.refunded?.(ringKey);
     const d = this.decision;
     d.allowed = step.allowed;
     d.remaining = step.remaining;
     d.resetTime = Math.ceil(step.resetMs / 1000);
     d.retryAfterMs = step.retryAfterMs;
+    d.debt = charge ? Math.max(0, step.used - limit) : 0;
     d.degraded = null;
     d.applied = null;
     d.shadow = false;
@@ -152,6 +173,7 @@ export class LocalDecider implements Decider {
     d.remaining = 0;
     d.resetTime = Math.ceil((now + duration * 1000) / 1000);
     d.retryAfterMs = duration * 1000;
+    d.debt = 0;
     d.degraded = null;
     d.applied = null;
     d.shadow = false;

@@ -27,7 +27,7 @@ export const AGE_TOLERANCE_MS = 1000;
 const EXPIRY_ROUNDING_MS = 2000;
 
 /** What each algorithm checks a peer's state against: the request contract's bounds. */
-const AGED_BOUNDS: AgedBounds = Object.freeze({ maxLimit: REQUEST_BOUNDS.limit.max, maxDurationMs: MAX_DURATION_MS, ageToleranceMs: AGE_TOLERANCE_MS });
+const AGED_BOUNDS: AgedBounds = Object.freeze({ maxLimit: REQUEST_BOUNDS.chargeLimit.max, maxDurationMs: MAX_DURATION_MS, ageToleranceMs: AGE_TOLERANCE_MS });
 
 /**
  * Check one state record from a peer (a hand-off, a replica) before it is merged: a

@@ -130,11 +130,8 @@ export class StateTable {
     return this.costs.keyBytes + this.a.length * this.slotBytes + indexes + (this.changes?.pendingBytes ?? 0) + this.resets.bytes;
   }
 
-  /**
-   * Run one request of weight `cost` for `key` through `algorithm` and store the result if
-   * it was allowed and counted something (cost 0 is a peek). The answer is in `out`.
-   */
-  decide(key: string, algorithm: Algorithm, limit: number, durationMs: number, now: number, out: Step, cost = 1): void {
+  /** Run one request of weight `cost` for `key` through `algorithm` (`charge`: Algorithm.charge) and store what it counted; answer in `out`. */
+  decide(key: string, algorithm: Algorithm, limit: number, durationMs: number, now: number, out: Step, cost = 1, charge = false): void {
     let slot = this.index.get(key);
     let state: LimitState | null = null;
     if (slot !== undefined) {
@@ -144,8 +141,9 @@ export class StateTable {
       view.c = this.c[slot]!;
       state = view;
     }
-    algorithm.step(state, limit, durationMs, now, out, cost);
-    if (!out.allowed || cost === 0) return;
+    if (charge) algorithm.charge(state, limit, durationMs, now, out, cost);
+    else algorithm.step(state, limit, durationMs, now, out, cost);
+    if (cost === 0 || (charge ? cost < 0 && state === null : !out.allowed)) return;
     if (slot === undefined) {
       slot = this.insert(key);
       this.origin[slot] = this.origins.next();

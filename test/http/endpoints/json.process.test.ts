@@ -35,6 +35,7 @@ function jsonRequest(call: CaseCall, protoNames: boolean): Record<string, unknow
       entries: d.entries.map(([key, value]) => ({ key, value })),
       ...(d.limit === undefined ? {} : { limit: { [name("requestsPerUnit", "requests_per_unit")]: int(d.limit.requestsPerUnit), unit: d.limit.unit } }),
       ...(d.hitsAddend === undefined ? {} : { [name("hitsAddend", "hits_addend")]: int(d.hitsAddend) }),
+      ...(d.negative === undefined ? {} : { [name("isNegativeHits", "is_negative_hits")]: d.negative }),
     })),
   };
 }
@@ -101,10 +102,22 @@ t.test("POST /json", async (t) => {
       ["an entry value not a string", { domain: "hits", descriptors: [good, { entries: [{ key: "k", value: 5 }] }] }, "descriptors[1].entries[0].value"],
       ["a descriptor without entries", { domain: "hits", descriptors: [good, {}] }, "descriptors[1].entries"],
       ["a descriptor's unknown field", { domain: "hits", descriptors: [good, { ...good, limits: {} }] }, "descriptors[1].limits"],
-      ["a limit's unknown unit", { domain: "hits", descriptors: [good, { ...good, limit: { requestsPerUnit: 1, unit: "WEEK" } }] }, "descriptors[1].limit.unit"],
+      [
+        "a limit's unknown unit",
+        { domain: "hits", descriptors: [good, { ...good, limit: { requestsPerUnit: 1, unit: "WEEK" } }] },
+        "descriptors[1].limit.unit",
+      ],
       ["a limit without unit", { domain: "hits", descriptors: [good, { ...good, limit: { requestsPerUnit: 1 } }] }, "descriptors[1].limit.unit"],
-      ["a limit past the bound", { domain: "hits", descriptors: [good, { ...good, limit: { requestsPerUnit: 2_000_000, unit: "SECOND" } }] }, "descriptors[1].limit.requests_per_unit"],
-      ["a descriptor's hitsAddend as a wrapper object", { domain: "hits", descriptors: [good, { ...good, hitsAddend: { value: 1 } }] }, "descriptors[1].hits_addend"],
+      [
+        "a limit past the bound",
+        { domain: "hits", descriptors: [good, { ...good, limit: { requestsPerUnit: 4_294_967_296, unit: "SECOND" } }] },
+        "descriptors[1].limit.requests_per_unit",
+      ],
+      [
+        "a descriptor's hitsAddend as a wrapper object",
+        { domain: "hits", descriptors: [good, { ...good, hitsAddend: { value: 1 } }] },
+        "descriptors[1].hits_addend",
+      ],
     ];
     for (const [what, body, field] of cases) {
       const reply = await post(body);

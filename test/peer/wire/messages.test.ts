@@ -343,8 +343,21 @@ t.test("DECIDE: an item with unknown flags refuses the frame", async (t) => {
   const body = frames(w.take()!)[0]!.body;
   t.equal(body[8 + 21], DecideItemFlag.OVERRIDABLE | DecideItemFlag.OPENING, "both known flags travel");
   t.doesNotThrow(() => decodeDecideItems(body));
-  body[8 + 21] = 4;
+  body[8 + 21] = DecideItemFlag.CHARGE | DecideItemFlag.REFUND;
+  t.doesNotThrow(() => decodeDecideItems(body), "a refund (protocol 12)");
+  body[8 + 21] = 16;
   t.throws(() => decodeDecideItems(body), FrameError);
+  body[8 + 21] = DecideItemFlag.REFUND;
+  t.throws(() => decodeDecideItems(body), FrameError, "REFUND without CHARGE");
+});
+
+t.test("DECIDE: a charge and a refund travel with their flags and the cost's magnitude", async (t) => {
+  const w = new DecideBatchWriter();
+  w.add(1, 2, 4_294_967_295, 60, "ns", "id", 1_000_000_000, DecideItemFlag.CHARGE | DecideItemFlag.REFUND);
+  const [item] = decodeDecideItems(frames(w.take()!)[0]!.body);
+  t.equal(item!.limit, 4_294_967_295);
+  t.equal(item!.cost, 1_000_000_000);
+  t.equal(item!.flags, DecideItemFlag.CHARGE | DecideItemFlag.REFUND);
 });
 
 t.test("CALL and CALL_REPLY round trip", async (t) => {

@@ -36,6 +36,10 @@ const tally: Algorithm = {
     fixedWindow.step(state === null ? null : swapped(state), limit, D, now, out, cost);
     swapInPlace(out);
   },
+  charge(state, limit, D, now, out, cost) {
+    fixedWindow.charge(state === null ? null : swapped(state), limit, D, now, out, cost);
+    swapInPlace(out);
+  },
   merge(x, y, D, now, out) {
     fixedWindow.merge(swapped(x), swapped(y), D, now, out);
     swapInPlace(out);

@@ -126,7 +126,8 @@ export class Shares {
       const client = this.view.client(member);
       if (client !== undefined && client.state === "up") this.linkOf(client, now);
     }
-    if (this.links.size > ring.size) for (const client of this.links.keys()) if (!ring.members.some((m) => this.view.client(m) === client)) this.links.delete(client);
+    if (this.links.size > ring.size)
+      for (const client of this.links.keys()) if (!ring.members.some((m) => this.view.client(m) === client)) this.links.delete(client);
   }
 
   stop(): void {
@@ -135,7 +136,8 @@ export class Shares {
 
   /** Whether `query` may be answered from a share at all: a check on numbers, before any key is built. */
   shareable(query: LimitQuery): boolean {
-    return shareOf(query.algorithm.code, query.limit) !== 0 && !this.overridden(query);
+    // A charge is counted on the owner, whatever remains: a share cannot hold debt.
+    return query.charge !== true && shareOf(query.algorithm.code, query.limit) !== 0 && !this.overridden(query);
   }
 
   /** The decision from this node's share of `stateKey` (owned by `ownerName`), written into `out`; undefined: ask the owner. */

@@ -112,8 +112,9 @@ export class ClusterDecider implements Decider {
       return;
     }
     // A remembered block is one for a request of 1 (a peek is blocked exactly then too);
-    // a heavier request waits longer, so it asks the owner.
-    const cacheable = query.cost <= 1;
+    // a heavier request waits longer, so it asks the owner. A charge always reaches the owner.
+    const charge = query.charge === true;
+    const cacheable = query.cost <= 1 && !charge;
     if (verdict.kind === "fail_open") {
       // The count is unknown here but not lower than a block this node holds: that block stands.
       const held =
@@ -155,6 +156,13 @@ export class ClusterDecider implements Decider {
       done(failOpenDecision(query, now, "peer_unavailable", newDecision()));
       return;
     }
+    // A member of peer protocol 11 reads neither CHARGE nor REFUND (FEATURE_VERSIONS): a charge is
+    // never sent it, and is answered as not counted (POST /limit/charge: 503) until it is upgraded.
+    if (charge && !client.link.supports("CHARGE")) {
+      this.metrics.forwardOutcome("unavailable");
+      done(failOpenDecision(query, now, "peer_unavailable", newDecision()));
+      return;
+    }
     const sentAt = performance.now();
     const owner = verdict.owner;
     // A share that opened empty in this window asks for a grant with the decision (leases/shares.ts).
@@ -181,7 +189,9 @@ export class ClusterDecider implements Decider {
         this.view.noteForward(owner, false, now);
         if (r.granted > 0 && opening) this.shares.openingGranted(stateKey, query, r.grantWindowStart * 1000, r.granted, now, client);
         d.allowed = r.code === 0;
-        d.remaining = r.remaining;
+        // A charge past its limit carries its debt where `remaining` is (inbound.ts).
+        d.debt = charge && !d.allowed ? r.remaining : 0;
+        d.remaining = d.debt > 0 ? 0 : r.remaining;
         d.resetTime = r.resetTime;
         d.retryAfterMs = r.retryAfterMs;
         d.degraded = null;
@@ -195,10 +205,13 @@ export class ClusterDecider implements Decider {
         } else d.applied = null;
         // A block under an override is not remembered: the cache answers with the asked limit, and
         // an operator's change must apply from the owner's next decision.
-        if (!d.allowed && cacheable && d.applied === null) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
+        // A charge that leaves no room blocks a request of 1 until retryAfterMs: remembered as such.
+        const blocks = charge ? d.remaining === 0 && r.retryAfterMs > 0 : !d.allowed && cacheable;
+        if (blocks && d.applied === null) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
         this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
-        // Shadow mode let a block through: nothing was counted.
-        const counted = d.allowed && !d.shadow && query.cost > 0;
+        // Shadow mode let a block through: nothing was counted. A charge reports what was
+        // spent already: it stays counted whoever hears the answer.
+        const counted = d.allowed && !d.shadow && query.cost > 0 && !charge;
         // Read before done(): the answer and its applied limit are reused by the next forward.
         const given = counted ? givenBackQuery(query, d.applied) : undefined;
         // The caller left while the answer was on its way (a closed connection, a pipelining
@@ -241,6 +254,7 @@ export class ClusterDecider implements Decider {
       now,
       0,
       query.overridable === true,
+      false,
     );
     return d.allowed ? undefined : d;
   }

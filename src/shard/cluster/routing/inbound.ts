@@ -61,19 +61,21 @@ export class InboundHandler implements PeerServerHandler {
     const { namespace, identifier, limit, duration, cost } = query;
     const overridable = query.overridable === true;
     const algorithm = algorithmByCode(query.algorithm.code);
-    if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, namespace, identifier))
+    const charge = query.charge === true;
+    if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, namespace, identifier, charge, overridable))
       throw new RangeError("forwarded decision out of contract");
     const ringKey = ringKeyOf(namespace, identifier);
     const verdict = ownership(this.view, ringKey, algorithm.code, duration, now, "forwarded");
     // Not decided here; but a block this node holds stands (a peek: nothing counted), else the sender fails open.
-    const held = verdict.kind === "fail_open" && verdict.blockHeld === true && cost <= 1;
+    const held = verdict.kind === "fail_open" && verdict.blockHeld === true && cost <= 1 && !charge;
     if (verdict.kind !== "decide" && !held) throw new Error(verdict.kind === "fail_open" ? verdict.why : "not decided here");
     if (verdict.kind === "decide" && verdict.stray) this.events.strayState();
     // Decided with this owner's policy: the override applied, and shadow, travel back with the answer.
-    const d = this.local.decideItem(namespace, identifier, ringKey, algorithm, limit, duration, now, held ? 0 : cost, overridable);
+    const d = this.local.decideItem(namespace, identifier, ringKey, algorithm, limit, duration, now, held ? 0 : cost, overridable, charge);
     if (held && d.allowed) throw new Error((verdict as FailOpen).why);
     out.code = d.allowed ? DecideCode.ALLOWED : DecideCode.BLOCKED;
-    out.remaining = d.remaining;
+    // A charge past its limit: its debt, where `remaining` (0 then) would be.
+    out.remaining = d.allowed ? d.remaining : Math.min(d.debt, 0xffffffff);
     out.resetTime = d.resetTime;
     out.retryAfterMs = d.retryAfterMs;
     const applied = d.applied;
@@ -85,7 +87,7 @@ export class InboundHandler implements PeerServerHandler {
     }
     // The sender's share opened empty: a grant of the window goes back with a counted answer
     // (none for a stray's count, nor where this owner's policy changed or shadowed the limit).
-    if (query.opening === true && verdict.kind === "decide" && !verdict.stray && d.allowed && !d.shadow && applied === null && cost > 0) {
+    if (query.opening === true && !charge && verdict.kind === "decide" && !verdict.stray && d.allowed && !d.shadow && applied === null && cost > 0) {
       const grant = openingGrant(this.local, { namespace, identifier, algorithm, limit, duration, cost, overridable }, ringKey, now, this.view.ring.size);
       out.granted = grant.granted;
       out.grantWindowStart = grant.windowStart / 1000;

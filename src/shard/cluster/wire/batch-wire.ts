@@ -89,7 +89,8 @@ export function decodeBatchRequest(buf: Buffer): BatchRequest {
     const namespace = strictUtf8(buf, o, o + nsLen);
     const identifier = strictUtf8(buf, o + nsLen, o + nsLen + idLen);
     o += nsLen + idLen;
-    if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, namespace, identifier)) throw new RangeError("BATCH item out of contract");
+    if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, namespace, identifier, false, flags === OVERRIDABLE))
+      throw new RangeError("BATCH item out of contract");
     queries.push({ namespace, identifier, limit, duration, algorithm, cost, overridable: flags === OVERRIDABLE });
   }
   if (o !== buf.length) throw new RangeError("BATCH has trailing bytes");

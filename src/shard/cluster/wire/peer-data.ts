@@ -31,16 +31,27 @@ export function resetTimeHere(resetTime: number, ownerOffsetMs: number): number 
  * would accept from a caller (docs/api.md): the one rule for both, on fields, so the DECIDE
  * path checks it without building a query. The effective namespace (`namespace.slug`) has
  * no upper bound of its own: a slug's NFKD may outgrow the product. NaN fails every test.
+ * A charge (POST /limit/charge, RLS hits) has its own bounds: a uint32 limit, any cost but 0
+ * within ±1e9 (0 too over RLS: a check that counts nothing).
  */
-export function forwardedWithinContract(limit: number, duration: number, cost: number, namespace: string, identifier: string): boolean {
+export function forwardedWithinContract(
+  limit: number,
+  duration: number,
+  cost: number,
+  namespace: string,
+  identifier: string,
+  charge = false,
+  overridable = true,
+): boolean {
   const b = REQUEST_BOUNDS;
+  // RLS descriptors (not overridable) take the RLS wire's uint32 limits, as charges do.
+  const limits = charge || !overridable ? b.chargeLimit : b.limit;
   return (
-    limit >= b.limit.min &&
-    limit <= b.limit.max &&
+    limit >= limits.min &&
+    limit <= limits.max &&
     duration >= b.duration.min &&
     duration <= b.duration.max &&
-    cost >= b.cost.min &&
-    cost <= limit &&
+    (charge ? cost >= b.chargeCost.min && cost <= b.chargeCost.max : cost >= b.cost.min && cost <= limit) &&
     namespace.length >= b.namespace.min &&
     identifier.length >= b.identifier.min &&
     identifier.length <= b.identifier.max
@@ -61,10 +72,12 @@ export function replyWithinContract(r: DecideResult, query: LimitQuery, now: num
   if ((r.flags & DecideFlag.SHADOW) !== 0 && r.code !== DecideCode.ALLOWED) return false;
   const limit = applied ? r.limit : query.limit;
   const reach = 2 * (applied ? r.duration : query.duration) * 1000 + CLOCK_SKEW_MS;
+  // A charge past its limit carries its debt where `remaining` is: any u32.
+  const debt = query.charge === true && r.code === DecideCode.BLOCKED;
   return (
     Number.isInteger(r.remaining) &&
     r.remaining >= 0 &&
-    r.remaining <= limit &&
+    (debt || r.remaining <= limit) &&
     r.resetTime * 1000 >= now - CLOCK_SKEW_MS &&
     r.resetTime * 1000 <= now + reach &&
     r.retryAfterMs >= 0 &&

@@ -1,5 +1,5 @@
 import t from "tap";
-import { ALGORITHMS, algorithmByCode } from "../../../../src/algorithms/index.js";
+import { ALGORITHMS, MAX_COUNT, algorithmByCode } from "../../../../src/algorithms/index.js";
 import { BatchMode, decodeBatchRequest, encodeBatchRequest } from "../../../../src/shard/cluster/wire/batch-wire.js";
 import {
   AGE_TOLERANCE_MS,
@@ -65,9 +65,12 @@ t.test("checkState: the forged states of issue 10 are refused or clamped, one by
   ];
   for (const [name, k, state] of refused) t.equal(checkState(k, { ...state }), "invalid", name);
 
-  const clamped = { a: age, b: 1e12, c: 0, expiresInS: 60 };
+  const clamped = { a: age, b: 1e18, c: 0, expiresInS: 60 };
   t.equal(checkState(key(0), clamped), "ok");
-  t.equal(clamped.b, 1_000_000, "a huge count is clamped to the largest limit");
+  t.equal(clamped.b, MAX_COUNT, "a huge count is clamped where a charge saturates it");
+  const debt = { a: age, b: 1e12, c: 0, expiresInS: 60 };
+  t.equal(checkState(key(0), debt), "ok");
+  t.equal(debt.b, 1e12, "a count past every limit is debt (POST /limit/charge): it travels whole");
   const owed = { a: -1e15, b: 0, c: 10, expiresInS: exp(2 * D) };
   t.equal(checkState(key(2), owed), "ok");
   t.equal(owed.a, -10 * D, "tokens owed are clamped to one whole bucket");
@@ -83,7 +86,11 @@ t.test("checkState: the forged states of issue 10 are refused or clamped, one by
 t.test("admitState: a peer's state is put on this node's clock, its skew is irrelevant", async (t) => {
   // The sender's clock read NOW − 5 min when it wrote these ages; this node reads NOW.
   const fw = admitState(key(0), { a: 20_000, b: 7, c: 0, expiresInS: 40, origin: 9, bornAgoS: 20 }, NOW);
-  t.same(fw, { a: windowStart, b: 7, c: 0, expiresAt: exp(windowStart + D), origin: 9, born: Math.floor(NOW / 1000) - 20 }, "a window begun 20 s ago is this node's current one, kept to its end, born 20 s ago here");
+  t.same(
+    fw,
+    { a: windowStart, b: 7, c: 0, expiresAt: exp(windowStart + D), origin: 9, born: Math.floor(NOW / 1000) - 20 },
+    "a window begun 20 s ago is this node's current one, kept to its end, born 20 s ago here",
+  );
   const tb = admitState(key(2), { a: 3 * D, b: 2500, c: 10, expiresInS: 42, origin: 9, bornAgoS: 0 }, NOW);
   t.same(tb, { a: 3 * D, b: NOW - 2500, c: 10, expiresAt: exp(NOW) + 42, origin: 9, born: Math.floor(NOW / 1000) }, "a level 2.5 s old is 2.5 s old here");
   t.equal(admitState(key(0), { a: -1e300, b: 1, c: 0, expiresInS: 60, origin: 9, bornAgoS: 0 }, NOW), "invalid");
