@@ -12,7 +12,7 @@ import { allowedData, blockedData } from "./validate.js";
 import { algorithmByName, DEFAULT_ALGORITHM } from "../algorithms/registry.js";
 import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult, RingLimitClientOptions } from "./types.js";
 import type { ChargeRequest, ChargeResult, Reservation } from "./types.js";
-import { CLIENT_DEFAULTS } from "./defaults.js";
+import { CLIENT_DEFAULTS } from "./types.js";
 
 export { CLIENT_DEFAULTS };
 
