@@ -105,9 +105,13 @@ function lastLapse(b: Buckets, W: number, now: number): number {
   return now;
 }
 
-/** The live bucket a lease lapsing at `lapse` is counted in: its own, else the next one later (a state moved across nodes may sit up to one bucket later); -1 when none holds a slot. */
+/**
+ * The live bucket a lease lapsing at `lapse` is counted in: the nearest one (a lease minted on a
+ * member whose clock is a second off), else the next one later (a state moved across nodes sits
+ * up to one bucket later); -1 when none holds a slot.
+ */
 function bucketOf(b: Buckets, lapse: number, W: number): number {
-  const j = LIVE - 1 - floorDiv(b.newest - lapse, W);
+  const j = LIVE - 1 - floorDiv(b.newest - lapse + W / 2, W);
   if (j >= 0 && j < LIVE && b.n[j]! > 0) return j;
   if (j + 1 >= 0 && j + 1 < LIVE && b.n[j + 1]! > 0) return j + 1;
   return -1;

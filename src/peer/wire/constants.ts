@@ -50,7 +50,8 @@ export const MAX_DECIDE_ITEMS = 512;
 export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
 
 /**
- * Version byte at the start of HELLO; a server refuses any other. Protocol 12: CALL method 18,
+ * Version byte at the start of HELLO; a server refuses any other. Protocol 13: CALL method 19,
+ * RELEASE (a concurrency lease freed on its owner: shard/cluster/wire/release-wire.ts). Protocol 12: CALL method 18,
  * HOLD (a member asks an owner to hold back its share by rule: docs/shares.md); a member
  * answers shares by rule only of an owner that said yes, so against a node of protocol 11
  * (which fails the call) it answers from grants only. Protocol 11: a DECIDE item may
@@ -74,7 +75,7 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * by decades. Protocol 3: DECIDE items carry `cost` (protocol 2 introduced the bound
  * handshake and per-frame tags).
  */
-export const PROTOCOL_VERSION = 12;
+export const PROTOCOL_VERSION = 13;
 /** Most bytes of a ZONE (UTF-8) in READY; config.ts holds ZONE to the same. */
 export const MAX_ZONE_BYTES = 255;
 /** Nonce and proof (HMAC-SHA256) sizes in the handshake. */

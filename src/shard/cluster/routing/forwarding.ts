@@ -1,6 +1,8 @@
 import { algorithmByCode, type Algorithm } from "../../../algorithms/index.js";
 import { newDecision, failOpenDecision, type AppliedLimit, type BatchOutcome, type Decider, type Decision } from "../../../decision.js";
-import type { ResetOutcome, ResetQuery } from "../../../decision.js";
+import type { ReleaseOutcome, ReleaseQuery, ResetOutcome, ResetQuery } from "../../../decision.js";
+import { concurrency } from "../../../algorithms/concurrency.js";
+import { decodeReleaseReply, encodeRelease } from "../wire/release-wire.js";
 import type { LimitQuery } from "../../../decision.js";
 import { DecideFlag, DecideItemFlag, type PeerClient, type PeerError } from "../../../peer/index.js";
 import type { BlockedCache } from "./blocked-cache.js";
@@ -113,7 +115,8 @@ export class ClusterDecider implements Decider {
     }
     // A remembered block is one for a request of 1 (a peek is blocked exactly then too);
     // a heavier request waits longer, so it asks the owner.
-    const cacheable = query.cost <= 1;
+    // Never for a concurrency key: a release on any member frees a slot at once, which a remembered 429 would hide.
+    const cacheable = query.cost <= 1 && query.algorithm !== concurrency;
     if (verdict.kind === "fail_open") {
       // The count is unknown here but not lower than a block this node holds: that block stands.
       const held =
@@ -255,6 +258,28 @@ export class ClusterDecider implements Decider {
     this.batches.decideBatch(queries, now, done);
   }
 
+  /** Freed on the key's owner, never from a share or a cache (docs/api.md, POST /limit/release). */
+  release(rq: ReleaseQuery, now: number, done: (outcome: ReleaseOutcome) => void): void {
+    const q = rq.query;
+    const verdict = ownership(this.view, ringKeyOf(q.namespace, q.identifier), q.algorithm.code, q.duration, now, "local");
+    if (verdict.kind === "decide") return done(this.local.releaseSync(rq, now));
+    if (verdict.kind === "fail_open") return done({ ok: false, reason: verdict.reason });
+    const client = this.view.client(verdict.owner);
+    if (client === undefined) return done({ ok: false, reason: "peer_unavailable" });
+    client.call(CallMethod.RELEASE, encodeRelease(rq), this.timeoutMs).then(
+      (reply) => {
+        let outcome: ReleaseOutcome;
+        try {
+          outcome = decodeReleaseReply(reply);
+        } catch {
+          outcome = { ok: false, reason: "peer_error" };
+        }
+        done(outcome);
+      },
+      (err: unknown) => done({ ok: false, reason: degradedReasonOf(err) }),
+    );
+  }
+
   /** Routed to the identifier's owner (BatchForwarder.reset). */
   reset(query: ResetQuery, now: number, done: (outcome: ResetOutcome) => void): void {
     this.batches.reset(query, now, done);
@@ -268,5 +293,12 @@ export class ClusterDecider implements Decider {
  */
 function givenBackQuery(query: LimitQuery, applied: AppliedLimit | null): LimitQuery {
   if (applied === null) return query;
-  return { namespace: query.namespace, identifier: query.identifier, limit: applied.limit, duration: applied.duration, algorithm: applied.algorithm, cost: query.cost };
+  return {
+    namespace: query.namespace,
+    identifier: query.identifier,
+    limit: applied.limit,
+    duration: applied.duration,
+    algorithm: applied.algorithm,
+    cost: query.cost,
+  };
 }
