@@ -232,20 +232,23 @@ export const concurrency: Algorithm<"concurrency"> = {
   },
 
   toAges(state, now, out) {
-    // The newest lapse as whole seconds before `now` (negative: still ahead); counts as they are.
+    // The newest lapse's age in whole seconds, rounded up (negative: still ahead); counts as they are.
     const s = Math.floor(state.c / BASE);
     const n4 = state.c - s * BASE;
     out.a = state.a;
     out.b = state.b;
-    out.c = (Math.floor(now / 1000) - s) * BASE + n4;
+    out.c = ceilDiv(now - s * 1000, 1000) * BASE + n4;
   },
 
   fromAges(aged, D, now, out) {
-    // Back on this clock, rounded up to this node's bucket edge: a lease may lapse up to one bucket later, never earlier.
+    // Back on this clock: the age, rounded up, puts the lapse up to a second early (and the
+    // transfer's time late). Buckets of 2 s or more take the nearest edge, which on clocks in
+    // step is the lapse itself (through a snapshot, always); a skew of s moves it to the edge
+    // nearest lapse + s. Buckets of 1 s take the edge above: at most 1 s later, never earlier.
     const W = bucketMs(D);
     const ageS = Math.floor(aged.c / BASE);
     const n4 = aged.c - ageS * BASE;
-    const lapse = ceilDiv((Math.floor(now / 1000) - ageS) * 1000, W) * W;
+    const lapse = ceilDiv(now - ageS * 1000 - (W >= 2000 ? W / 2 : 0), W) * W;
     out.a = aged.a;
     out.b = aged.b;
     out.c = (lapse / 1000) * BASE + n4;
