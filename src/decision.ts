@@ -141,7 +141,7 @@ export interface ReleaseQuery {
   query: LimitQuery;
   /** the lease's lapse, unix seconds on the clock of the owner that granted it */
   lapseS: number;
-  /** the lease's identity (its signature), for the owner's memory of released leases */
+  /** the lease's identity (its signature), for the owner's memory of released leases; "": free the `query.cost` oldest slots (RLS) */
   leaseId: string;
   renew: boolean;
 }

@@ -134,21 +134,22 @@ export function releaseLease(state: Readonly<LimitState>, cost: number, lapse: n
 }
 
 /**
- * Free one slot of the oldest held lease (RLS: Envoy's release names no lease). Returns the
- * lapse (ms) of the slot freed, or 0 when nothing is held.
+ * Free `n` slots of the oldest held leases, those that would lapse first (RLS: Envoy's release
+ * names no lease). Writes the state into `out` and returns how many were freed (fewer when
+ * fewer are held).
  */
-export function releaseOldest(state: Readonly<LimitState>, D: number, now: number, out: LimitState): number {
+export function releaseOldest(state: Readonly<LimitState>, D: number, now: number, out: LimitState, n = 1): number {
   const W = bucketMs(D);
   const b = decode(state, x0);
   dropLapsed(b, W, now);
-  encode(b, out);
-  for (let j = 0; j < LIVE; j++) {
-    if (b.n[j]! === 0) continue;
-    b.n[j]!--;
-    encode(b, out);
-    return b.newest - (LIVE - 1 - j) * W;
+  let freed = 0;
+  for (let j = 0; j < LIVE && freed < n; j++) {
+    const take = Math.min(b.n[j]!, n - freed);
+    b.n[j] = b.n[j]! - take;
+    freed += take;
   }
-  return 0;
+  encode(b, out);
+  return freed;
 }
 
 /** Slots held at `now`. */

@@ -5,6 +5,7 @@ import { COUNTED, OVER, planItem, record, statusOf, type Item } from "./descript
 import { RLS_ERRORS, type RlsFailure } from "./errors.js";
 import { rateLimitHeaders } from "./ratelimit-headers.js";
 import { requestProblem } from "./request-check.js";
+import { givesBackSlots, releaseOldest } from "./lease-release.js";
 import type { RlsMetrics } from "./rls-metrics.js";
 import { CODE_OK, CODE_OVER_LIMIT, type RlsRequest, type RlsResponse, type RlsStatus } from "./wire/messages.js";
 
@@ -64,20 +65,27 @@ export class RlsService {
     const items: Item[] = new Array(descriptors.length);
     let counted = 0;
     let overBefore = false;
+    let giveBacks: Item[] | undefined;
     for (let i = 0; i < descriptors.length; i++) {
       const d = descriptors[i]!;
       const own = d.hits_addend;
       const hits = own !== undefined && own !== null ? (own.value ?? 0) : requestHits;
       const item = planItem(domain, entries[i]!, d.limit, matches?.[i], hits, now);
+      if (givesBackSlots(d, item)) (giveBacks ??= []).push(item);
       if (item.kind === COUNTED) counted++;
       else if (item.kind === OVER) overBefore = true;
       items[i] = item;
     }
-    if (counted === 0) return done(undefined, this.answer(domain, items, now));
-    this.decideAll(items, counted, overBefore, now, (failure) => {
-      if (failure !== undefined) return done(failure, undefined);
-      done(undefined, this.answer(domain, items, now));
-    });
+    const decideRest = (): void => {
+      if (counted === 0) return done(undefined, this.answer(domain, items, now));
+      this.decideAll(items, counted, overBefore, now, (failure) => {
+        if (failure !== undefined) return done(failure, undefined);
+        done(undefined, this.answer(domain, items, now));
+      });
+    };
+    // Slots given back (a stream-done call) are freed before the rest is decided.
+    if (giveBacks !== undefined) releaseOldest(this.deps.decider, giveBacks, now, decideRest);
+    else decideRest();
   }
 
   private decideAll(items: Item[], counted: number, overBefore: boolean, now: number, done: (failure: RlsFailure | undefined) => void): void {

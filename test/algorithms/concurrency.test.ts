@@ -95,13 +95,14 @@ t.test("a release frees one slot of its bucket; a lapsed lease frees nothing", a
   t.equal(releaseLease(out, 1, second.lapses[0]! + 30_000, D, T0 + 21_000, empty), false);
 });
 
-t.test("releaseOldest frees the slot that would lapse first", async (t) => {
+t.test("releaseOldest frees the slots that would lapse first", async (t) => {
   const first = acquire(null, 1, 5, T0);
-  const second = acquire(first.state, 1, 5, T0 + 20_000);
+  const second = acquire(first.state, 2, 5, T0 + 20_000);
   const out: LimitState = { a: 0, b: 0, c: 0 };
-  t.equal(releaseOldest(second.state!, D, T0 + 30_000, out), first.lapses[0]);
-  t.equal(heldAt(out, D, T0 + 30_000), 1);
-  t.equal(releaseOldest(out, D, T0 + 30_000, out), second.lapses[0]);
+  t.equal(releaseOldest(second.state!, D, T0 + 30_000, out), 1);
+  t.equal(heldAt(out, D, T0 + 30_000), 2);
+  t.equal(releaseLease(out, 1, first.lapses[0]!, D, T0 + 30_000, { a: 0, b: 0, c: 0 }), false, "the oldest lease's bucket is empty now");
+  t.equal(releaseOldest(out, D, T0 + 30_000, out, 5), 2, "only what is held");
   t.equal(releaseOldest(out, D, T0 + 30_000, out), 0, "nothing held: nothing freed");
 });
 

@@ -24,6 +24,8 @@ export interface RlsDescriptor {
   limit?: { requests_per_unit?: number; unit?: number | string } | null;
   /** google.protobuf.UInt64Value: set (even to 0) replaces the request's hits_addend */
   hits_addend?: { value?: number } | null;
+  /** Envoy 1.38: the hits are given back (a stream-done call); a concurrency rule frees its oldest slots (lease-release.ts) */
+  is_negative_hits?: boolean | null;
 }
 
 export interface RlsRequest {

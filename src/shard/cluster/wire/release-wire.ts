@@ -5,7 +5,7 @@ import { BatchMode, decodeBatchRequest, encodeBatchRequest } from "./batch-wire.
  * CALL RELEASE (protocol 13): a concurrency lease to free on the key's owner (docs/api.md,
  * POST /limit/release). The member the release came in by has checked the lease's signature.
  *   payload: u32 lapse (unix s, the granting owner's clock), u8 flags (1: renew), u8 id length,
- *            id (ASCII base64url), then the key's query as a one-item BATCH body (same checks).
+ *            id (ASCII base64url; empty: free the `cost` oldest slots), then the key's query as a one-item BATCH body (same checks).
  *   reply:   u8 released (0/1), u32 a renewal's lapse (unix s, the owner's clock; 0: none), u32 remaining.
  */
 
@@ -30,9 +30,9 @@ export function decodeRelease(buf: Buffer): ReleaseQuery {
   if (buf.length < 6) throw new RangeError("RELEASE too short");
   const flags = buf.readUInt8(4);
   const idLength = buf.readUInt8(5);
-  if (flags > RENEW || idLength === 0 || idLength > MAX_ID_BYTES || buf.length < 6 + idLength) throw new RangeError("RELEASE out of bounds");
+  if (flags > RENEW || idLength > MAX_ID_BYTES || buf.length < 6 + idLength) throw new RangeError("RELEASE out of bounds");
   const leaseId = buf.toString("latin1", 6, 6 + idLength);
-  if (!/^[A-Za-z0-9_-]+$/.test(leaseId)) throw new RangeError("RELEASE: lease id not base64url");
+  if (!/^[A-Za-z0-9_-]*$/.test(leaseId)) throw new RangeError("RELEASE: lease id not base64url");
   const request = decodeBatchRequest(buf.subarray(6 + idLength));
   if (request.queries.length !== 1) throw new RangeError("RELEASE: one key");
   return { lapseS: buf.readUInt32BE(0), renew: flags === RENEW, leaseId, query: request.queries[0]! };
