@@ -55,11 +55,7 @@ export interface NodeOptions {
 }
 
 /** Wire one node together from its configuration and start serving. */
-export async function startNode(
-  config: Config,
-  logger: Logger = createLogger(config.logLevel, config.nodeId),
-  options: NodeOptions = {},
-): Promise<RunningNode> {
+export async function startNode(config: Config, logger: Logger = createLogger(config.logLevel, config.nodeId), options: NodeOptions = {}): Promise<RunningNode> {
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
   const replicated = clustered && config.replicas > 1;
   // One byte budget for every store of limit states, shared as memory-budget.ts says.

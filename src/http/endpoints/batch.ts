@@ -32,12 +32,8 @@ export const batchEndpoint: Endpoint<readonly LimitQuery[], BatchOutcome> = {
     // No RateLimit headers: a batch has several policies (docs/api.md).
     const headers = jsonHeaders(a.ringVersion);
     if (wait < 0) {
-      return a.set(
-        200,
-        undefined,
-        headers,
-        batchAllowedBody(a.ids.ok(), a.receivedAt, queries, outcome.decisions, outcome.degraded !== null, a.processingMs, a.leases),
-      );
+      const body = batchAllowedBody(a.ids.ok(), a.receivedAt, queries, outcome.decisions, outcome.degraded !== null, a.processingMs, a.leases);
+      return a.set(200, undefined, headers, body);
     }
     const body = batchBlockedBody(a.ids.error(), a.receivedAt, queries, outcome.decisions, wait, a.processingMs);
     return a.set(429, Errors.rateLimited.statusLine, headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(wait / 1000)), body);

@@ -53,10 +53,7 @@ export class LocalDecider implements Decider {
   readonly released: ReleasedLeases;
 
   /** `releasedBytes`: the byte bound of the memory of released leases (memory-budget.ts) */
-  constructor(
-    readonly table: StateTable,
-    releasedBytes = 1024 * 1024,
-  ) {
+  constructor(readonly table: StateTable, releasedBytes = 1024 * 1024) {
     this.released = new ReleasedLeases(releasedBytes);
     this.reservations = new Reservations(table);
     this.resets = new ResetQueue(table);
@@ -93,17 +90,7 @@ export class LocalDecider implements Decider {
   }
 
   decideNow(query: LimitQuery, ringKey: string, now: number): Decision {
-    return this.decideItem(
-      query.namespace,
-      query.identifier,
-      ringKey,
-      query.algorithm,
-      query.limit,
-      query.duration,
-      now,
-      query.cost,
-      query.overridable === true,
-    );
+    return this.decideItem(query.namespace, query.identifier, ringKey, query.algorithm, query.limit, query.duration, now, query.cost, query.overridable === true);
   }
 
   /** The owner's decision of one item, local or forwarded by a peer: the path setPolicy chose. */

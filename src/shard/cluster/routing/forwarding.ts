@@ -293,12 +293,5 @@ export class ClusterDecider implements Decider {
  */
 function givenBackQuery(query: LimitQuery, applied: AppliedLimit | null): LimitQuery {
   if (applied === null) return query;
-  return {
-    namespace: query.namespace,
-    identifier: query.identifier,
-    limit: applied.limit,
-    duration: applied.duration,
-    algorithm: applied.algorithm,
-    cost: query.cost,
-  };
+  return { namespace: query.namespace, identifier: query.identifier, limit: applied.limit, duration: applied.duration, algorithm: applied.algorithm, cost: query.cost };
 }
