@@ -1,7 +1,7 @@
 import type { Expiring } from "./deadlines.js";
 import { MAX_ANSWER_BYTES } from "./validate.js";
 import type { NodeConnection } from "./node-connection.js";
-import type { LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult } from "./types.js";
+import type { LimitRequest, LimitResult, RateLimitHeaders, ReleaseRequest, ResetRequest, ResetResult } from "./types.js";
 
 const RING_VERSION = "ringlimit-ring-version";
 
@@ -10,6 +10,7 @@ export const enum CheckKind {
   LIMIT = 0,
   BATCH = 1,
   RESET = 2,
+  RELEASE = 3,
 }
 export type Result = LimitResult | ResetResult;
 
@@ -33,7 +34,7 @@ export class Check implements Expiring {
   constructor(
     private readonly client: CheckHandler,
     readonly kind: CheckKind,
-    readonly request: LimitRequest | ResetRequest,
+    readonly request: LimitRequest | ResetRequest | ReleaseRequest,
     readonly body: string,
     /** effective namespace (of the first item, for a batch) */
     readonly namespace: string,

@@ -10,7 +10,8 @@ import { MemberPolicy } from "./member-policy.js";
 import { ClientReporter, consoleLogger } from "./reporting.js";
 import { allowedData, blockedData } from "./validate.js";
 import { algorithmByName, DEFAULT_ALGORITHM } from "../algorithms/registry.js";
-import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult, RingLimitClientOptions } from "./types.js";
+import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ReleaseRequest, ResetRequest, ResetResult, RingLimitClientOptions } from "./types.js";
+import { acquireOn, type Acquisition } from "./acquire.js";
 
 /** Defaults of RingLimitClientOptions, in one place. */
 export const CLIENT_DEFAULTS = Object.freeze({
@@ -115,8 +116,9 @@ export class RingLimitClient implements CheckHandler {
       const namespace = this.namespaceOf(request);
       const ringKey = ringKeyOf(namespace, request.identifier);
       const code = algorithmByName(request.algorithm ?? DEFAULT_ALGORITHM)?.code;
-      // A remembered 429 stands for checks of weight 1 (the default) only.
-      const stateKey = code === undefined || (request.cost !== undefined && request.cost !== 1) ? undefined : stateKeyOf(code, request.duration, ringKey);
+      // A remembered 429 stands for checks of weight 1 (the default) only, never for slots (a release frees one at once).
+      const uncached = code === undefined || request.algorithm === "concurrency" || (request.cost !== undefined && request.cost !== 1);
+      const stateKey = uncached ? undefined : stateKeyOf(code, request.duration, ringKey);
       const sentAt = Date.now();
       if (stateKey !== undefined) {
         const block = this.blocked.get(stateKey, request.limit, sentAt);
@@ -150,27 +152,33 @@ export class RingLimitClient implements CheckHandler {
 
   /** POST /limit/reset, sent to the identifier's owner. Never rejects; `ok` only when the states were removed. */
   reset(request: ResetRequest): Promise<ResetResult> {
+    return this.toOwner(CheckKind.RESET, request);
+  }
+
+  /** A concurrency slot (docs/client.md): `allowed`, and `release()` to free it (idempotent, never rejects). Fails open as limit(). */
+  acquire(request: Omit<LimitRequest, "algorithm">): Promise<Acquisition> {
+    return acquireOn(this, request);
+  }
+
+  /** POST /limit/release, sent to the key's owner. Never rejects; `ok` when answered (`data.released`: whether a slot was freed). */
+  release(request: ReleaseRequest): Promise<ResetResult> {
+    return this.toOwner(CheckKind.RELEASE, request);
+  }
+
+  private toOwner(kind: CheckKind.RESET | CheckKind.RELEASE, request: ResetRequest | ReleaseRequest): Promise<ResetResult> {
     this.counters.calls++;
-    if (this.closed) return Promise.resolve(this.degraded("unavailable", CheckKind.RESET) as ResetResult);
+    if (this.closed) return Promise.resolve(this.degraded("unavailable", kind) as ResetResult);
     try {
       const namespace = this.namespaceOf(request);
-      return this.start(
-        CheckKind.RESET,
-        request,
-        JSON.stringify(request),
-        namespace,
-        ringKeyOf(namespace, request.identifier),
-        undefined,
-        Date.now(),
-      ) as Promise<ResetResult>;
+      return this.start(kind, request, JSON.stringify(request), namespace, ringKeyOf(namespace, request.identifier), undefined, Date.now()) as Promise<ResetResult>;
     } catch {
-      return Promise.resolve(this.degraded("unavailable", CheckKind.RESET) as ResetResult);
+      return Promise.resolve(this.degraded("unavailable", kind) as ResetResult);
     }
   }
 
   private start(
     kind: CheckKind,
-    request: LimitRequest | ResetRequest,
+    request: LimitRequest | ResetRequest | ReleaseRequest,
     body: string,
     namespace: string,
     ringKey: string | readonly string[],
@@ -307,9 +315,9 @@ export class RingLimitClient implements CheckHandler {
     check.settled = true;
     const source = attempt.node === check.owner ? "owner" : "fallback";
     this.counters[source]++;
-    if (check.kind === CheckKind.RESET) {
+    if (check.kind === CheckKind.RESET || check.kind === CheckKind.RELEASE) {
       // A remembered block of a reset identifier no longer stands; the cache is only a shortcut.
-      if (status === 200) this.blocked.clear();
+      if (status === 200 && check.kind === CheckKind.RESET) this.blocked.clear();
       return check.resolve(resetAnswer(status, parseData(body), source));
     }
     let allowed: boolean;
@@ -382,9 +390,9 @@ export class RingLimitClient implements CheckHandler {
   private degraded(why: "timeout" | "unavailable", kind: CheckKind = CheckKind.LIMIT): Result {
     this.counters.degraded++;
     this.counters[why === "timeout" ? "timeouts" : "unavailable"]++;
-    return kind === CheckKind.RESET ? resetAnswer(0, undefined, "client") : clientAnswer(this.options.failOpen);
+    return kind === CheckKind.RESET || kind === CheckKind.RELEASE ? resetAnswer(0, undefined, "client") : clientAnswer(this.options.failOpen);
   }
 }
 
 /** What each CheckKind sends, for reports. */
-const CHECK_NAMES = ["POST /limit", "POST /limit/batch", "POST /limit/reset"] as const;
+const CHECK_NAMES = ["POST /limit", "POST /limit/batch", "POST /limit/reset", "POST /limit/release"] as const;
