@@ -11,7 +11,7 @@ import { ClientReporter, consoleLogger } from "./reporting.js";
 import { allowedData, blockedData } from "./validate.js";
 import { algorithmByName, DEFAULT_ALGORITHM } from "../algorithms/registry.js";
 import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ReleaseRequest, ResetRequest, ResetResult, RingLimitClientOptions } from "./types.js";
-import { acquireOn, type Acquisition } from "./acquire.js";
+import { acquireOn, type Acquisition } from "./concurrency/acquire.js";
 
 /** Defaults of RingLimitClientOptions, in one place. */
 export const CLIENT_DEFAULTS = Object.freeze({

@@ -1,4 +1,4 @@
-import type { LimitRequest, LimitResult, ReleaseRequest, ResetResult } from "./types.js";
+import type { LimitRequest, LimitResult, ReleaseRequest, ResetResult } from "../types.js";
 
 /** What acquire() needs of the client (RingLimitClient), named here so the two files do not import each other. */
 interface SlotClient {
