@@ -55,7 +55,11 @@ export interface NodeOptions {
 }
 
 /** Wire one node together from its configuration and start serving. */
-export async function startNode(config: Config, logger: Logger = createLogger(config.logLevel, config.nodeId), options: NodeOptions = {}): Promise<RunningNode> {
+export async function startNode(
+  config: Config,
+  logger: Logger = createLogger(config.logLevel, config.nodeId),
+  options: NodeOptions = {},
+): Promise<RunningNode> {
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
   const replicated = clustered && config.replicas > 1;
   // One byte budget for every store of limit states, shared as memory-budget.ts says.
@@ -233,7 +237,8 @@ export async function startNode(config: Config, logger: Logger = createLogger(co
       ...(config.metricsToken !== undefined ? { metricsToken: config.metricsToken } : {}),
     },
     {
-      ...{ decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top, leases: new LeaseTokens(rootKey) },
+      ...{ decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top },
+      leases: new LeaseTokens(rootKey),
       policyLoaded: () => !config.healthyWithAtLeastOneConfigLoaded || (xds?.hasConfig ?? true),
     },
   );

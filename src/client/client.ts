@@ -169,8 +169,8 @@ export class RingLimitClient implements CheckHandler {
     this.counters.calls++;
     if (this.closed) return Promise.resolve(this.degraded("unavailable", kind) as ResetResult);
     try {
-      const namespace = this.namespaceOf(request);
-      return this.start(kind, request, JSON.stringify(request), namespace, ringKeyOf(namespace, request.identifier), undefined, Date.now()) as Promise<ResetResult>;
+      const ns = this.namespaceOf(request);
+      return this.start(kind, request, JSON.stringify(request), ns, ringKeyOf(ns, request.identifier), undefined, Date.now()) as Promise<ResetResult>;
     } catch {
       return Promise.resolve(this.degraded("unavailable", kind) as ResetResult);
     }
