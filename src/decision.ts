@@ -147,6 +147,24 @@ export interface RemovedState {
 export type ResetOutcome = { ok: true; removed: RemovedState[] } | { ok: false; reason: DegradedReason };
 
 /**
+ * POST /limit/release (docs/api.md, Concurrency): free the slot of one lease of a concurrency
+ * key on its owner, and with `renew` hold a fresh one in its place. The lease's signature was
+ * checked where the request came in (leases/lease-token.ts); the owner trusts these fields.
+ */
+export interface ReleaseQuery {
+  /** the key, as acquired (algorithm concurrency) */
+  query: LimitQuery;
+  /** the lease's lapse, unix seconds on the clock of the owner that granted it */
+  lapseS: number;
+  /** the lease's identity (its signature), for the owner's memory of released leases; "": free the `query.cost` oldest slots (RLS) */
+  leaseId: string;
+  renew: boolean;
+}
+
+/** A release's answer: whether a slot was freed, and a renewal's new lapse (unix s; 0: none), or why the owner was not reached. */
+export type ReleaseOutcome = { ok: true; released: boolean; renewedLapseS: number; remaining: number } | { ok: false; reason: DegradedReason };
+
+/**
  * Where the front end gets decisions: the local state table, or the owning peer. `done`
  * may be called synchronously (local) or later (forwarded); the Decision object it gets
  * is only valid for the duration of the call.
@@ -167,6 +185,8 @@ export interface Decider {
   decideBatch(queries: readonly LimitQuery[], now: number, done: (outcome: BatchOutcome) => void): void;
   /** Remove the states of one identifier on its owner (docs/api.md, POST /limit/reset). */
   reset(query: ResetQuery, now: number, done: (outcome: ResetOutcome) => void): void;
+  /** Free a concurrency lease's slot on its owner (docs/api.md, POST /limit/release). */
+  release(query: ReleaseQuery, now: number, done: (outcome: ReleaseOutcome) => void): void;
 }
 
 /** The fail-open answer (docs/api.md, Fail-open): allowed, one counted, full window ahead. */

@@ -20,6 +20,7 @@ import { memoryBudget } from "./shard/table/memory-budget.js";
 import { DurabilityMetrics } from "./metrics/durability-metrics.js";
 import { Snapshotter } from "./shard/records/snapshotter.js";
 import { clusterKey } from "./peer/link/cluster-secret.js";
+import { LeaseTokens } from "./leases/lease-token.js";
 import type { Policy } from "./policy/types.js";
 import { loadPolicy, NO_POLICY_VERSION, PolicyWatcher } from "./policy/index.js";
 import { PolicyMetrics } from "./metrics/policy-metrics.js";
@@ -68,13 +69,14 @@ export async function startNode(
   const table = new StateTable(config.maxKeys, Date.now(), budget.ownedBytes);
   // Copies of other owners' states (docs/durability.md): bounded in keys like the owned table, in bytes by its share.
   const replicaTable = replicated ? new StateTable(config.maxKeys, Date.now(), budget.replicaBytes) : undefined;
-  const local = new LocalDecider(table);
+  const local = new LocalDecider(table, budget.releasedLeasesBytes);
   // One coarse sweep for expired states and for batch reservations nobody confirmed.
   const sweep = setInterval(() => {
     const now = Date.now();
     table.sweep(now);
     replicaTable?.sweep(now);
     local.reservations.sweep(now);
+    local.released.sweep(now);
   }, SWEEP_INTERVAL_MS);
   sweep.unref();
 
@@ -90,7 +92,7 @@ export async function startNode(
   const metrics = new Metrics(
     {
       storedKeys: () => table.size,
-      storedBytes: (): number => table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0) + topBlocked.bytes,
+      storedBytes: (): number => table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0) + topBlocked.bytes + local.released.bytes,
       topBlocked,
       maxStoredBytes: budget.totalBytes,
       maxKeys: config.maxKeys,
@@ -149,6 +151,8 @@ export async function startNode(
       })
     : undefined;
   const decider: Decider = cluster?.decider ?? local;
+  // Derived once (scrypt): the snapshot MAC's root and the concurrency leases' (any member verifies a lease).
+  const rootKey = config.clusterSecret === undefined ? undefined : clusterKey(config.clusterSecret);
   const durability = new DurabilityMetrics(metrics.registry, config.stateDir === undefined ? 0 : config.snapshotIntervalMs / 1000);
   const snapshotter =
     config.stateDir === undefined
@@ -156,7 +160,7 @@ export async function startNode(
       : new Snapshotter({
           dir: config.stateDir,
           intervalMs: config.snapshotIntervalMs,
-          clusterKey: config.clusterSecret === undefined ? undefined : clusterKey(config.clusterSecret),
+          clusterKey: rootKey,
           nodeId: () => cluster?.self ?? config.nodeId ?? "standalone",
           owned: table,
           ...(replicaTable !== undefined ? { replicas: replicaTable } : {}),
@@ -246,6 +250,7 @@ export async function startNode(
     },
     {
       ...{ decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top },
+      leases: new LeaseTokens(rootKey),
       policyLoaded: () => !config.healthyWithAtLeastOneConfigLoaded || (xds?.hasConfig ?? true),
     },
   );

@@ -1,3 +1,4 @@
+import { concurrency } from "./concurrency.js";
 import { fixedWindow } from "./fixed-window.js";
 import { leakyBucket } from "./leaky-bucket.js";
 import { slidingWindow } from "./sliding-window.js";
@@ -10,7 +11,7 @@ import type { Algorithm } from "./types.js";
  * its 400 message, the peer wire (which carries the code), the checks and clocks of
  * hand-off, replica and snapshot records, resets, metrics and the ring-aware client.
  */
-const OFFERED = [fixedWindow, slidingWindow, tokenBucket, leakyBucket] as const;
+const OFFERED = [fixedWindow, slidingWindow, tokenBucket, leakyBucket, concurrency] as const;
 
 export type AlgorithmName = (typeof OFFERED)[number]["name"];
 

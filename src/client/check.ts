@@ -1,7 +1,7 @@
 import type { Expiring } from "./deadlines.js";
 import { MAX_ANSWER_BYTES } from "./validate.js";
 import type { NodeConnection } from "./node-connection.js";
-import type { ChargeResult, LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult } from "./types.js";
+import type { ChargeRequest, ChargeResult, LimitRequest, LimitResult, RateLimitHeaders, ReleaseRequest, ResetRequest, ResetResult } from "./types.js";
 
 const RING_VERSION = "ringlimit-ring-version";
 
@@ -11,11 +11,12 @@ export const enum CheckKind {
   BATCH = 1,
   RESET = 2,
   CHARGE = 3,
+  RELEASE = 4,
 }
 export type Result = LimitResult | ResetResult | ChargeResult;
 
 /** What each CheckKind sends, for reports. */
-export const CHECK_NAMES = ["POST /limit", "POST /limit/batch", "POST /limit/reset", "POST /limit/charge"] as const;
+export const CHECK_NAMES = ["POST /limit", "POST /limit/batch", "POST /limit/reset", "POST /limit/charge", "POST /limit/release"] as const;
 
 /** Where checks and their HTTP exchanges report (the client). */
 export interface CheckHandler {
@@ -37,7 +38,7 @@ export class Check implements Expiring {
   constructor(
     private readonly client: CheckHandler,
     readonly kind: CheckKind,
-    readonly request: LimitRequest | ResetRequest,
+    readonly request: LimitRequest | ResetRequest | ChargeRequest | ReleaseRequest,
     readonly body: string,
     /** effective namespace (of the first item, for a batch) */
     readonly namespace: string,

@@ -10,9 +10,10 @@ import { MemberPolicy } from "./member-policy.js";
 import { ClientReporter, consoleLogger } from "./reporting.js";
 import { allowedData, blockedData } from "./validate.js";
 import { algorithmByName, DEFAULT_ALGORITHM } from "../algorithms/registry.js";
-import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ResetRequest, ResetResult, RingLimitClientOptions } from "./types.js";
+import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ReleaseRequest, ResetRequest, ResetResult, RingLimitClientOptions } from "./types.js";
 import type { ChargeRequest, ChargeResult, Reservation } from "./types.js";
 import { CLIENT_DEFAULTS } from "./types.js";
+import { acquireOn, type Acquisition } from "./concurrency/acquire.js";
 
 export { CLIENT_DEFAULTS };
 
@@ -104,8 +105,9 @@ export class RingLimitClient implements CheckHandler {
       const namespace = this.namespaceOf(request);
       const ringKey = ringKeyOf(namespace, request.identifier);
       const code = algorithmByName(request.algorithm ?? DEFAULT_ALGORITHM)?.code;
-      // A remembered 429 stands for checks of weight 1 (the default) only.
-      const stateKey = code === undefined || (request.cost !== undefined && request.cost !== 1) ? undefined : stateKeyOf(code, request.duration, ringKey);
+      // A remembered 429 stands for checks of weight 1 (the default) only, never for slots (a release frees one at once).
+      const uncached = code === undefined || request.algorithm === "concurrency" || (request.cost !== undefined && request.cost !== 1);
+      const stateKey = uncached ? undefined : stateKeyOf(code, request.duration, ringKey);
       const sentAt = Date.now();
       if (stateKey !== undefined) {
         const block = this.blocked.get(stateKey, request.limit, sentAt);
@@ -147,8 +149,18 @@ export class RingLimitClient implements CheckHandler {
     return this.toOwner(CheckKind.CHARGE, request) as Promise<ChargeResult>;
   }
 
-  /** A reset or a charge, to the owner of its identifier; the client's own answer when it cannot be sent. */
-  private toOwner(kind: CheckKind, request: ResetRequest | ChargeRequest): Promise<Result> {
+  /** A concurrency slot (docs/client.md): `allowed`, and `release()` to free it (idempotent, never rejects). Fails open as limit(). */
+  acquire(request: Omit<LimitRequest, "algorithm">): Promise<Acquisition> {
+    return acquireOn(this, request);
+  }
+
+  /** POST /limit/release, sent to the key's owner. Never rejects; `ok` when answered (`data.released`: whether a slot was freed). */
+  release(request: ReleaseRequest): Promise<ResetResult> {
+    return this.toOwner(CheckKind.RELEASE, request) as Promise<ResetResult>;
+  }
+
+  /** A reset, a charge or a release, to the owner of its identifier; the client's own answer when it cannot be sent. */
+  private toOwner(kind: CheckKind, request: ResetRequest | ChargeRequest | ReleaseRequest): Promise<Result> {
     this.counters.calls++;
     if (this.closed) return Promise.resolve(this.degraded("unavailable", kind));
     try {
@@ -164,7 +176,7 @@ export class RingLimitClient implements CheckHandler {
 
   private start(
     kind: CheckKind,
-    request: LimitRequest | ResetRequest,
+    request: LimitRequest | ResetRequest | ChargeRequest | ReleaseRequest,
     body: string,
     namespace: string,
     ringKey: string | readonly string[],
@@ -304,9 +316,9 @@ export class RingLimitClient implements CheckHandler {
     // A refund may end a 429 this client remembers; the cache is only a shortcut.
     if (check.kind === CheckKind.CHARGE && status === 200 && (check.request as ChargeRequest).cost < 0) this.blocked.clear();
     if (check.kind === CheckKind.CHARGE) return check.resolve(chargeAnswer(status, body, headers, source));
-    if (check.kind === CheckKind.RESET) {
+    if (check.kind === CheckKind.RESET || check.kind === CheckKind.RELEASE) {
       // A remembered block of a reset identifier no longer stands; the cache is only a shortcut.
-      if (status === 200) this.blocked.clear();
+      if (status === 200 && check.kind === CheckKind.RESET) this.blocked.clear();
       return check.resolve(resetAnswer(status, parseData(body), source));
     }
     let allowed: boolean;
@@ -385,7 +397,7 @@ export class RingLimitClient implements CheckHandler {
   private degraded(why: "timeout" | "unavailable", kind: CheckKind = CheckKind.LIMIT): Result {
     this.counters.degraded++;
     this.counters[why === "timeout" ? "timeouts" : "unavailable"]++;
-    if (kind === CheckKind.RESET) return resetAnswer(0, undefined, "client");
+    if (kind === CheckKind.RESET || kind === CheckKind.RELEASE) return resetAnswer(0, undefined, "client");
     return kind === CheckKind.CHARGE ? chargeAnswer(0, undefined, {}, "client") : clientAnswer(this.options.failOpen);
   }
 }

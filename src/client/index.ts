@@ -1,6 +1,7 @@
 // ringlimit/client: the ring-aware client of a ringlimit cluster (docs/client.md).
 // Middleware for Fastify, Express and Hono: ringlimit/client/fastify, /express, /hono.
 export { RingLimitClient, CLIENT_DEFAULTS } from "./client.js";
+export type { Acquisition } from "./concurrency/acquire.js";
 export { ALGORITHM_NAMES } from "../algorithms/registry.js";
 export type {
   AlgorithmName,
@@ -14,6 +15,7 @@ export type {
   LimitResult,
   RateLimitHeaders,
   Reservation,
+  ReleaseRequest,
   ResetRequest,
   ResetResult,
   RingLimitClientOptions,

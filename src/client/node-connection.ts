@@ -14,8 +14,8 @@ const MAX_SKIP_MS = 5_000;
  */
 export class NodeConnection {
   readonly pool: Pool;
-  /** POST paths by CheckKind: /limit, /limit/batch, /limit/reset, /limit/charge */
-  readonly paths: readonly [string, string, string, string];
+  /** POST paths by CheckKind: /limit, /limit/batch, /limit/reset, /limit/charge, /limit/release */
+  readonly paths: readonly [string, string, string, string, string];
   readonly clusterPath: string;
   /** performance.now() until which checks skip this node */
   skipUntil = 0;
@@ -33,7 +33,7 @@ export class NodeConnection {
   ) {
     const u = new URL(url);
     const base = u.pathname.replace(/\/+$/, "");
-    this.paths = [base + "/limit", base + "/limit/batch", base + "/limit/reset", base + "/limit/charge"];
+    this.paths = [base + "/limit", base + "/limit/batch", base + "/limit/reset", base + "/limit/charge", base + "/limit/release"];
     this.clusterPath = base + "/cluster";
     this.healthPath = base + "/health";
     this.skipMs = retryAfterMs;

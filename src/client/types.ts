@@ -41,6 +41,19 @@ export interface Reservation extends LimitResult {
   settle(actual: number): Promise<ChargeResult | undefined>;
 }
 
+/** The body of POST /limit/release: the key as acquired and its lease (docs/api.md, Concurrency). */
+export interface ReleaseRequest {
+  namespace: string;
+  product?: string;
+  identifier: string;
+  limit: number;
+  duration: number;
+  algorithm: "concurrency";
+  lease: string;
+  /** free the slot and hold a fresh one under a new lease (`data.lease`) */
+  renew?: boolean;
+}
+
 /** The body of POST /limit/reset: every state of an identifier, or the one named by algorithm and duration. */
 export interface ResetRequest {
   namespace: string;
@@ -79,6 +92,8 @@ export interface LimitData {
   degraded?: boolean;
   /** 429: seconds until one request is allowed, to the millisecond */
   retry_after?: number;
+  /** an allowed concurrency answer: the slot's lease, for release() */
+  lease?: string;
   /** POST /limit/batch: one entry per request, in order */
   results?: LimitData[];
   /** error answers */

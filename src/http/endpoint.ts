@@ -3,6 +3,7 @@ import type { Metrics } from "../metrics/metrics.js";
 import type { KeyScope } from "../auth/api-keys.js";
 import type { ErrorDef, FieldProblem } from "./errors.js";
 import type { IdGenerator } from "./ids.js";
+import { processLeaseTokens, type LeaseTokens } from "../leases/lease-token.js";
 
 /** A request body read as a query, or what is wrong with it (a 400 naming each field). */
 export type Parsed<Q> = { ok: true; query: Q } | { ok: false; problems: FieldProblem[] };
@@ -67,6 +68,8 @@ export class Answer {
   constructor(
     readonly ids: IdGenerator,
     private readonly directory: { readonly version: string },
+    /** mints the leases of allowed concurrency decisions (docs/api.md, Concurrency) */
+    readonly leases: LeaseTokens = processLeaseTokens(),
   ) {}
 
   /** the ring version every answer carries (RingLimit-Ring-Version) */

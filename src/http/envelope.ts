@@ -17,6 +17,7 @@ export const ENVELOPE = Object.freeze({
   rateLimit: envelopeMiddle("rate_limit"),
   rateLimitBatch: envelopeMiddle("rate_limit_batch"),
   rateLimitReset: envelopeMiddle("rate_limit_reset"),
+  rateLimitRelease: envelopeMiddle("rate_limit_release"),
   error: envelopeMiddle("error"),
   cluster: envelopeMiddle("cluster"),
   top: envelopeMiddle("top"),
@@ -74,8 +75,8 @@ function keyFields(q: LimitQuery, limit: number): string {
   return '"namespace":' + jsonString(q.namespace) + ',"identifier":' + jsonString(q.identifier) + ',"limit":' + limit + ',"remaining":';
 }
 
-/** The fields of an allowed decision: the single answer's `data` and a batch result alike. */
-export function allowedFields(q: LimitQuery, d: Decision): string {
+/** The fields of an allowed decision: the single answer's `data` and a batch result alike; `lease`: a concurrency slot's (base64url, no escaping). */
+export function allowedFields(q: LimitQuery, d: Decision, lease?: string): string {
   const a = d.applied;
   const limit = a !== null ? a.limit : q.limit;
   return (
@@ -88,7 +89,8 @@ export function allowedFields(q: LimitQuery, d: Decision): string {
     (limit - d.remaining) +
     ',"algorithm":"' +
     (a !== null ? a.algorithm.name : q.algorithm.name) +
-    (d.degraded !== null ? '","degraded":true' : d.shadow ? '","shadow":true' : '"')
+    (d.degraded !== null ? '","degraded":true' : d.shadow ? '","shadow":true' : '"') +
+    (lease !== undefined ? ',"lease":"' + lease + '"' : "")
   );
 }
 
@@ -107,8 +109,8 @@ export function blockedResultFields(q: LimitQuery, d: Decision): string {
   );
 }
 
-export function allowedBody(id: string, timestamp: number, q: LimitQuery, d: Decision, processingMs: number): string {
-  return envelopeHead(id, timestamp, ENVELOPE.rateLimit) + allowedFields(q, d) + requestTail(true, processingMs);
+export function allowedBody(id: string, timestamp: number, q: LimitQuery, d: Decision, processingMs: number, lease?: string): string {
+  return envelopeHead(id, timestamp, ENVELOPE.rateLimit) + allowedFields(q, d, lease) + requestTail(true, processingMs);
 }
 
 /** The single 429: the error's fields, then the key's (no `algorithm`, `remaining` 0: docs/api.md). */

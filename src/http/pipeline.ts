@@ -8,6 +8,7 @@ import { Answer } from "./endpoint.js";
 import { Errors, type ErrorDef, type FieldProblem } from "./errors.js";
 import type { Exchange } from "./exchange.js";
 import type { IdGenerator } from "./ids.js";
+import type { LeaseTokens } from "../leases/lease-token.js";
 
 /**
  * Where the pipeline writes: the door a request came in by. The HTTP door (door.ts) writes
@@ -26,6 +27,8 @@ export interface PipelineDeps {
   readonly ids: IdGenerator;
   readonly logger: Logger;
   readonly directory: { readonly version: string };
+  /** concurrency leases (leases/lease-token.ts); unset: this process's own key */
+  readonly leases?: LeaseTokens;
 }
 
 /**
@@ -49,7 +52,7 @@ export class DecisionPipeline<R> {
     private readonly failOpen: boolean,
     private readonly door: Door<R>,
   ) {
-    this.answer = new Answer(deps.ids, deps.directory);
+    this.answer = new Answer(deps.ids, deps.directory, deps.leases);
   }
 
   begin(): void {

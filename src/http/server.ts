@@ -13,6 +13,8 @@ import { jsonEndpoint, type RlsDecisions } from "./endpoints/json.js";
 import { limitEndpoint } from "./endpoints/limit.js";
 import { chargeEndpoint } from "./endpoints/charge.js";
 import { resetEndpoint } from "./endpoints/reset.js";
+import { releaseEndpoint } from "./endpoints/release.js";
+import { processLeaseTokens, type LeaseTokens } from "../leases/lease-token.js";
 import { errorBody } from "./envelope.js";
 import { endWithError, Errors, type ErrorDef } from "./errors.js";
 import type { IdGenerator } from "./ids.js";
@@ -54,6 +56,8 @@ export interface FrontEndDeps {
   rls?: RlsDecisions;
   /** whether GET /healthcheck may answer 200 as far as the policy goes (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED) */
   policyLoaded?: () => boolean;
+  /** concurrency leases, keyed from CLUSTER_SECRET (leases/lease-token.ts); unset: this process's own key */
+  leases?: LeaseTokens;
 }
 
 /**
@@ -76,12 +80,13 @@ export class FrontEnd {
     private readonly deps: FrontEndDeps,
   ) {
     this.clock = deps.clock ?? Date.now;
+    deps.leases ??= processLeaseTokens();
     this.door = new HttpDoor(deps, options.failOpen, this.clock);
     this.metricsBearer = options.metricsToken !== undefined ? new BearerSecret(options.metricsToken) : undefined;
     this.app = options.tls !== undefined ? SSLApp({ cert_file_name: options.tls.certFile, key_file_name: options.tls.keyFile }) : App();
     const app = this.app;
     const door = this.door;
-    const endpoints = deps.rls === undefined ? POST_ENDPOINTS : [...POST_ENDPOINTS, jsonEndpoint(deps.rls)];
+    const endpoints = [...POST_ENDPOINTS, releaseEndpoint(deps.leases), ...(deps.rls === undefined ? [] : [jsonEndpoint(deps.rls)])];
     for (const endpoint of endpoints) {
       app.post(endpoint.path, (res, req) => door.onPost(res, req, endpoint));
       app.any(endpoint.path, (res) => this.endError(res, Errors.methodNotAllowed, "POST"));

@@ -92,7 +92,9 @@ export function planItem(
   // descriptor is OVER_LIMIT while its count is past the limit, and a 0-hit check counts nothing.
   // Else (count_blocked false) a hit that does not fit is refused and not counted, as on POST /limit.
   // A refund (negative hits) is always a charge: it gives back whatever the count is.
-  const charge = hits < 0 || (countBlocked !== null && (rule.countBlocked ?? countBlocked));
+  // A concurrency rule holds slots, never debt: a hit acquires one if free (a refund frees the
+  // oldest: lease-release.ts).
+  const charge = algorithm.name !== "concurrency" && (hits < 0 || (countBlocked !== null && (rule.countBlocked ?? countBlocked)));
   if (rule.limit === 0 || (!charge && hits > rule.limit)) {
     // Blocked without counting, until the window ends.
     item.kind = OVER;

@@ -5,6 +5,7 @@ import { COUNTED, OVER, planItem, record, statusOf, type Item } from "./descript
 import { RLS_ERRORS, type RlsFailure } from "./errors.js";
 import { rateLimitHeaders } from "./ratelimit-headers.js";
 import { requestProblem } from "./request-check.js";
+import { givesBackSlots, releaseOldest } from "./lease-release.js";
 import type { RlsMetrics } from "./rls-metrics.js";
 import { CODE_OK, CODE_OVER_LIMIT, type RlsRequest, type RlsResponse, type RlsStatus } from "./wire/messages.js";
 
@@ -71,6 +72,7 @@ export class RlsService {
     const items: Item[] = new Array(descriptors.length);
     let counted = 0;
     let overBefore = false;
+    let giveBacks: Item[] | undefined;
     for (let i = 0; i < descriptors.length; i++) {
       const d = descriptors[i]!;
       const own = d.hits_addend;
@@ -78,15 +80,21 @@ export class RlsService {
       // Envoy 1.38's is_negative_hits: the hits are a refund (the count never goes below zero).
       const hits = d.is_negative_hits === true && addend > 0 ? -addend : addend;
       const item = planItem(domain, entries[i]!, d.limit, matches?.[i], hits, now, this.countBlocked);
+      if (givesBackSlots(d, item)) (giveBacks ??= []).push(item);
       if (item.kind === COUNTED) counted++;
       else if (item.kind === OVER) overBefore = true;
       items[i] = item;
     }
-    if (counted === 0) return done(undefined, this.answer(domain, items, now));
-    this.decideAll(items, counted, overBefore, now, (failure) => {
-      if (failure !== undefined) return done(failure, undefined);
-      done(undefined, this.answer(domain, items, now));
-    });
+    const decideRest = (): void => {
+      if (counted === 0) return done(undefined, this.answer(domain, items, now));
+      this.decideAll(items, counted, overBefore, now, (failure) => {
+        if (failure !== undefined) return done(failure, undefined);
+        done(undefined, this.answer(domain, items, now));
+      });
+    };
+    // Slots given back (a stream-done call) are freed before the rest is decided.
+    if (giveBacks !== undefined) releaseOldest(this.deps.decider, giveBacks, now, decideRest);
+    else decideRest();
   }
 
   private decideAll(items: Item[], counted: number, overBefore: boolean, now: number, done: (failure: RlsFailure | undefined) => void): void {

@@ -173,6 +173,32 @@ t.test("POST /limit/charge: 200 (in debt and refunded), 400", async (t) => {
   conforms(t, "/limit/charge", "post", bad);
 });
 
+t.test("concurrency: POST /limit 200 with a lease and 429; POST /limit/release 200, renewed 200, 400, 405; a batch's lease", async (t) => {
+  const key = { namespace: "docs", identifier: "conc", limit: 1, duration: 60, algorithm: "concurrency" };
+  const held = await limit(node.url, key);
+  t.equal(held.status, 200);
+  t.type(held.json.data.lease, "string");
+  conforms(t, "/limit", "post", held);
+  const full = await limit(node.url, key);
+  t.equal(full.status, 429);
+  conforms(t, "/limit", "post", full);
+  const renewed = await post(node.url, "/limit/release", { ...key, lease: held.json.data.lease, renew: true });
+  t.equal(renewed.json.data.released, true);
+  conforms(t, "/limit/release", "post", renewed);
+  const released = await post(node.url, "/limit/release", { ...key, lease: renewed.json.data.lease });
+  t.equal(released.json.data.released, true);
+  conforms(t, "/limit/release", "post", released);
+  const bad = await post(node.url, "/limit/release", { ...key, lease: "x".repeat(129) });
+  t.equal(bad.status, 400);
+  conforms(t, "/limit/release", "post", bad);
+  const method = await request(node.url + "/limit/release", { headers: AUTH_HEADER });
+  t.equal(method.status, 405);
+  conforms(t, "/limit/release", "post", method);
+  const batch = await post(node.url, "/limit/batch", { requests: [{ ...key, identifier: "conc-batch" }] });
+  t.type(batch.json.data.results[0].lease, "string");
+  conforms(t, "/limit/batch", "post", batch);
+});
+
 t.test("POST /json: 200, 429, 400, 401, 403, 405", async (t) => {
   // No POLICY_PATH on this node: a descriptor's own limit is what it is counted against.
   const call = (hitsAddend: number | string) => ({

@@ -25,6 +25,9 @@ const throwing: Decider = {
   reset() {
     throw new Error("boom: internal failure at /secret/path/reset.ts:42");
   },
+  release() {
+    throw new Error("boom: internal failure at /secret/path/release.ts:42");
+  },
 };
 
 async function serve(failOpen: boolean) {

@@ -35,7 +35,7 @@ const REFUSED: Record<string, string> = {
   "missing-requests.yaml": "line 4: requests_per_unit is required (0 blocks every request) in test-domain.key1",
   "unit-and-duration.yaml": "line 4: give unit or duration, not both (test-domain.key1)",
   "duration-out-of-bounds.yaml": "line 4: duration must be an integer from 1 to 31536000, got 31536001",
-  "unknown-algorithm.yaml": "line 4: unknown algorithm 'gcra' (fixed-window, sliding-window, token-bucket, leaky-bucket)",
+  "unknown-algorithm.yaml": "line 4: unknown algorithm 'gcra' (fixed-window, sliding-window, token-bucket, leaky-bucket, concurrency)",
   "domain-and-overrides.yaml": "line 1: a document holds either domain and descriptors, or overrides: separate them with ---",
   "override-limit-out-of-bounds.yaml": "line 3: limit must be an integer from 0 to 1000000, got 1000001",
   "override-duration-out-of-bounds.yaml": "line 4: duration must be an integer from 1 to 31536000, got 0",

@@ -12,6 +12,12 @@ export interface RateLimitRule<Req> {
   /** seconds */
   duration: number;
   algorithm?: AlgorithmName;
+  /**
+   * Limit requests in flight instead (docs/client.md, Concurrency): `limit` slots, `duration`
+   * the lease lifetime in seconds; a slot is released when the response finishes or the
+   * connection closes, errors included (`algorithm` is then concurrency).
+   */
+  concurrency?: boolean;
   /** the caller's identifier (an API key, a user id, an address); undefined: this request is not limited */
   key: (request: Req) => string | undefined | Promise<string | undefined>;
 }
@@ -37,10 +43,8 @@ const PASS: Verdict = Object.freeze({ pass: true, status: 200, headers: [], body
  * cannot make its own checks fail by sending a long key.
  */
 export async function checkRequest<Req>(client: RingLimitClient, rule: RateLimitRule<Req>, request: Req): Promise<Verdict> {
-  let identifier = await rule.key(request);
+  const identifier = await identifierOf(rule, request);
   if (identifier === undefined) return PASS;
-  if (identifier.length === 0) identifier = "(empty)";
-  else if (identifier.length > REQUEST_BOUNDS.identifier.max) identifier = "sha256:" + createHash("sha256").update(identifier).digest("base64url");
   const result = await client.limit({
     namespace: rule.namespace,
     ...(rule.product !== undefined ? { product: rule.product } : {}),
@@ -50,6 +54,14 @@ export async function checkRequest<Req>(client: RingLimitClient, rule: RateLimit
     ...(rule.algorithm !== undefined ? { algorithm: rule.algorithm } : {}),
   });
   return verdictOf(result);
+}
+
+/** The identifier a rule gives a request: "(empty)" for an empty one, a SHA-256 for one too long; undefined: not limited. */
+export async function identifierOf<Req>(rule: RateLimitRule<Req>, request: Req): Promise<string | undefined> {
+  const identifier = await rule.key(request);
+  if (identifier === undefined) return undefined;
+  if (identifier.length === 0) return "(empty)";
+  return identifier.length > REQUEST_BOUNDS.identifier.max ? "sha256:" + createHash("sha256").update(identifier).digest("base64url") : identifier;
 }
 
 /** The IETF headers of the answer are passed on as they came (draft-ietf-httpapi-ratelimit-headers). */

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { RingLimitClient } from "../client.js";
 import { checkRequest, type RateLimitRule } from "./common.js";
+import { acquireSlot } from "./concurrency.js";
 
 /** A route's own limit, over the plugin's defaults; false: the route is not limited. */
 export type FastifyRouteLimit = Partial<RateLimitRule<FastifyRequest>> | false;
@@ -31,6 +32,17 @@ const plugin: FastifyPluginAsync<RingLimitFastifyOptions> = async (fastify, opti
     const rule = { ...defaults, ...own } as Partial<RateLimitRule<FastifyRequest>>;
     if (rule.namespace === undefined || rule.limit === undefined || rule.duration === undefined || rule.key === undefined) {
       throw new Error("ringlimit: namespace, limit, duration and key are needed (plugin options or the route's config.ringlimit)");
+    }
+    if (rule.concurrency === true) {
+      // A slot for the request, released when its response is written or its connection closes (errors included).
+      const slot = await acquireSlot(client, rule as RateLimitRule<FastifyRequest>, request);
+      if (slot.verdict.pass) {
+        reply.raw.once("finish", slot.release);
+        reply.raw.once("close", slot.release);
+      }
+      for (const [name, value] of slot.verdict.headers) reply.header(name, value);
+      if (!slot.verdict.pass) return reply.code(slot.verdict.status).type("application/json").send(slot.verdict.body);
+      return;
     }
     const v = await checkRequest(client, rule as RateLimitRule<FastifyRequest>, request);
     for (const [name, value] of v.headers) reply.header(name, value);

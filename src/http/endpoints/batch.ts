@@ -3,6 +3,8 @@ import type { Endpoint } from "../endpoint.js";
 import { allowedFields, blockedResultFields, ENVELOPE, envelopeHead, jsonHeaders, RATE_LIMITED_FIELDS, requestTail } from "../envelope.js";
 import { Errors } from "../errors.js";
 import { toBatchQueries } from "../validation.js";
+import type { LeaseTokens } from "../../leases/lease-token.js";
+import { leaseFor } from "./lease-of.js";
 
 /** POST /limit/batch: 100 requests of up to ~1 KiB each (docs/api.md). */
 export const MAX_BATCH_BODY_BYTES = 128 * 1024;
@@ -30,7 +32,8 @@ export const batchEndpoint: Endpoint<readonly LimitQuery[], BatchOutcome> = {
     // No RateLimit headers: a batch has several policies (docs/api.md).
     const headers = jsonHeaders(a.ringVersion);
     if (wait < 0) {
-      return a.set(200, undefined, headers, batchAllowedBody(a.ids.ok(), a.receivedAt, queries, outcome.decisions, outcome.degraded !== null, a.processingMs));
+      const body = batchAllowedBody(a.ids.ok(), a.receivedAt, queries, outcome.decisions, outcome.degraded !== null, a.processingMs, a.leases);
+      return a.set(200, undefined, headers, body);
     }
     const body = batchBlockedBody(a.ids.error(), a.receivedAt, queries, outcome.decisions, wait, a.processingMs);
     return a.set(429, Errors.rateLimited.statusLine, headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(wait / 1000)), body);
@@ -53,11 +56,13 @@ export const batchEndpoint: Endpoint<readonly LimitQuery[], BatchOutcome> = {
  * and `_request` tail, and each result has the fields of a single answer's `data`.
  */
 
-function resultsJson(queries: readonly LimitQuery[], decisions: readonly Decision[]): string {
+/** `leases`: an allowed batch's concurrency items each hold a slot and carry its lease (release.ts); a blocked batch held none. */
+function resultsJson(queries: readonly LimitQuery[], decisions: readonly Decision[], leases?: LeaseTokens): string {
   let s = "[";
   for (let i = 0; i < queries.length; i++) {
     const d = decisions[i]!;
-    s += (i > 0 ? ",{" : "{") + (d.allowed ? allowedFields(queries[i]!, d) : blockedResultFields(queries[i]!, d)) + "}";
+    const q = queries[i]!;
+    s += (i > 0 ? ",{" : "{") + (d.allowed ? allowedFields(q, d, leases && leaseFor(leases, q, d)) : blockedResultFields(q, d)) + "}";
   }
   return s + "]";
 }
@@ -69,11 +74,12 @@ export function batchAllowedBody(
   decisions: readonly Decision[],
   degraded: boolean,
   processingMs: number,
+  leases?: LeaseTokens,
 ): string {
   return (
     envelopeHead(id, timestamp, ENVELOPE.rateLimitBatch) +
     '"allowed":true,"results":' +
-    resultsJson(queries, decisions) +
+    resultsJson(queries, decisions, leases) +
     (degraded ? ',"degraded":true' : "") +
     requestTail(true, processingMs)
   );

@@ -4,6 +4,7 @@ import { allowedBody, blockedBody, decisionHeaders } from "../envelope.js";
 import { Outcome } from "../../metrics/namespace-outcomes.js";
 import { Errors } from "../errors.js";
 import { toLimitQuery } from "../validation.js";
+import { leaseFor } from "./lease-of.js";
 
 /** Bodies above 16 KiB are refused with 413 (docs/api.md, Errors). */
 export const MAX_BODY_BYTES = 16 * 1024;
@@ -31,7 +32,7 @@ export const limitEndpoint: Endpoint<LimitQuery, Decision> = {
       p === null
         ? decisionHeaders(query.algorithm.name, query.limit, query.duration, d.remaining, secondsToReset, a.ringVersion)
         : decisionHeaders(p.algorithm.name, p.limit, p.duration, d.remaining, secondsToReset, a.ringVersion);
-    if (d.allowed) return a.set(200, undefined, headers, allowedBody(a.ids.ok(), now, query, d, a.processingMs));
+    if (d.allowed) return a.set(200, undefined, headers, allowedBody(a.ids.ok(), now, query, d, a.processingMs, leaseFor(a.leases, query, d)));
     const blockedHeaders = headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(d.retryAfterMs / 1000));
     return a.set(429, Errors.rateLimited.statusLine, blockedHeaders, blockedBody(a.ids.error(), now, query, d, a.processingMs));
   },

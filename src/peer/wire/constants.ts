@@ -57,6 +57,8 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * version the sender speaks (any from PROTOCOL_MIN up is accepted: the handshake frames keep
  * their form), and the dialer's first CALL, method PROTOCOL_CALL, tells its range and gets the
  * server's; a server of 11 answers it with an error (unknown method), which says "11 only".
+ * Also 12: CALL method 19, RELEASE (a concurrency lease freed on its owner:
+ * shard/cluster/wire/release-wire.ts), and algorithm code 4, concurrency.
  * Protocol 11: a DECIDE item may
  * carry OPENING (the sender's share of the key's window opened empty: it started or reconnected
  * in that window) and its DECIDE_REPLY item GRANTED, a grant of the window counted with the
@@ -104,6 +106,8 @@ export const FEATURE_VERSIONS = Object.freeze({
   HOLD: 12,
   /** DecideItemFlag.CHARGE and REFUND: a charge or refund forwarded to its owner (token budgets); a link below it answers a charge 503, not counted */
   CHARGE: 12,
+  /** CALL method 19: a concurrency lease released on its owner (shard/cluster/wire/release-wire.ts); a member of 11 is asked none (503) */
+  RELEASE: 12,
 });
 export type ProtocolFeature = keyof typeof FEATURE_VERSIONS;
 /**

@@ -24,7 +24,7 @@ export interface RlsDescriptor {
   limit?: { requests_per_unit?: number; unit?: number | string } | null;
   /** google.protobuf.UInt64Value: set (even to 0) replaces the request's hits_addend */
   hits_addend?: { value?: number } | null;
-  /** Envoy 1.38: the descriptor's hits are a refund (counted negative) */
+  /** Envoy 1.38: the descriptor's hits are given back (a refund, the count never below zero; a concurrency rule frees its oldest slots: lease-release.ts) */
   is_negative_hits?: boolean | null;
 }
 

@@ -1,6 +1,9 @@
 import { algorithmByName, newStep, type Algorithm } from "../../algorithms/index.js";
 import { newDecision, type AppliedLimit, type BatchOutcome, type Decider, type Decision, type ResetOutcome, type ResetQuery } from "../../decision.js";
-import type { LimitQuery } from "../../decision.js";
+import type { LimitQuery, ReleaseOutcome, ReleaseQuery } from "../../decision.js";
+import { concurrency } from "../../algorithms/concurrency.js";
+import { releaseOnOwner } from "./release.js";
+import { ReleasedLeases } from "./released-leases.js";
 import type { Policy } from "../../policy/types.js";
 import { decideBatchOn } from "./batch.js";
 import { itemPoliciesOf } from "./item-policy.js";
@@ -52,7 +55,12 @@ export class LocalDecider implements Decider {
   /** resets of this table, a budget per turn (reset-queue.ts): for POST /limit/reset here and RESET from peers */
   readonly resets: ResetQueue;
 
-  constructor(readonly table: StateTable) {
+  /** concurrency leases released and not yet lapsed: a second release of one frees nothing (released-leases.ts) */
+  readonly released: ReleasedLeases;
+
+  /** `releasedBytes`: the byte bound of the memory of released leases (memory-budget.ts) */
+  constructor(readonly table: StateTable, releasedBytes = 1024 * 1024) {
+    this.released = new ReleasedLeases(releasedBytes);
     this.reservations = new Reservations(table);
     this.resets = new ResetQueue(table);
   }
@@ -184,6 +192,16 @@ export class LocalDecider implements Decider {
     const ringKeys = queries.map((q) => ringKeyOf(q.namespace, q.identifier));
     const items = itemPoliciesOf(this.policy, this.shadowMode, queries);
     done({ decisions: decideBatchOn(this.table, this.sharers, queries, ringKeys, now, true, false, items).decisions, degraded: null });
+  }
+
+  release(query: ReleaseQuery, now: number, done: (outcome: ReleaseOutcome) => void): void {
+    done(this.releaseSync(query, now));
+  }
+
+  /** The owner's release of one lease (release.ts), local or forwarded by a peer. */
+  releaseSync(rq: ReleaseQuery, now: number): ReleaseOutcome {
+    const q = rq.query;
+    return releaseOnOwner(this.table, this.released, rq, now, (ringKey) => this.decideKey(ringKey, concurrency, q.limit, q.duration, now, 1));
   }
 
   /** Applied by the reset queue, now or in a later turn, at the time it runs. */

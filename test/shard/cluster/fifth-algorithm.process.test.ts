@@ -67,7 +67,7 @@ const tally: Algorithm = {
 const offered = [...ALGORITHM_NAMES];
 registerForTest(tally);
 
-t.test("the registry takes the fifth at the next code, refuses a taken code or name, and offers callers only the shipped four", async (t) => {
+t.test("the registry takes one more at the next code, refuses a taken code or name, and offers callers only the shipped ones", async (t) => {
   t.equal(ALGORITHMS[tally.code], tally);
   t.same(ALGORITHM_NAMES, offered, "not a name a request may carry");
   t.throws(() => registerForTest({ ...tally, name: "test-other" }), RangeError, "a code taken");

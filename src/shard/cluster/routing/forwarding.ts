@@ -1,6 +1,8 @@
 import { algorithmByCode, type Algorithm } from "../../../algorithms/index.js";
 import { newDecision, failOpenDecision, type AppliedLimit, type BatchOutcome, type Decider, type Decision } from "../../../decision.js";
-import type { ResetOutcome, ResetQuery } from "../../../decision.js";
+import type { ReleaseOutcome, ReleaseQuery, ResetOutcome, ResetQuery } from "../../../decision.js";
+import { concurrency } from "../../../algorithms/concurrency.js";
+import { decodeReleaseReply, encodeRelease } from "../wire/release-wire.js";
 import type { LimitQuery } from "../../../decision.js";
 import { DecideFlag, DecideItemFlag, type PeerClient, type PeerError } from "../../../peer/index.js";
 import type { BlockedCache } from "./blocked-cache.js";
@@ -113,8 +115,9 @@ export class ClusterDecider implements Decider {
     }
     // A remembered block is one for a request of 1 (a peek is blocked exactly then too);
     // a heavier request waits longer, so it asks the owner. A charge always reaches the owner.
+    // Never for a concurrency key: a release on any member frees a slot at once, which a remembered 429 would hide.
     const charge = query.charge === true;
-    const cacheable = query.cost <= 1 && !charge;
+    const cacheable = query.cost <= 1 && !charge && query.algorithm !== concurrency;
     if (verdict.kind === "fail_open") {
       // The count is unknown here but not lower than a block this node holds: that block stands.
       const held =
@@ -271,6 +274,29 @@ export class ClusterDecider implements Decider {
   /** See BatchForwarder: one owner decides in one step, several reserve then commit or release. */
   decideBatch(queries: readonly LimitQuery[], now: number, done: (outcome: BatchOutcome) => void): void {
     this.batches.decideBatch(queries, now, done);
+  }
+
+  /** Freed on the key's owner, never from a share or a cache (docs/api.md, POST /limit/release). */
+  release(rq: ReleaseQuery, now: number, done: (outcome: ReleaseOutcome) => void): void {
+    const q = rq.query;
+    const verdict = ownership(this.view, ringKeyOf(q.namespace, q.identifier), q.algorithm.code, q.duration, now, "local");
+    if (verdict.kind === "decide") return done(this.local.releaseSync(rq, now));
+    if (verdict.kind === "fail_open") return done({ ok: false, reason: verdict.reason });
+    const client = this.view.client(verdict.owner);
+    // A member of 11 knows no RELEASE (FEATURE_VERSIONS): nothing freed, the slot lapses on time.
+    if (client === undefined || !client.link.supports("RELEASE")) return done({ ok: false, reason: "peer_unavailable" });
+    client.call(CallMethod.RELEASE, encodeRelease(rq), this.timeoutMs).then(
+      (reply) => {
+        let outcome: ReleaseOutcome;
+        try {
+          outcome = decodeReleaseReply(reply);
+        } catch {
+          outcome = { ok: false, reason: "peer_error" };
+        }
+        done(outcome);
+      },
+      (err: unknown) => done({ ok: false, reason: degradedReasonOf(err) }),
+    );
   }
 
   /** Routed to the identifier's owner (BatchForwarder.reset). */

@@ -3,6 +3,7 @@ import { fixedWindowStart } from "../../../algorithms/fixed-window.js";
 import { DecideCode, DecideFlag, type DecideQuery, type DecideResult, type PeerServerHandler } from "../../../peer/index.js";
 import type { LocalDecider } from "../../local/local-decider.js";
 import { ringKeyOf } from "../../ring/state-key.js";
+import { decodeRelease, encodeReleaseReply } from "../wire/release-wire.js";
 import { CallMethod, decodeStates, mergeStates, type StateRecord } from "../wire/call-methods.js";
 import { onBatchCall } from "./inbound-batch.js";
 import { decodeResetRequest } from "../wire/batch-wire.js";
@@ -151,6 +152,14 @@ export class InboundHandler implements PeerServerHandler {
       }
       case CallMethod.HOLD:
         return this.events.hold(from);
+      case CallMethod.RELEASE: {
+        const now = Date.now();
+        const rq = decodeRelease(payload);
+        // Freed only by the key's owner: elsewhere the caller gets a peer error (503) and may retry.
+        const verdict = ownership(this.view, ringKeyOf(rq.query.namespace, rq.query.identifier), rq.query.algorithm.code, rq.query.duration, now, "forwarded");
+        if (verdict.kind !== "decide") throw new Error(verdict.kind === "fail_open" ? verdict.why : "not the owner");
+        return encodeReleaseReply(this.local.releaseSync(rq, now));
+      }
       case CallMethod.RESET_NOTICE:
         this.events.resetNotice(payload, from);
         return Buffer.alloc(0);

@@ -44,6 +44,8 @@ export const CallMethod = Object.freeze({
    * connection is open (leases/holders.ts). Reply: u8 1 yes / 0 no, u8 members held back for.
    */
   HOLD: 18,
+  /** payload: a concurrency lease to free on its owner (release-wire.ts), protocol 12 (feature RELEASE). Reply: released, a renewal's lapse, remaining. */
+  RELEASE: 19,
 });
 
 /** A batch is cut at this size (plus one record), within the peer channel's 512 KiB frame limit. */
