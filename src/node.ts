@@ -205,6 +205,14 @@ export async function startNode(
     // A client certificate verified in the handshake replaces the API key (docs/envoy-gateway.md).
     auth: config.grpcAuth === "none" || grpcClientCa(config) !== undefined ? "none" : "api-key",
     ...grpcTlsOf(config),
+    limits: {
+      maxConnections: config.grpcMaxConnections,
+      maxConcurrentStreams: config.grpcMaxConcurrentStreams,
+      prefaceTimeoutMs: config.grpcPrefaceTimeoutMs,
+      idleTimeoutMs: config.grpcIdleTimeoutMs,
+      defaultDeadlineMs: config.grpcDefaultDeadlineMs,
+      maxPendingBytes: config.grpcMaxPendingBytes,
+    },
   };
   const grpcDeps = { service: rls, verifier, isReady: () => cluster?.ready ?? true, logger };
   // GRPC_SERVER_IMPL: ringlimit's own HTTP/2 (src/rls/h2), or node:http2 to fall back on; client
