@@ -4,6 +4,7 @@ import { deriveRatelimitSettings, RATELIMIT_DEFAULTS, RATELIMIT_VARIABLES } from
 import { problemOfPolicy } from "./policy/index.js";
 import { clusterSecretWeakness } from "./peer/link/cluster-secret.js";
 import { PROTOCOL_MIN, PROTOCOL_VERSION } from "./peer/wire/constants.js";
+import { fileDescriptorLimit } from "./config/fd-limit.js";
 
 /** Every setting and its default, in one place (docs/operations.md; `ringlimit --help` prints them). Units are in the names. */
 export const DEFAULTS = Object.freeze({
@@ -48,23 +49,23 @@ export const DEFAULTS = Object.freeze({
   policyPath: undefined as string | undefined, // a YAML file or folder of them: RLS rules and /limit overrides (docs/policy.md)
   grpcPort: undefined as number | undefined, // set: Envoy's rate limit service (RLS v3) and grpc.health.v1 on this port (docs/envoy.md)
   grpcAuth: "api-key" as string, // "none": no API key asked on the gRPC port (a mesh with mTLS)
+  grpcMaxConnections: undefined as number | undefined, // default: half the process's file descriptor limit, at most 4096 (the rest: HTTP and peer ports, files)
+  grpcMaxConcurrentStreams: 100 as number,
+  grpcPrefaceTimeoutMs: 5000 as number, // a connection (TLS handshake included) that has not sent the HTTP/2 preface and SETTINGS by then is closed
+  grpcIdleTimeoutMs: 60_000 as number, // a connection without a stream for this long is sent GOAWAY and closed
+  grpcDefaultDeadlineMs: 10_000 as number, // a call without grpc-timeout gets this deadline (DEADLINE_EXCEEDED past it)
+  grpcMaxPendingBytes: (16 * 1024 * 1024) as number, // request bytes received and not yet decoded, all calls of the node together (RESOURCE_EXHAUSTED past it)
   shadowMode: false as boolean,
   rlsAllOrNothing: false as boolean,
   rlsCountBlocked: true as boolean,
   rlsRateLimitHeaders: false as boolean,
-  grpcMaxConnections: 4096 as number, // the gRPC port's connections; at the cap the idlest makes room for a new one
-  grpcMaxConcurrentStreams: 100 as number,
-  grpcPrefaceTimeoutMs: 5000 as number, // a connection (TLS handshake included) without the HTTP/2 preface and SETTINGS by then is closed
-  grpcIdleTimeoutMs: 60_000 as number, // a connection without a stream for this long is sent GOAWAY and closed
-  grpcDefaultDeadlineMs: 10_000 as number, // a call without grpc-timeout gets this deadline (DEADLINE_EXCEEDED past it)
-  grpcMaxPendingBytes: (16 * 1024 * 1024) as number, // request bytes received and not yet complete, all calls of the node together
   grpcServerImpl: "ringlimit" as string, // the gRPC port's HTTP/2: ringlimit's own (src/rls/h2) or "node-http2"
   // envoyproxy/ratelimit's names, for a drop-in (docs/envoy-gateway.md)
   ...RATELIMIT_DEFAULTS,
 });
 
 /** Settings whose default configFrom derives from the others (see DEFAULTS): a Config always holds a number there. */
-type Derived = "peerPort" | "replicas" | "takeoverHoldMs";
+type Derived = "peerPort" | "replicas" | "takeoverHoldMs" | "grpcMaxConnections";
 
 export type Config = {
   -readonly [K in keyof typeof DEFAULTS]: K extends Derived ? number : (typeof DEFAULTS)[K];
@@ -186,6 +187,12 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
     oneOf(["api-key", "none"]),
     "api-key: every RLS call needs authorization: Bearer <API key>; none: no key asked (only behind an mTLS mesh)",
   ],
+  grpcMaxConnections: ["GRPC_MAX_CONNECTIONS", int(1, 1_000_000), "gRPC connections held at once (unset: half the open-file limit, at most 4096)"],
+  grpcMaxConcurrentStreams: ["GRPC_MAX_CONCURRENT_STREAMS", int(1, 10_000), "calls open at once on one gRPC connection"],
+  grpcPrefaceTimeoutMs: ["GRPC_PREFACE_TIMEOUT_MS", int(100, 600_000), "ms for a new gRPC connection's TLS handshake and HTTP/2 preface"],
+  grpcIdleTimeoutMs: ["GRPC_IDLE_TIMEOUT_MS", int(100, 86_400_000), "ms a gRPC connection may stay without a call"],
+  grpcDefaultDeadlineMs: ["GRPC_DEFAULT_DEADLINE_MS", int(1, 3_600_000), "deadline of a gRPC call without grpc-timeout"],
+  grpcMaxPendingBytes: ["GRPC_MAX_PENDING_BYTES", int(65_536, 1 << 30), "bytes of unfinished gRPC requests, all calls together (RESOURCE_EXHAUSTED past it)"],
   shadowMode: [
     "SHADOW_MODE",
     bool,
@@ -202,20 +209,6 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
     "count every RLS hit, past the limit too (debt), as envoyproxy/ratelimit; false: a hit that does not fit is refused uncounted (rule field count_blocked overrides; RLS_ALL_OR_NOTHING implies false)",
   ],
   rlsRateLimitHeaders: ["RLS_RATELIMIT_HEADERS", bool, "add draft-10 RateLimit and RateLimit-Policy headers to RLS answers (response_headers_to_add)"],
-  grpcMaxConnections: ["GRPC_MAX_CONNECTIONS", int(1, 1_000_000), "connections the gRPC port holds at once; at the cap the idlest is closed for a new one"],
-  grpcMaxConcurrentStreams: [
-    "GRPC_MAX_CONCURRENT_STREAMS",
-    int(1, 10_000),
-    "streams (calls) open at once on one gRPC connection (SETTINGS_MAX_CONCURRENT_STREAMS)",
-  ],
-  grpcPrefaceTimeoutMs: ["GRPC_PREFACE_TIMEOUT_MS", int(100, 600_000), "ms a new gRPC connection has to finish its TLS handshake and send the HTTP/2 preface"],
-  grpcIdleTimeoutMs: ["GRPC_IDLE_TIMEOUT_MS", int(100, 86_400_000), "ms a gRPC connection may stay without an open stream before GOAWAY closes it"],
-  grpcDefaultDeadlineMs: ["GRPC_DEFAULT_DEADLINE_MS", int(1, 3_600_000), "deadline of a gRPC call that sends no grpc-timeout (DEADLINE_EXCEEDED past it)"],
-  grpcMaxPendingBytes: [
-    "GRPC_MAX_PENDING_BYTES",
-    int(65_536, 1_073_741_824),
-    "bytes of gRPC requests received and not yet complete, node-wide (RESOURCE_EXHAUSTED past it)",
-  ],
   grpcServerImpl: [
     "GRPC_SERVER_IMPL",
     oneOf(["ringlimit", "node-http2"]),
@@ -284,6 +277,10 @@ export function configFrom(env: NodeJS.ProcessEnv, flags: ReadonlyMap<string, st
   const clustered = config.peers.length > 0 || config.peersDns !== undefined;
   config.replicas ??= clustered ? 2 : 1;
   config.takeoverHoldMs ??= config.failureTimeoutMs;
+  const fds = fileDescriptorLimit();
+  config.grpcMaxConnections ??= fds === undefined ? 4096 : Math.max(16, Math.min(4096, Math.floor(fds / 2)));
+  if (fds !== undefined && config.grpcMaxConnections > fds - 64)
+    throw new ConfigError("GRPC_MAX_CONNECTIONS", `must leave room below the open-file limit (${fds}): at most ${fds - 64}`);
   if (clustered && config.clusterSecret === undefined) {
     throw new ConfigError("CLUSTER_SECRET", "required when PEERS or PEERS_DNS is set");
   }

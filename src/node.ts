@@ -25,9 +25,9 @@ import type { Policy } from "./policy/types.js";
 import { loadPolicy, NO_POLICY_VERSION, PolicyWatcher } from "./policy/index.js";
 import { PolicyMetrics } from "./metrics/policy-metrics.js";
 import { XdsPolicy, xdsClientOptionsOf } from "./policy/xds/index.js";
-import { RlsGrpcServer, type GrpcOptions } from "./rls/grpc-server.js";
+import { RlsGrpcServer, type GrpcOptions } from "./rls/grpc/grpc-server.js";
 import { RingGrpcServer } from "./rls/h2/grpc-calls.js";
-import type { GrpcTlsFiles } from "./rls/grpc-tls.js";
+import type { GrpcTlsFiles } from "./rls/grpc/grpc-tls.js";
 import { grpcClientCa } from "./config/envoy-ratelimit.js";
 import { RlsMetrics } from "./rls/rls-metrics.js";
 import { RlsService } from "./rls/rls-service.js";
@@ -215,6 +215,14 @@ export async function startNode(
     // A client certificate verified in the handshake replaces the API key (docs/envoy-gateway.md).
     auth: config.grpcAuth === "none" || grpcClientCa(config) !== undefined ? "none" : "api-key",
     ...grpcTlsOf(config),
+    limits: {
+      maxConnections: config.grpcMaxConnections,
+      maxConcurrentStreams: config.grpcMaxConcurrentStreams,
+      prefaceTimeoutMs: config.grpcPrefaceTimeoutMs,
+      idleTimeoutMs: config.grpcIdleTimeoutMs,
+      defaultDeadlineMs: config.grpcDefaultDeadlineMs,
+      maxPendingBytes: config.grpcMaxPendingBytes,
+    },
   };
   const grpcDeps = { service: rls, verifier, isReady: () => cluster?.ready ?? true, logger };
   // GRPC_SERVER_IMPL: ringlimit's own HTTP/2 (src/rls/h2), or node:http2 to fall back on; client

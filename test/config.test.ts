@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import t, { type Test } from "tap";
 import { clusterSecretWeakness, EXAMPLE_CLUSTER_SECRETS, generateClusterSecret } from "../src/peer/link/cluster-secret.js";
 import { DEFAULTS, ENVIRONMENT_VARIABLES, flagOf, KNOWN_VARIABLES, loadConfig, parseCommandLine } from "../src/config.js";
+import { fileDescriptorLimit } from "../src/config/fd-limit.js";
 import { ConfigError } from "../src/config.js";
 import { selfSignedCert } from "./harness/certs.js";
 
@@ -383,4 +384,16 @@ t.test("POLICY_PATH: a policy that does not load stops start-up, naming the file
   t.equal(loadConfig({}).shadowMode, false);
   t.equal(loadConfig({ SHADOW_MODE: "true" }).shadowMode, true);
   fails(t, () => loadConfig({ SHADOW_MODE: "maybe" }), "SHADOW_MODE", "not a boolean");
+});
+
+t.test("GRPC_MAX_CONNECTIONS: half the file descriptor limit by default, never up to the limit", async (t) => {
+  const fds = fileDescriptorLimit();
+  const config = loadConfig({}, []);
+  if (fds === undefined) {
+    t.equal(config.grpcMaxConnections, 4096);
+    return;
+  }
+  t.equal(config.grpcMaxConnections, Math.max(16, Math.min(4096, Math.floor(fds / 2))));
+  t.throws(() => loadConfig({ GRPC_MAX_CONNECTIONS: String(fds) }, []), /GRPC_MAX_CONNECTIONS: must leave room below the open-file limit/);
+  t.equal(loadConfig({ GRPC_MAX_CONNECTIONS: String(fds - 64) }, []).grpcMaxConnections, fds - 64);
 });

@@ -150,14 +150,10 @@ export class RingLimitClient implements CheckHandler {
   }
 
   /** A concurrency slot (docs/client.md): `allowed`, and `release()` to free it (idempotent, never rejects). Fails open as limit(). */
-  acquire(request: Omit<LimitRequest, "algorithm">): Promise<Acquisition> {
-    return acquireOn(this, request);
-  }
+  acquire = (request: Omit<LimitRequest, "algorithm">): Promise<Acquisition> => acquireOn(this, request);
 
   /** POST /limit/release, sent to the key's owner. Never rejects; `ok` when answered (`data.released`: whether a slot was freed). */
-  release(request: ReleaseRequest): Promise<ResetResult> {
-    return this.toOwner(CheckKind.RELEASE, request) as Promise<ResetResult>;
-  }
+  release = (request: ReleaseRequest): Promise<ResetResult> => this.toOwner(CheckKind.RELEASE, request) as Promise<ResetResult>;
 
   /** A reset, a charge or a release, to the owner of its identifier; the client's own answer when it cannot be sent. */
   private toOwner(kind: CheckKind, request: ResetRequest | ChargeRequest | ReleaseRequest): Promise<Result> {

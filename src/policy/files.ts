@@ -8,6 +8,9 @@ export const MAX_POLICY_FILE_BYTES = 4 * 1024 * 1024;
 /** All files of POLICY_PATH together. */
 export const MAX_POLICY_BYTES = 16 * 1024 * 1024;
 
+/** What POLICY_PATH names: one file, or a folder of them. Fixed at start-up (PolicyWatcher). */
+export type PolicyKind = "file" | "folder";
+
 /** One file of POLICY_PATH, read. */
 export interface PolicyFile {
   /** the path to name in errors */
@@ -25,11 +28,17 @@ const isPolicyName = (name: string) => !name.startsWith(".") && /\.ya?ml$/i.test
  * `..2026_…` folders), its symlinks followed (the ConfigMap's files are symlinks into
  * `..data`), its subfolders not entered. A file that vanishes between the listing and
  * the read is skipped (a ConfigMap key removed mid-swap); a file that is not regular
- * (FIFO, device, folder) or too large is refused.
+ * (FIFO, device, folder) or too large is refused. With `kind`, POLICY_PATH must still be
+ * what it was at start-up: a file replaced by a folder (an empty one would be a policy
+ * with no rule) or the other way round is refused.
  */
-export function readPolicyFiles(policyPath: string): PolicyFile[] {
+export function readPolicyFiles(policyPath: string, kind?: PolicyKind): PolicyFile[] {
   const top = statOrFail(policyPath);
-  if (!top.isDirectory()) {
+  const now: PolicyKind = top.isDirectory() ? "folder" : "file";
+  if (kind !== undefined && now !== kind) {
+    throw new PolicyError(policyPath, `was a ${kind} at start-up and is now a ${now}: a change of kind is refused (restart the node to make it)`);
+  }
+  if (now === "file") {
     const text = readBounded(policyPath);
     if (text === undefined) throw new PolicyError(policyPath, "does not exist");
     return [{ path: policyPath, name: path.basename(policyPath), text }];
@@ -45,6 +54,15 @@ export function readPolicyFiles(policyPath: string): PolicyFile[] {
     files.push({ path: file, name, text });
   }
   return files;
+}
+
+/** The kind of POLICY_PATH now; undefined when it cannot be stat'ed. */
+export function kindOf(policyPath: string): PolicyKind | undefined {
+  try {
+    return statSync(policyPath).isDirectory() ? "folder" : "file";
+  } catch {
+    return undefined;
+  }
 }
 
 function listPolicyNames(folder: string): string[] {
@@ -81,7 +99,7 @@ function readBounded(file: string): string | undefined {
   }
   try {
     const stats = fstatSync(fd);
-    if (!stats.isFile()) throw new PolicyError(file, `is not a regular file (${kindOf(stats)}); a policy file must be one`);
+    if (!stats.isFile()) throw new PolicyError(file, `is not a regular file (${describe(stats)}); a policy file must be one`);
     if (stats.size > MAX_POLICY_FILE_BYTES) throw new PolicyError(file, `is ${stats.size} bytes, over the ${MAX_POLICY_FILE_BYTES} a policy file may have`);
     // One byte more than allowed tells a file that grew past the bound since fstat.
     const buffer = Buffer.allocUnsafe(Math.min(stats.size + 1, MAX_POLICY_FILE_BYTES + 1));
@@ -105,7 +123,7 @@ function readBounded(file: string): string | undefined {
   }
 }
 
-function kindOf(stats: Stats): string {
+function describe(stats: Stats): string {
   if (stats.isDirectory()) return "a folder";
   if (stats.isFIFO()) return "a FIFO";
   if (stats.isCharacterDevice() || stats.isBlockDevice()) return "a device";

@@ -1,3 +1,5 @@
+import { BRAND } from "./worker/transfer.js";
+
 /**
  * `*` patterns, as policy files write them: `*` matches any run of characters (the empty
  * one too), every other character matches itself; there is no escape, so a literal `*`
@@ -138,7 +140,9 @@ export function hashOf(text: string): number {
  * cell the hash and the group's number side by side in one Int32Array, so a probe that
  * finds nothing reads no object. Only a hash that matches reads the group and its text.
  */
-class GroupTable<T> {
+export class GroupTable<T> {
+  /** what this object is once copied to another thread (transfer.ts) */
+  readonly [BRAND] = "GroupTable";
   readonly groups: Group<T>[] = [];
   /** cell c: [2c] the hash, [2c + 1] the group's number + 1 (0: empty) */
   private cells = new Int32Array(4);
@@ -194,6 +198,8 @@ const EXACT = 2;
  * the clusters those formed. Immutable once built.
  */
 export class GlobIndex<T> {
+  /** what this object is once copied to another thread (transfer.ts) */
+  readonly [BRAND] = "GlobIndex";
   private readonly byText = new Map<string, Group<T>>();
   private readonly prefixes = new GroupTable<T>();
   private readonly exact = new GroupTable<T>();

@@ -1,3 +1,4 @@
+import { BRAND } from "./worker/transfer.js";
 import { GlobIndex } from "./glob.js";
 import type { OverrideEntry } from "./overrides.js";
 import type { Override } from "./types.js";
@@ -42,6 +43,8 @@ interface WildNamespaces {
  * an exact identifier 217-433 → 249-404, a wildcard one 267-454 → 154-161.
  */
 export class OverrideIndex {
+  /** what this object is once copied to another thread (transfer.ts) */
+  readonly [BRAND] = "OverrideIndex";
   private readonly byNamespace = new Map<string, ForNamespace>();
   private readonly wild: WildNamespaces | undefined;
   readonly size: number;

@@ -1,11 +1,13 @@
 import { PolicyError } from "./errors.js";
+import { GlobIndex, GroupTable } from "./glob.js";
+import { BRAND, revive } from "./worker/transfer.js";
 import { readPolicyFiles, versionOf, type PolicyFile } from "./files.js";
 import { OverrideIndex } from "./override-index.js";
 import { compileOverrides, refuseTies, type OverrideEntry } from "./overrides.js";
 import { compileDomain } from "./rls-loader.js";
 import { matchDescriptors, type RlsDomain } from "./rls-domain.js";
 import type { Override, Policy, RlsDescriptorEntries, RlsMatch } from "./types.js";
-import { readYamlDocuments } from "./yaml-reader.js";
+import { NodeBudget, readYamlDocuments } from "./yaml-reader.js";
 
 /** The version of the policy in force when POLICY_PATH is unset. */
 export const NO_POLICY_VERSION = "none";
@@ -15,6 +17,8 @@ export const NO_POLICY_VERSION = "none";
  * another and the owner swaps it in one assignment.
  */
 class LoadedPolicy implements Policy {
+  /** what this object is once copied to another thread (transfer.ts) */
+  readonly [BRAND] = "LoadedPolicy";
   constructor(
     readonly version: string,
     private readonly domains: ReadonlyMap<string, RlsDomain>,
@@ -38,6 +42,13 @@ class LoadedPolicy implements Policy {
   matchOverride(namespace: string, identifier: string): Override | undefined {
     return this.overrides.match(namespace, identifier);
   }
+}
+
+/** A policy compiled on another thread and copied here (structured clone): its classes given back, in place. */
+export function revivePolicy(copy: unknown): Policy {
+  revive(copy, { LoadedPolicy, GlobIndex, GroupTable, OverrideIndex });
+  if (!(copy instanceof LoadedPolicy)) throw new Error("not a compiled policy");
+  return copy;
 }
 
 /** No rules, no overrides: what a node runs without POLICY_PATH. Version "none". */
@@ -68,8 +79,10 @@ export function problemOfPolicy(policyPath: string): string | undefined {
 export function compilePolicy(files: readonly PolicyFile[]): Policy {
   const domains = new Map<string, RlsDomain>();
   const overrides: OverrideEntry[] = [];
+  // one budget for every file: the bounds are the policy's
+  const budget = new NodeBudget();
   for (const file of files) {
-    const documents = readYamlDocuments(file.path, file.text);
+    const documents = readYamlDocuments(file.path, file.text, budget);
     let nonEmpty = 0;
     let overrideCount = 0;
     for (const reader of documents) {

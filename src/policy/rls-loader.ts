@@ -3,7 +3,7 @@ import { REQUEST_BOUNDS } from "../decision.js";
 import { compileGlob, GlobIndex } from "./glob.js";
 import { counterPart, metricSegment, NodeKind, type KeyGroup, type RlsDomain, type RlsLevel, type RlsNode } from "./rls-domain.js";
 import type { RlsMatch, RlsRule, RlsUnit } from "./types.js";
-import type { YamlNode, YamlReader } from "./yaml-reader.js";
+import { POLICY_BOUNDS, type YamlNode, type YamlReader } from "./yaml-reader.js";
 
 /** Seconds in each unit, as envoyproxy/ratelimit counts them (a month is 30 days, a year 365). */
 export const UNIT_SECONDS: Readonly<Record<RlsUnit, number>> = Object.freeze({
@@ -44,6 +44,8 @@ interface Ancestry {
   readonly dynamic: boolean;
   /** such a level asks for its value in the metric key */
   readonly valueToMetric: boolean;
+  /** levels above (0 at the domain's top) */
+  readonly depth: number;
 }
 
 /** One RLS domain document (`domain` and `descriptors`), compiled; every problem refused. */
@@ -51,13 +53,19 @@ export function compileDomain(reader: YamlReader, top: Map<string, YamlNode>): R
   const name = reader.text(top.get("domain") ?? null, "domain");
   if (name === undefined) reader.fail(top.get("domain") ?? null, "empty domain");
   const state = { hasReplaces: false };
-  const root = compileLevel(reader, top.get("descriptors") ?? null, name, { counter: "", metric: name, dynamic: false, valueToMetric: false }, state);
+  const root = compileLevel(reader, top.get("descriptors") ?? null, name, { counter: "", metric: name, dynamic: false, valueToMetric: false, depth: 0 }, state);
   return Object.freeze({ name, root, hasReplaces: state.hasReplaces });
 }
 
 function compileLevel(reader: YamlReader, raw: YamlNode, where: string, above: Ancestry, state: { hasReplaces: boolean }): RlsLevel {
   const byKey = new Map<string, { exact: Map<string, RlsNode>; wildcards: GlobIndex<RlsNode> | undefined; any: RlsNode | undefined }>();
-  for (const item of reader.list(raw, `descriptors of ${where}`)) {
+  if (above.depth >= POLICY_BOUNDS.depth)
+    reader.fail(raw, `descriptors nested more than ${POLICY_BOUNDS.depth} levels deep under ${where} (the bound of a policy)`);
+  const items = reader.list(raw, `descriptors of ${where}`);
+  // invariant: a policy compiles at most POLICY_BOUNDS.descriptors descriptors, all files together
+  reader.budget.descriptors -= items.length;
+  if (reader.budget.descriptors < 0) reader.fail(raw, `more than ${POLICY_BOUNDS.descriptors} descriptors in the policy (the bound of a policy)`);
+  for (const item of items) {
     const fields = reader.map(item, `a descriptors entry of ${where}`, DESCRIPTOR_KEYS);
     const key = reader.text(fields.get("key") ?? null, "key");
     if (key === undefined) reader.fail(item, `descriptor has empty key (under ${where})`);
@@ -114,6 +122,7 @@ function compileNode(reader: YamlReader, fields: Map<string, YamlNode>, head: He
     metric: `${above.metric}.${metricSegment(shape, undefined, false)}`,
     dynamic: above.dynamic || dynamicHere,
     valueToMetric: above.valueToMetric || (dynamicHere && valueToMetric),
+    depth: above.depth + 1,
   };
   const runtimeMetric = here.valueToMetric || (detailedMetric && here.dynamic);
   const rule = compileRule(reader, fields.get("rate_limit") ?? null, composite, { shadow, quotaMode, countBlocked, metricKey: here.metric });

@@ -3,8 +3,8 @@ import path from "node:path";
 import type { Logger } from "../logger.js";
 import type { PolicyMetrics } from "../metrics/policy-metrics.js";
 import { PolicyError } from "./errors.js";
-import { fingerprintOf, readPolicyFiles, versionOf } from "./files.js";
-import { compilePolicy } from "./policy.js";
+import { fingerprintOf, kindOf, readPolicyFiles, versionOf, type PolicyKind } from "./files.js";
+import { compileOffLoop, warmCompiler } from "./worker/off-loop.js";
 import type { Policy } from "./types.js";
 
 /** How often POLICY_PATH is stat'ed for a change fs.watch may have missed (a ConfigMap's symlink swap). */
@@ -30,8 +30,10 @@ export type ReloadResult = "unchanged" | "reloaded" | "refused";
 /**
  * Keeps the policy in step with POLICY_PATH: fs.watch on its folder (the file's folder
  * when it names a file) for a prompt reload, and a stat of every file each interval for
- * what fs.watch misses. A change is read whole and compiled; the new policy is handed to
- * onChange only when its version (content hash) differs. A policy that does not load is
+ * what fs.watch misses. A change is read whole and compiled in a worker, under a time and
+ * heap budget (off-loop.ts), one compile at a time; the new policy is handed to onChange
+ * only when its version (content hash) differs. POLICY_PATH stays the kind (file or
+ * folder) it was when the watcher was made: a change of kind is refused. A policy that does not load is
  * logged once (one line), counted, and kept out: the last good one stays in force until
  * the files change again. Two timers for the whole process, both unref'd.
  */
@@ -44,9 +46,14 @@ export class PolicyWatcher {
   private interval: NodeJS.Timeout | undefined;
   private settle: NodeJS.Timeout | undefined;
   private stopped = false;
+  private readonly kind: PolicyKind | undefined;
+  /** the reload running, and the one asked for meanwhile (one compile at a time, later asks merged) */
+  private inFlight: Promise<ReloadResult> | undefined;
+  private queued: Promise<ReloadResult> | undefined;
 
   constructor(private readonly options: PolicyWatcherOptions) {
     this.current = options.initial;
+    this.kind = kindOf(options.path);
   }
 
   /** the policy in force */
@@ -57,11 +64,12 @@ export class PolicyWatcher {
   start(): void {
     this.options.metrics?.running(this.current.version);
     this.options.metrics?.loaded();
+    warmCompiler();
     this.watchFolder();
     this.interval = setInterval(() => this.poll(), this.options.intervalMs ?? POLICY_CHECK_INTERVAL_MS);
     this.interval.unref();
     // Whatever changed between the start-up load and now.
-    this.reload();
+    void this.reload();
   }
 
   stop(): void {
@@ -76,16 +84,28 @@ export class PolicyWatcher {
    * Reads POLICY_PATH now: "reloaded" when a new version is in force, "refused" when the
    * files do not load (the policy in force stays), "unchanged" otherwise.
    */
-  reload(): ReloadResult {
+  reload(): Promise<ReloadResult> {
+    if (this.inFlight === undefined) {
+      this.inFlight = this.reloadOnce().finally(() => (this.inFlight = undefined));
+      return this.inFlight;
+    }
+    return (this.queued ??= this.inFlight.then(() => {
+      this.queued = undefined;
+      return this.reload();
+    }));
+  }
+
+  private async reloadOnce(): Promise<ReloadResult> {
     if (this.stopped) return "unchanged";
     this.fingerprint = fingerprintOf(this.options.path);
     let version: string | undefined;
     try {
-      const files = readPolicyFiles(this.options.path);
+      const files = readPolicyFiles(this.options.path, this.kind);
       version = versionOf(files);
       if (version === this.current.version) return "unchanged";
       if (version === this.lastRefusal) return "refused";
-      const policy = compilePolicy(files);
+      const policy = await compileOffLoop(files, this.options.path);
+      if (this.stopped) return "unchanged";
       const previous = this.current.version;
       this.current = policy;
       this.lastRefusal = undefined;
@@ -108,14 +128,14 @@ export class PolicyWatcher {
 
   private poll(): void {
     if (this.watcher === undefined) this.watchFolder();
-    if (fingerprintOf(this.options.path) !== this.fingerprint) this.reload();
+    if (fingerprintOf(this.options.path) !== this.fingerprint) void this.reload();
   }
 
   private soon(): void {
     if (this.settle !== undefined || this.stopped) return;
     this.settle = setTimeout(() => {
       this.settle = undefined;
-      this.reload();
+      void this.reload();
     }, SETTLE_MS);
     this.settle.unref();
   }

@@ -1,8 +1,36 @@
-import { isAlias, isMap, isScalar, isSeq, LineCounter, parseAllDocuments, type Document, type Node } from "yaml";
+import { isAlias, isMap, isScalar, isSeq, LineCounter, parseAllDocuments, visit, type Alias, type Document, type Node } from "yaml";
 import { PolicyError } from "./errors.js";
 
-/** Aliases followed per document at most: bounds an alias bomb ("billion laughs"). */
-const MAX_ALIASES = 1000;
+/**
+ * What a policy may hold, all files of POLICY_PATH together (docs/policy.md, Bounds). A
+ * policy comes from files many people edit; each bound keeps a compile's time and memory
+ * small whatever they write, and a refusal names the file and the bound.
+ */
+export const POLICY_BOUNDS = Object.freeze({
+  /**
+   * YAML nodes the compiler reads, each alias counted by what it expands to (a list of
+   * 20,000 items aliased 999 times is 20 million): bounds an alias bomb by its effect.
+   */
+  expandedNodes: 500_000,
+  /** `descriptors` entries of every domain, at every level */
+  descriptors: 10_000,
+  /** keys of one YAML mapping (a policy's own mappings have a dozen at most) */
+  keysPerMap: 1_000,
+  /** levels of nested `descriptors`: an RLS request's descriptor has at most 32 entries, so no deeper rule can match */
+  depth: 32,
+  /** `[` and `{` open at once in a file's text, checked before it is parsed */
+  flowNesting: 256,
+});
+
+/**
+ * The YAML nodes a compile may still read, shared by every document of every file of one
+ * policy: each node is charged when the compiler reads it, an alias's target again each
+ * time the alias is read, so what aliases expand to is counted, not how many there are.
+ */
+export class NodeBudget {
+  left: number = POLICY_BOUNDS.expandedNodes;
+  descriptors: number = POLICY_BOUNDS.descriptors;
+}
 
 /** A YAML node as the reader sees it: null for an absent or empty value. */
 export type YamlNode = Node | null;
@@ -14,12 +42,21 @@ export type YamlNode = Node | null;
  * expected is taken as written (`value: 500` is "500"), a fraction is refused.
  */
 export class YamlReader {
-  private aliases = 0;
   constructor(
     readonly file: string,
     private readonly doc: Document,
     private readonly lines: LineCounter,
+    /** each alias's node: found in one walk of the document (the library's resolve() walks the whole document per alias) */
+    private readonly anchors: ReadonlyMap<Alias, Node | undefined>,
+    readonly budget: NodeBudget,
   ) {}
+
+  /** Charges `n` nodes read; refuses the policy past POLICY_BOUNDS.expandedNodes. */
+  charge(node: YamlNode, n: number): void {
+    // invariant: the nodes read by one compile, aliases expanded, never pass POLICY_BOUNDS.expandedNodes
+    this.budget.left -= n;
+    if (this.budget.left < 0) this.fail(node, `more than ${POLICY_BOUNDS.expandedNodes} YAML nodes once aliases are expanded (the bound of a policy)`);
+  }
 
   /** The document's top-level node; null for an empty document (only comments). */
   get root(): YamlNode {
@@ -34,16 +71,18 @@ export class YamlReader {
 
   private resolve(node: YamlNode): YamlNode {
     if (!isAlias(node)) return node;
-    if (++this.aliases > MAX_ALIASES) this.fail(node, `more than ${MAX_ALIASES} aliases`);
-    const target = node.resolve(this.doc);
+    const target = this.anchors.get(node);
     if (target === undefined) this.fail(node, `unknown alias *${node.source}`);
-    return this.resolve(target as YamlNode);
+    // An anchor never points at an alias (YAML anchors a node), so this does not loop.
+    return target as YamlNode;
   }
 
   /** A map's entries; every key a string and one of `allowed`. */
   map(raw: YamlNode, what: string, allowed: readonly string[]): Map<string, YamlNode> {
     const node = this.resolve(raw);
     if (!isMap(node)) this.fail(raw, `${what} must be a map`);
+    if (node.items.length > POLICY_BOUNDS.keysPerMap) this.fail(node, `${what} has more than ${POLICY_BOUNDS.keysPerMap} keys (the bound of a policy)`);
+    this.charge(node, node.items.length + 1);
     const out = new Map<string, YamlNode>();
     for (const pair of node.items) {
       const key = this.resolve(pair.key as YamlNode);
@@ -51,6 +90,8 @@ export class YamlReader {
         this.fail(key, `key is not a string: ${isScalar(key) ? (key.source ?? String(key.value)) : "a collection"}`);
       }
       if (!allowed.includes(key.value)) this.fail(key, `unknown key '${key.value}' in ${what}`);
+      // Duplicate keys found here, in one pass (the parser's own check compares every pair).
+      if (out.has(key.value)) this.fail(key, `map keys must be unique: '${key.value}' is given twice in ${what}`);
       out.set(key.value, pair.value as YamlNode);
     }
     return out;
@@ -61,6 +102,7 @@ export class YamlReader {
     const node = this.resolve(raw);
     if (node === null || (isScalar(node) && node.value === null)) return [];
     if (!isSeq(node)) this.fail(raw, `${what} must be a list`);
+    this.charge(node, node.items.length + 1);
     return node.items as YamlNode[];
   }
 
@@ -99,16 +141,52 @@ export class YamlReader {
 }
 
 /** Every document of a file (`---` separates them); bad YAML is refused with its line. */
-export function readYamlDocuments(file: string, text: string): YamlReader[] {
+export function readYamlDocuments(file: string, text: string, budget: NodeBudget = new NodeBudget()): YamlReader[] {
+  const nesting = flowNesting(text);
+  if (nesting > POLICY_BOUNDS.flowNesting) throw new PolicyError(file, `more than ${POLICY_BOUNDS.flowNesting} nested [ or { (the bound of a policy)`);
   const lines = new LineCounter();
-  const docs = parseAllDocuments(text, { version: "1.1", lineCounter: lines, uniqueKeys: true });
+  // uniqueKeys: false: the parser's check is quadratic in a map's keys; YamlReader.map() checks in one pass.
+  const docs = parseAllDocuments(text, { version: "1.1", lineCounter: lines, uniqueKeys: false });
   // An empty text is an empty stream: no documents.
   const all = [...docs] as Document[];
   for (const doc of all) {
     const error = doc.errors[0];
     if (error !== undefined) throw new PolicyError(file, badYaml(error.linePos, error.message));
   }
-  return all.map((doc) => new YamlReader(file, doc, lines));
+  return all.map((doc) => new YamlReader(file, doc, lines, anchorsOf(doc), budget));
+}
+
+/** Each alias's node, as YAML defines it: the last node anchored with its name before it, in one walk. */
+function anchorsOf(doc: Document): Map<Alias, Node | undefined> {
+  const byName = new Map<string, Node>();
+  const out = new Map<Alias, Node | undefined>();
+  visit(doc, (_key, node) => {
+    if (isAlias(node)) out.set(node, byName.get(node.source));
+    else if ((isScalar(node) || isMap(node) || isSeq(node)) && node.anchor !== undefined) byName.set(node.anchor, node);
+  });
+  return out;
+}
+
+/**
+ * The most `[` and `{` open at once outside comments, in one pass before the parser (whose
+ * cost on deep nesting comes before any other check could run). Quotes are not followed: a
+ * bracket inside one counts, so this may overestimate, never by a policy's real nesting;
+ * a `]` inside quotes may hide nesting from it, which the parser's own depth limit and the
+ * compile's budget (compile-worker.ts) then bound.
+ */
+function flowNesting(text: string): number {
+  let depth = 0;
+  let most = 0;
+  let comment = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 10) comment = false;
+    else if (comment) continue;
+    else if (c === 35 /* # */ && (i === 0 || text.charCodeAt(i - 1) <= 32)) comment = true;
+    else if (c === 91 || c === 123) most = Math.max(most, ++depth);
+    else if ((c === 93 || c === 125) && depth > 0) depth--;
+  }
+  return most;
 }
 
 function badYaml(pos: readonly { line: number; col: number }[] | undefined, message: string): string {

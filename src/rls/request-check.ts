@@ -1,21 +1,10 @@
-import { REQUEST_BOUNDS } from "../decision.js";
+import { RLS_BOUNDS } from "./wire/fields.js";
 import { overrideUnitNumber, type RlsRequest } from "./wire/messages.js";
 
 /**
- * What one RLS request may hold. Envoy sends one descriptor per rate limit action of a
- * route, a handful in practice; the bound keeps one call's work small.
- */
-export const RLS_BOUNDS = Object.freeze({
-  domain: REQUEST_BOUNDS.namespace,
-  descriptors: { min: 1, max: 64 },
-  entries: { min: 1, max: 32 },
-  /** a caller's `limit` override: the RLS wire's uint32, as in a policy file (0 blocks everything) */
-  requestsPerUnit: { min: 0, max: REQUEST_BOUNDS.chargeLimit.max },
-} as const);
-
-/**
  * The first problem of a request as `field: problem` (the INVALID_ARGUMENT message), or
- * undefined when it can be decided. Nothing is counted for a refused request.
+ * undefined when it can be decided. Nothing is counted for a refused request. The counts and
+ * sizes were bounded by the decoder that read it (wire/fields.ts); this is what is left.
  */
 export function requestProblem(request: RlsRequest): string | undefined {
   const domain = request.domain;

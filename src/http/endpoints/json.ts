@@ -1,13 +1,13 @@
 import { requestProblem } from "../../rls/request-check.js";
 import type { RlsFailure, RlsErrorKind } from "../../rls/errors.js";
 import type { RlsService } from "../../rls/rls-service.js";
+import { RLS_BOUNDS } from "../../rls/wire/fields.js";
 import { isOverLimit, JsonFieldError, rlsRequestFromJson, rlsResponseJson } from "../../rls/wire/json.js";
 import type { RlsRequest, RlsResponse } from "../../rls/wire/messages.js";
 import { KeyScope } from "../../auth/api-keys.js";
 import type { Endpoint, Parsed } from "../endpoint.js";
 import { jsonHeaders } from "../envelope.js";
 import { Errors, type ErrorDef } from "../errors.js";
-import { MAX_BODY_BYTES } from "./limit.js";
 
 /** The RLS call as POST /json hands it to the service: the answer, or why there is none. */
 export interface JsonOutcome {
@@ -41,7 +41,8 @@ const FAILURE_ERRORS: Record<RlsErrorKind, ErrorDef> = {
 export function jsonEndpoint(service: RlsDecisions): Endpoint<RlsRequest, JsonOutcome> {
   return {
     path: "/json",
-    maxBodyBytes: MAX_BODY_BYTES,
+    // the gRPC port's message bound: one set of bounds for both doors
+    maxBodyBytes: RLS_BOUNDS.messageBytes,
     parse(body: unknown): Parsed<RlsRequest> {
       let request: RlsRequest;
       try {

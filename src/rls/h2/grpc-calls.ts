@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { KeyScope } from "../../auth/api-keys.js";
 import { RLS_ERRORS, type RlsErrorKind, type RlsFailure } from "../errors.js";
-import type { GrpcDeps, GrpcOptions } from "../grpc-server.js";
+import type { GrpcDeps, GrpcOptions } from "../grpc/grpc-server.js";
 import { HealthService } from "../health-service.js";
 import { decodeHealthCheckRequest, decodeRateLimitRequest, encodeHealthCheckResponse, encodeRateLimitResponse } from "../wire/codec.js";
 import type { RlsResponse } from "../wire/messages.js";

@@ -1,3 +1,5 @@
+import { isUtf8 } from "node:buffer";
+import { LEN, NOT_WELL_FORMED, RequestFieldError, RLS_BOUNDS, RLS_FIELDS, tagOf, VARINT } from "./fields.js";
 import type { RlsDescriptor, RlsEntry, RlsRequest, RlsResponse } from "./messages.js";
 
 /**
@@ -7,10 +9,25 @@ import type { RlsDescriptor, RlsEntry, RlsRequest, RlsResponse } from "./message
  * decode + toObject and fromObject + encode on the call path (bench/rls.mjs measures both).
  */
 
-const VARINT = 0;
 const I64 = 1;
-const LEN = 2;
 const I32 = 5;
+
+const REQUEST = RLS_FIELDS.request;
+const DESCRIPTOR = RLS_FIELDS.descriptor;
+const TAG_DOMAIN = tagOf(REQUEST.domain);
+const TAG_DESCRIPTOR = tagOf(REQUEST.descriptors);
+const TAG_HITS = tagOf(REQUEST.hits_addend);
+const TAG_ENTRY = tagOf(DESCRIPTOR.entries);
+const TAG_LIMIT = tagOf(DESCRIPTOR.limit);
+const TAG_OWN_HITS = tagOf(DESCRIPTOR.hits_addend);
+const TAG_NEGATIVE_HITS = tagOf(DESCRIPTOR.is_negative_hits);
+const TAG_KEY = tagOf(RLS_FIELDS.entry.key);
+const TAG_VALUE = tagOf(RLS_FIELDS.entry.value);
+const TAG_RPU = tagOf(RLS_FIELDS.limit.requests_per_unit);
+const TAG_UNIT = tagOf(RLS_FIELDS.limit.unit);
+const TAG_UINT64_VALUE = tagOf(RLS_FIELDS.uint64Value.value);
+const TAG_SERVICE = tagOf(RLS_FIELDS.healthRequest.service);
+const UINT32 = 4294967296;
 
 /** A buffer that is not a valid encoding of the expected message. */
 export class DecodeError extends Error {
@@ -53,8 +70,15 @@ class Reader {
     return end;
   }
 
-  string(): string {
+  /**
+   * A string field of at most `maxBytes`, refused (naming `field`) before it is decoded when
+   * longer, and when it is not well-formed UTF-8: decoded, such bytes would turn into U+FFFD,
+   * a different key from the one the caller sent.
+   */
+  string(field: string, maxBytes: number): string {
     const end = this.delimited();
+    if (end - this.pos > maxBytes) throw new RequestFieldError(field, `must be at most ${maxBytes} bytes`);
+    if (!isUtf8(this.buf.subarray(this.pos, end))) throw new RequestFieldError(field, NOT_WELL_FORMED);
     const s = Buffer.prototype.utf8Slice.call(this.buf, this.pos, end) as string;
     this.pos = end;
     return s;
@@ -81,62 +105,72 @@ class Reader {
   }
 }
 
-/** envoy.service.ratelimit.v3.RateLimitRequest */
+/**
+ * envoy.service.ratelimit.v3.RateLimitRequest. Counts are checked before each item is
+ * allocated: the 65th descriptor or the 33rd entry of a descriptor stops the decoding with a
+ * RequestFieldError (INVALID_ARGUMENT), whatever follows it, so no message makes more
+ * objects than a valid request has. The caller bounds the message's size
+ * (RLS_BOUNDS.messageBytes).
+ */
 export function decodeRateLimitRequest(buf: Uint8Array): RlsRequest {
   const r = new Reader(buf, 0, buf.length);
   const request: RlsRequest = {};
+  let count = 0;
   while (r.pos < r.end) {
     const tag = r.varint();
-    const field = Math.floor(tag / 8);
-    const type = tag & 7;
-    if (field === 1 && type === LEN) request.domain = r.string();
-    else if (field === 2 && type === LEN) (request.descriptors ??= []).push(descriptor(r, r.delimited()));
-    else if (field === 3 && type === VARINT) request.hits_addend = r.varint() % 4294967296;
-    else r.skip(type);
+    if (tag === TAG_DOMAIN) request.domain = r.string("domain", RLS_BOUNDS.domain.max * 3);
+    else if (tag === TAG_DESCRIPTOR) {
+      // invariant: at most RLS_BOUNDS.descriptors.max descriptors are ever allocated
+      if (count === RLS_BOUNDS.descriptors.max) throw new RequestFieldError("descriptors", `at most ${RLS_BOUNDS.descriptors.max} per request`);
+      (request.descriptors ??= []).push(descriptor(r, r.delimited(), count++));
+    } else if (tag === TAG_HITS) request.hits_addend = r.varint() % UINT32;
+    else r.skip(tag & 7);
   }
   return request;
 }
 
-function descriptor(r: Reader, end: number): RlsDescriptor {
+function descriptor(r: Reader, end: number, index: number): RlsDescriptor {
   const d: RlsDescriptor = {};
+  let count = 0;
   while (r.pos < end) {
     const tag = r.varint();
-    const field = Math.floor(tag / 8);
-    const type = tag & 7;
-    if (field === 1 && type === LEN) (d.entries ??= []).push(entry(r, r.delimited()));
-    else if (field === 2 && type === LEN) {
+    if (tag === TAG_ENTRY) {
+      // invariant: at most RLS_BOUNDS.entries.max entries per descriptor are ever allocated
+      if (count === RLS_BOUNDS.entries.max) throw new RequestFieldError(`descriptors[${index}].entries`, `at most ${RLS_BOUNDS.entries.max} per descriptor`);
+      (d.entries ??= []).push(entry(r, r.delimited(), `descriptors[${index}].entries[${count++}]`));
+    } else if (tag === TAG_LIMIT) {
       const limitEnd = r.delimited();
       const limit: { requests_per_unit?: number; unit?: number } = {};
       while (r.pos < limitEnd) {
         const t = r.varint();
-        if (t === 8) limit.requests_per_unit = r.varint() % 4294967296;
-        else if (t === 16) limit.unit = r.varint();
+        if (t === TAG_RPU) limit.requests_per_unit = r.varint() % UINT32;
+        else if (t === TAG_UNIT) limit.unit = r.varint();
         else r.skip(t & 7);
       }
       d.limit = limit;
-    } else if (field === 3 && type === LEN) {
+    } else if (tag === TAG_OWN_HITS) {
       // google.protobuf.UInt64Value: present (even empty) means set
       const valueEnd = r.delimited();
       let value = 0;
       while (r.pos < valueEnd) {
         const t = r.varint();
-        if (t === 8) value = r.varint();
+        if (t === TAG_UINT64_VALUE) value = r.varint();
         else r.skip(t & 7);
       }
       d.hits_addend = { value };
-    } else if (field === 4 && type === VARINT) d.is_negative_hits = r.varint() !== 0;
-    else r.skip(type);
+    } else if (tag === TAG_NEGATIVE_HITS) d.is_negative_hits = r.varint() !== 0;
+    else r.skip(tag & 7);
     if (r.pos > end) throw new DecodeError("descriptor past its length");
   }
   return d;
 }
 
-function entry(r: Reader, end: number): RlsEntry {
+function entry(r: Reader, end: number, at: string): RlsEntry {
   const e: RlsEntry = {};
   while (r.pos < end) {
     const tag = r.varint();
-    if (tag === 10) e.key = r.string();
-    else if (tag === 18) e.value = r.string();
+    if (tag === TAG_KEY) e.key = r.string(`${at}.key`, RLS_BOUNDS.keyBytes.max);
+    else if (tag === TAG_VALUE) e.value = r.string(`${at}.value`, RLS_BOUNDS.valueBytes.max);
     else r.skip(tag & 7);
   }
   if (r.pos !== end) throw new DecodeError("entry past its length");
@@ -149,7 +183,7 @@ export function decodeHealthCheckRequest(buf: Uint8Array): { service?: string } 
   const request: { service?: string } = {};
   while (r.pos < r.end) {
     const tag = r.varint();
-    if (tag === 10) request.service = r.string();
+    if (tag === TAG_SERVICE) request.service = r.string("service", RLS_BOUNDS.serviceBytes);
     else r.skip(tag & 7);
   }
   return request;

@@ -1,3 +1,4 @@
+import { NOT_WELL_FORMED, RequestFieldError, RLS_BOUNDS, RLS_FIELDS, type FieldDef } from "./fields.js";
 import { CODE_OVER_LIMIT, type RlsDescriptor, type RlsEntry, type RlsRequest, type RlsResponse, type RlsStatus } from "./messages.js";
 
 /**
@@ -7,7 +8,10 @@ import { CODE_OVER_LIMIT, type RlsDescriptor, type RlsEntry, type RlsRequest, ty
  * or a decimal string; google.protobuf.UInt64Value as its bare value; an enum by its name or
  * its number. Written: lowerCamelCase names, fields at their default left out, enums as names,
  * google.protobuf.Duration as `"12.345s"`. Problems are named by the .proto's field path, as
- * INVALID_ARGUMENT names them on the gRPC port.
+ * INVALID_ARGUMENT names them on the gRPC port. The fields and the bounds are the gRPC
+ * decoder's (fields.ts): a list is refused by its length before its items are read, a
+ * string by its UTF-8 length and when it is not well-formed Unicode (a lone surrogate would
+ * be sent to a key's owner as U+FFFD, another key).
  */
 
 /** envoy.type.v3.RateLimitUnit, by name */
@@ -19,25 +23,20 @@ const RESPONSE_UNIT_NAMES = Object.freeze(["UNKNOWN", "SECOND", "MINUTE", "HOUR"
 
 const UINT32_MAX = 4_294_967_295;
 
-export class JsonFieldError extends Error {
-  constructor(
-    readonly field: string,
-    readonly problem: string,
-  ) {
-    super(`${field}: ${problem}`);
-  }
-}
+/** A field of a POST /json body that breaks a rule or a bound (the gRPC decoder throws the same). */
+export const JsonFieldError = RequestFieldError;
+export type JsonFieldError = RequestFieldError;
 
-/** Each message's fields: JSON name → .proto name (the .proto name maps to itself). */
-const REQUEST_FIELDS = names(["domain", "domain"], ["descriptors", "descriptors"], ["hitsAddend", "hits_addend"]);
-const DESCRIPTOR_FIELDS = names(["entries", "entries"], ["limit", "limit"], ["hitsAddend", "hits_addend"], ["isNegativeHits", "is_negative_hits"]);
-const ENTRY_FIELDS = names(["key", "key"], ["value", "value"]);
-const LIMIT_FIELDS = names(["requestsPerUnit", "requests_per_unit"], ["unit", "unit"]);
+/** Each message's fields: JSON name → .proto name (the .proto name maps to itself), from the one field table. */
+const REQUEST_FIELDS = names(RLS_FIELDS.request);
+const DESCRIPTOR_FIELDS = names(RLS_FIELDS.descriptor);
+const ENTRY_FIELDS = names(RLS_FIELDS.entry);
+const LIMIT_FIELDS = names(RLS_FIELDS.limit);
 
-function names(...pairs: [json: string, proto: string][]): ReadonlyMap<string, string> {
+function names(table: Readonly<Record<string, FieldDef>>): ReadonlyMap<string, string> {
   const map = new Map<string, string>();
-  for (const [json, proto] of pairs) {
-    map.set(json, proto);
+  for (const [proto, def] of Object.entries(table)) {
+    map.set(def.json, proto);
     map.set(proto, proto);
   }
   return map;
@@ -48,11 +47,11 @@ export function rlsRequestFromJson(body: unknown): RlsRequest {
   const fields = readMessage(body, REQUEST_FIELDS, "request");
   const request: RlsRequest = {};
   const domain = fields.get("domain");
-  if (domain !== undefined) request.domain = string(domain, "domain");
+  if (domain !== undefined) request.domain = string(domain, "domain", RLS_BOUNDS.domain.max * 3);
   const hits = fields.get("hits_addend");
   if (hits !== undefined) request.hits_addend = uint(hits, "hits_addend", UINT32_MAX);
   const descriptors = fields.get("descriptors");
-  if (descriptors !== undefined) request.descriptors = list(descriptors, "descriptors", descriptorFromJson);
+  if (descriptors !== undefined) request.descriptors = list(descriptors, "descriptors", RLS_BOUNDS.descriptors.max, "per request", descriptorFromJson);
   return request;
 }
 
@@ -60,7 +59,7 @@ function descriptorFromJson(value: unknown, at: string): RlsDescriptor {
   const fields = readMessage(value, DESCRIPTOR_FIELDS, at);
   const d: RlsDescriptor = {};
   const entries = fields.get("entries");
-  if (entries !== undefined) d.entries = list(entries, `${at}.entries`, entryFromJson);
+  if (entries !== undefined) d.entries = list(entries, `${at}.entries`, RLS_BOUNDS.entries.max, "per descriptor", entryFromJson);
   const limit = fields.get("limit");
   if (limit !== undefined) {
     const lf = readMessage(limit, LIMIT_FIELDS, `${at}.limit`);
@@ -75,7 +74,7 @@ function descriptorFromJson(value: unknown, at: string): RlsDescriptor {
   if (hits !== undefined) d.hits_addend = { value: uint(hits, `${at}.hits_addend`, Number.MAX_SAFE_INTEGER) };
   const negative = fields.get("is_negative_hits");
   if (negative !== undefined) {
-    if (typeof negative !== "boolean") throw new JsonFieldError(`${at}.is_negative_hits`, "must be true or false");
+    if (typeof negative !== "boolean") throw new RequestFieldError(`${at}.is_negative_hits`, "must be true or false");
     d.is_negative_hits = negative;
   }
   return d;
@@ -85,9 +84,9 @@ function entryFromJson(value: unknown, at: string): RlsEntry {
   const fields = readMessage(value, ENTRY_FIELDS, at);
   const entry: RlsEntry = {};
   const key = fields.get("key");
-  if (key !== undefined) entry.key = string(key, `${at}.key`);
+  if (key !== undefined) entry.key = string(key, `${at}.key`, RLS_BOUNDS.keyBytes.max);
   const v = fields.get("value");
-  if (v !== undefined) entry.value = string(v, `${at}.value`);
+  if (v !== undefined) entry.value = string(v, `${at}.value`, RLS_BOUNDS.valueBytes.max);
   return entry;
 }
 
@@ -107,8 +106,9 @@ function readMessage(value: unknown, known: ReadonlyMap<string, string>, at: str
   return fields;
 }
 
-function list<T>(value: unknown, at: string, item: (v: unknown, at: string) => T): T[] {
+function list<T>(value: unknown, at: string, max: number, per: string, item: (v: unknown, at: string) => T): T[] {
   if (!Array.isArray(value)) throw new JsonFieldError(at, "must be a JSON array");
+  if (value.length > max) throw new JsonFieldError(at, `at most ${max} ${per}`);
   const out: T[] = new Array(value.length);
   for (let i = 0; i < value.length; i++) {
     if (value[i] === null) throw new JsonFieldError(`${at}[${i}]`, "must not be null");
@@ -117,8 +117,16 @@ function list<T>(value: unknown, at: string, item: (v: unknown, at: string) => T
   return out;
 }
 
-function string(value: unknown, at: string): string {
+const isWellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
+
+/** A string of at most `maxBytes` UTF-8 bytes, well-formed (no lone surrogate). */
+function string(value: unknown, at: string, maxBytes: number): string {
   if (typeof value !== "string") throw new JsonFieldError(at, "must be a string");
+  // UTF-16 units never outnumber UTF-8 bytes: the byte count is only needed near the bound.
+  if (value.length > maxBytes || (value.length * 3 > maxBytes && Buffer.byteLength(value) > maxBytes)) {
+    throw new JsonFieldError(at, `must be at most ${maxBytes} bytes`);
+  }
+  if (!isWellFormed(value)) throw new JsonFieldError(at, NOT_WELL_FORMED);
   return value;
 }
 

@@ -10,9 +10,9 @@ import path from "node:path";
 import tls from "node:tls";
 import { pino } from "pino";
 import t, { type Test } from "tap";
-import { GrpcTls } from "../../src/rls/grpc-tls.js";
-import { mapperLabels } from "../../src/rls/rls-metrics.js";
-import { selfSignedCert, type CertFiles } from "../harness/certs.js";
+import { GrpcTls } from "../../../src/rls/grpc/grpc-tls.js";
+import { mapperLabels } from "../../../src/rls/rls-metrics.js";
+import { selfSignedCert, type CertFiles } from "../../harness/certs.js";
 
 /** Connects with `client` (or no certificate); the server certificate's common name, or the error. */
 function handshake(port: number, ca: Buffer, client?: CertFiles): Promise<string> {

@@ -1,13 +1,18 @@
 import http2, { type Http2Server, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
-import { KeyScope, type ApiKeyVerifier } from "../auth/api-keys.js";
-import type { Logger } from "../logger.js";
-import { decodeHealthCheckRequest, decodeRateLimitRequest, DecodeError, encodeHealthCheckResponse, encodeRateLimitResponse } from "./wire/codec.js";
-import { RLS_ERRORS, type RlsErrorKind, type RlsFailure } from "./errors.js";
-import { HealthService } from "./health-service.js";
+import { KeyScope, type ApiKeyVerifier } from "../../auth/api-keys.js";
+import type { Logger } from "../../logger.js";
+import { decodeHealthCheckRequest, decodeRateLimitRequest, DecodeError, encodeHealthCheckResponse, encodeRateLimitResponse } from "../wire/codec.js";
+import { echo, RequestFieldError, RLS_BOUNDS } from "../wire/fields.js";
+import { RLS_ERRORS, type RlsFailure } from "../errors.js";
+import { DEADLINE_EXCEEDED, deadlineMs, fail, failWith, frame, openAnswer, PendingBytes, readMessage, reply } from "./grpc-wire.js";
+import { SessionGuard, type GrpcLimits } from "./grpc-sessions.js";
+import { HealthService, MAX_WATCHES, MAX_WATCHES_PER_CONNECTION, SERVICE_UNKNOWN } from "../health-service.js";
 import { GrpcTls, type GrpcTlsFiles } from "./grpc-tls.js";
-import { HEALTH_SERVICE_NAME, RLS_SERVICE_NAME } from "./wire/protos.js";
-import type { RlsService } from "./rls-service.js";
-import type { RlsResponse } from "./wire/messages.js";
+import { HEALTH_SERVICE_NAME, RLS_SERVICE_NAME } from "../wire/protos.js";
+import type { RlsService } from "../rls-service.js";
+import type { RlsResponse } from "../wire/messages.js";
+
+export type { GrpcLimits } from "./grpc-sessions.js";
 
 export interface GrpcOptions {
   host: string;
@@ -17,6 +22,7 @@ export interface GrpcOptions {
   tls?: GrpcTlsFiles;
   /** GRPC_AUTH: "api-key" asks every call for `authorization: Bearer <key>`; "none" trusts the network (an mTLS mesh) */
   auth: "api-key" | "none";
+  limits: GrpcLimits;
 }
 
 export interface GrpcDeps {
@@ -27,17 +33,10 @@ export interface GrpcDeps {
   logger: Logger;
 }
 
-/** Envoy's requests are a few hundred bytes; anything near this bound is not one. */
-const MAX_MESSAGE_BYTES = 1 << 20;
-
 const SHOULD_RATE_LIMIT = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
 const CHECK = `/${HEALTH_SERVICE_NAME}/Check`;
 const WATCH = `/${HEALTH_SERVICE_NAME}/Watch`;
 const NOT_FOUND = 5;
-
-const OK_HEADERS = Object.freeze({ ":status": 200, "content-type": "application/grpc" });
-const OK_TRAILERS = Object.freeze({ "grpc-status": "0" });
-const WAIT_FOR_TRAILERS = Object.freeze({ waitForTrailers: true });
 
 /**
  * The gRPC port (GRPC_PORT): envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit and
@@ -49,15 +48,25 @@ const WAIT_FOR_TRAILERS = Object.freeze({ waitForTrailers: true });
  * server 98 µs, a constant answer on node:http2 86 µs, POST /limit 21 µs; in the run that
  * measured this server, grpc-js was 277 µs (0.35× for this one). What is left above POST
  * /limit is Node's HTTP/2 itself (the floor is 4.1× a /limit decision).
- * A drain turns health to NOT_SERVING first, so Envoy and Kubernetes stop sending before the
- * port closes.
+ * A drain turns health to NOT_SERVING and sends GOAWAY first, so Envoy and Kubernetes stop
+ * sending before the port closes.
+ *
+ * Nothing a client holds is unbounded (docs/security.md): connections (GRPC_MAX_CONNECTIONS,
+ * preface and idle timeouts: SessionGuard), streams per connection
+ * (GRPC_MAX_CONCURRENT_STREAMS, enforced by HTTP/2 itself), bytes per message
+ * (RLS_BOUNDS.messageBytes, 1 KiB for the unauthenticated health service) and for the node
+ * (GRPC_MAX_PENDING_BYTES), time per call (grpc-timeout, else GRPC_DEFAULT_DEADLINE_MS),
+ * Watch streams (per connection and per node).
  */
 export class RlsGrpcServer {
   private readonly server: Http2Server;
   private readonly health: HealthService;
   private readonly tls: GrpcTls | undefined;
-  private readonly sessions = new Set<Http2Session>();
+  private readonly guard: SessionGuard;
+  private readonly pending: PendingBytes;
   private draining = false;
+  /** Watch streams open, every connection together */
+  private watches = 0;
   /** calls received and not answered yet (a drain waits for 0) */
   inFlight = 0;
 
@@ -66,12 +75,17 @@ export class RlsGrpcServer {
     private readonly deps: GrpcDeps,
   ) {
     this.health = new HealthService(() => !this.draining && deps.isReady());
-    this.tls = options.tls === undefined ? undefined : new GrpcTls(options.tls, deps.logger);
-    this.server = (this.tls === undefined ? http2.createServer() : this.tls.server) as Http2Server;
+    const limits = options.limits;
+    this.guard = new SessionGuard(limits);
+    this.pending = new PendingBytes(limits.maxPendingBytes);
+    const settings = { maxConcurrentStreams: limits.maxConcurrentStreams };
+    this.tls = options.tls === undefined ? undefined : new GrpcTls(options.tls, deps.logger, { settings, handshakeTimeout: limits.prefaceTimeoutMs });
+    this.server = (this.tls === undefined ? http2.createServer({ settings }) : this.tls.server) as Http2Server;
+    // invariant: connections held <= maxConnections (the listener refuses the next one)
+    this.server.maxConnections = limits.maxConnections;
     this.server.on("session", (session: Http2Session) => {
-      this.sessions.add(session);
-      session.on("close", () => this.sessions.delete(session));
       session.on("error", () => {});
+      this.guard.add(session);
     });
     this.server.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => this.onStream(stream, headers));
   }
@@ -89,21 +103,26 @@ export class RlsGrpcServer {
 
   private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
     stream.on("error", () => {});
+    this.guard.streamOpened(stream);
+    const path = headers[":path"];
+    // every stream has its deadline, answered or not, so none holds its connection open for good
+    this.setDeadline(stream, headers["grpc-timeout"], path === WATCH);
     const contentType = headers["content-type"];
     if (headers[":method"] !== "POST" || typeof contentType !== "string" || !contentType.startsWith("application/grpc")) {
       // Not a gRPC call: plain HTTP, as the gRPC over HTTP/2 protocol asks.
       stream.respond({ ":status": 415 }, { endStream: true });
       return;
     }
-    const path = headers[":path"];
-    if (path !== SHOULD_RATE_LIMIT && path !== CHECK && path !== WATCH) return fail(stream, "unimplemented", `no method ${String(path)}`);
+    if (path !== SHOULD_RATE_LIMIT && path !== CHECK && path !== WATCH) return fail(stream, "unimplemented", `no method ${echo(String(path))}`);
     let scope: KeyScope | undefined = KeyScope.ANY;
     if (path === SHOULD_RATE_LIMIT && this.options.auth === "api-key") {
       const authorization = headers.authorization;
       scope = this.deps.verifier.scopeOf(typeof authorization === "string" ? authorization : "");
       if (scope === undefined) return fail(stream, "unauthenticated", RLS_ERRORS.unauthenticated.message);
     }
-    readMessage(stream, (message) => {
+    // The health service needs no key: its messages are a service name, 1 KiB at most.
+    const maxBytes = path === SHOULD_RATE_LIMIT ? RLS_BOUNDS.messageBytes : RLS_BOUNDS.healthMessageBytes;
+    readMessage(stream, maxBytes, this.pending, (message) => {
       if (message === undefined) return;
       if (path === SHOULD_RATE_LIMIT) this.shouldRateLimit(stream, message, scope!);
       else if (path === CHECK) this.check(stream, message);
@@ -111,11 +130,32 @@ export class RlsGrpcServer {
     });
   }
 
+  /**
+   * A call's deadline: its grpc-timeout, else GRPC_DEFAULT_DEADLINE_MS (a Watch without
+   * grpc-timeout has none: it lasts as long as its client wants, bounded in number). Past
+   * it an unanswered call gets DEADLINE_EXCEEDED, and a stream still open is reset.
+   */
+  private setDeadline(stream: ServerHttp2Stream, timeout: string | string[] | undefined, isWatch: boolean): void {
+    if (isWatch && timeout === undefined) return;
+    const ms = deadlineMs(timeout, this.options.limits.defaultDeadlineMs);
+    const timer = setTimeout(() => {
+      if (stream.destroyed) return;
+      if (!stream.headersSent) failWith(stream, DEADLINE_EXCEEDED, "deadline exceeded");
+      else if (isWatch) stream.end();
+      // the client has not ended its side: reset rather than read on
+      setImmediate(() => {
+        if (!stream.destroyed && !stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+      });
+    }, ms);
+    stream.once("close", () => clearTimeout(timer));
+  }
+
   private shouldRateLimit(stream: ServerHttp2Stream, message: Buffer, scope: KeyScope): void {
     let request;
     try {
       request = decodeRateLimitRequest(message);
     } catch (err) {
+      if (err instanceof RequestFieldError) return fail(stream, "invalidArgument", err.message);
       if (err instanceof DecodeError) return fail(stream, "invalidArgument", `request: not a RateLimitRequest (${err.message})`);
       throw err;
     }
@@ -138,21 +178,29 @@ export class RlsGrpcServer {
   }
 
   private check(stream: ServerHttp2Stream, message: Buffer): void {
-    const service = decodeOrUndefined(message)?.service;
-    const status = this.health.status(service);
-    if (status === undefined) return failWith(stream, NOT_FOUND, `unknown service "${service ?? ""}"`);
+    const request = this.healthRequest(stream, message);
+    if (request === undefined) return;
+    const status = this.health.status(request.service);
+    if (status === undefined) return failWith(stream, NOT_FOUND, `unknown service "${echo(request.service ?? "")}"`);
     reply(stream, encodeHealthCheckResponse({ status }));
   }
 
   private watch(stream: ServerHttp2Stream, message: Buffer): void {
-    const service = decodeOrUndefined(message)?.service;
-    if (stream.destroyed) return;
-    stream.respond(OK_HEADERS, WAIT_FOR_TRAILERS);
-    stream.on("wantTrailers", () => stream.sendTrailers(OK_TRAILERS));
-    const status = this.health.status(service);
+    const request = this.healthRequest(stream, message);
+    if (request === undefined || stream.destroyed) return;
+    const status = this.health.status(request.service);
+    // invariant: Watch streams <= MAX_WATCHES_PER_CONNECTION per connection and MAX_WATCHES per node
+    const release = this.watches >= MAX_WATCHES ? undefined : this.guard.addWatch(stream, MAX_WATCHES_PER_CONNECTION);
+    if (release === undefined) return fail(stream, "resourceExhausted", "too many Watch streams; use Check");
+    this.watches++;
+    stream.once("close", () => {
+      this.watches--;
+      release();
+    });
+    openAnswer(stream);
     if (status === undefined) {
       // SERVICE_UNKNOWN, and the stream stays open as the protocol says: the service may appear.
-      stream.write(frame(encodeHealthCheckResponse({ status: 3 })));
+      stream.write(frame(encodeHealthCheckResponse({ status: SERVICE_UNKNOWN })));
       return;
     }
     const unwatch = this.health.watch(
@@ -163,107 +211,42 @@ export class RlsGrpcServer {
         if (!stream.destroyed) stream.end();
       },
     );
-    stream.on("close", unwatch);
+    if (unwatch !== undefined) stream.once("close", unwatch);
   }
 
-  /** Health turns NOT_SERVING; calls are still answered until close(). */
+  /** The HealthCheckRequest, or undefined when the call was answered INVALID_ARGUMENT. */
+  private healthRequest(stream: ServerHttp2Stream, message: Buffer): { service?: string } | undefined {
+    try {
+      return decodeHealthCheckRequest(message);
+    } catch (err) {
+      if (err instanceof RequestFieldError || err instanceof DecodeError) fail(stream, "invalidArgument", `request: not a HealthCheckRequest (${err.message})`);
+      else throw err;
+      return undefined;
+    }
+  }
+
+  /** Health turns NOT_SERVING and every connection gets GOAWAY; calls in flight are still answered until close(). */
   startDraining(): void {
     this.draining = true;
     this.health.poll();
+    this.guard.goAwayAll();
   }
 
   /** Stops accepting connections, lets calls in flight end, and closes what is left after `graceMs`. */
   close(graceMs: number): Promise<void> {
     this.health.close();
     this.tls?.close();
+    this.guard.stop();
     return new Promise((resolve) => {
       const force = setTimeout(() => {
-        for (const session of this.sessions) session.destroy();
+        for (const session of this.guard.sessions()) session.destroy();
       }, graceMs);
       force.unref();
       this.server.close(() => {
         clearTimeout(force);
         resolve();
       });
-      for (const session of this.sessions) session.close();
+      this.guard.goAwayAll();
     });
   }
-}
-
-/**
- * The one message of a unary call: the whole body, one uncompressed gRPC frame (no
- * grpc-accept-encoding is announced, so clients do not compress). `done(undefined)` when the
- * call was already answered with an error.
- */
-function readMessage(stream: ServerHttp2Stream, done: (message: Buffer | undefined) => void): void {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  stream.on("data", (chunk: Buffer) => {
-    size += chunk.length;
-    if (size > MAX_MESSAGE_BYTES + 5) {
-      if (chunks.length > 0) chunks.length = 0;
-      return;
-    }
-    chunks.push(chunk);
-  });
-  stream.on("end", () => {
-    if (size > MAX_MESSAGE_BYTES + 5) {
-      fail(stream, "resourceExhausted", `${RLS_ERRORS.resourceExhausted.message} (at most ${MAX_MESSAGE_BYTES} bytes)`);
-      return done(undefined);
-    }
-    const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
-    if (body.length < 5 || body.readUInt32BE(1) !== body.length - 5) {
-      fail(stream, "invalidArgument", "request: not one gRPC message");
-      return done(undefined);
-    }
-    if (body[0] !== 0) {
-      failWith(stream, RLS_ERRORS.unimplemented.grpc, "compressed messages are not accepted");
-      return done(undefined);
-    }
-    done(body.subarray(5));
-  });
-}
-
-function decodeOrUndefined(message: Buffer): { service?: string } | undefined {
-  try {
-    return decodeHealthCheckRequest(message);
-  } catch {
-    return undefined;
-  }
-}
-
-/** A gRPC message with its 5-byte head: not compressed, then the length. */
-function frame(message: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(message.length + 5);
-  out[0] = 0;
-  out.writeUInt32BE(message.length, 1);
-  message.copy(out, 5);
-  return out;
-}
-
-function reply(stream: ServerHttp2Stream, message: Buffer): void {
-  if (stream.destroyed || stream.headersSent) return;
-  stream.respond(OK_HEADERS, WAIT_FOR_TRAILERS);
-  stream.once("wantTrailers", () => stream.sendTrailers(OK_TRAILERS));
-  stream.end(frame(message));
-}
-
-function fail(stream: ServerHttp2Stream, kind: RlsErrorKind, message: string): void {
-  failWith(stream, RLS_ERRORS[kind].grpc, message);
-}
-
-/** A trailers-only answer: the status in the one HEADERS frame, as gRPC allows for errors. */
-function failWith(stream: ServerHttp2Stream, code: number, message: string): void {
-  if (stream.destroyed || stream.headersSent) return;
-  // whatever the client still sends is read and dropped, so the stream can close
-  stream.resume();
-  stream.respond(
-    { ":status": 200, "content-type": "application/grpc", "grpc-status": String(code), "grpc-message": percentEncoded(message) },
-    { endStream: true },
-  );
-}
-
-/** grpc-message is percent-encoded: bytes outside printable ASCII, and "%" itself. */
-function percentEncoded(message: string): string {
-  return message.replace(/[^\x20-\x24\x26-\x7e]/gu, (c) => encodeURIComponent(c));
 }

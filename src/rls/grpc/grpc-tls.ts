@@ -1,8 +1,8 @@
 import { readFileSync, statSync } from "node:fs";
-import http2, { type Http2SecureServer } from "node:http2";
+import http2, { type Http2SecureServer, type SecureServerOptions } from "node:http2";
 import { checkServerIdentity, createSecureContext, type PeerCertificate, type SecureContextOptions, type TLSSocket } from "node:tls";
-import { certificatesOf } from "../config/parsers.js";
-import type { Logger } from "../logger.js";
+import { certificatesOf } from "../../config/parsers.js";
+import type { Logger } from "../../logger.js";
 
 /** How often the certificate files are stat'ed for a change (a Secret volume's symlink swap). */
 export const TLS_CHECK_INTERVAL_MS = 1000;
@@ -33,9 +33,12 @@ export class GrpcTls {
   constructor(
     private readonly files: GrpcTlsFiles,
     private readonly logger: Logger,
+    /** the gRPC port's bounds on the server itself (grpc-server.ts: HTTP/2 settings, the handshake's timeout) */
+    serverOptions: Pick<SecureServerOptions, "settings" | "handshakeTimeout"> = {},
   ) {
     this.fingerprint = fingerprintOf(files);
     this.server = http2.createSecureServer({
+      ...serverOptions,
       ...contextOptions(files),
       requestCert: files.caFile !== undefined,
       rejectUnauthorized: files.caFile !== undefined,
