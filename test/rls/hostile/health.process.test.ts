@@ -64,9 +64,10 @@ t.test("grpc-timeout is honoured on an unfinished Check", async (t) => {
 t.test("a 1 MiB unknown service name, no key: refused by size; a long one is echoed cut short", async (t) => {
   const { node, grpcPort } = await startRlsNode(t, { GRPC_AUTH: "none" });
   const conns = await sessions(t, grpcPort, 8);
-  const { result, beside: b } = await beside([node], () =>
-    Promise.all(conns.flatMap((s) => [0, 1, 2, 3].map(() => call(s, HEALTH_CHECK, grpcFrame(healthRequest("x".repeat(1 << 20))))))),
-  );
+  // Built once, before the probes start: 32 MiB built inside the attack stalled this process's
+  // own loop, and with it the /health probe that shares it (not the node's).
+  const huge = grpcFrame(healthRequest("x".repeat(1 << 20)));
+  const { result, beside: b } = await beside([node], () => Promise.all(conns.flatMap((s) => [0, 1, 2, 3].map(() => call(s, HEALTH_CHECK, huge)))));
   t.ok(
     result.every((r) => r.status === GRPC.RESOURCE_EXHAUSTED),
     "RESOURCE_EXHAUSTED: a health request is at most 1 KiB",
