@@ -153,9 +153,9 @@ t.test("a node that cannot start ends the cluster: the others stop, exit 1", asy
 });
 
 t.test("--grpc-port gives each node a gRPC port; SIGUSR2 restarts one node while the others keep answering", async (t) => {
-  const port = await freeRange(3);
-  const peerPort = await freeRange(3);
-  const grpcPort = await freeRange(3);
+  const port = await freePortRange(3);
+  const peerPort = await freePortRange(3);
+  const grpcPort = await freePortRange(3);
   const tool = runTool(["--nodes", "3", "--port", String(port), "--peer-port", String(peerPort), "--grpc-port", String(grpcPort)]);
   t.teardown(() => tool.kill());
   const urls = [0, 1, 2].map((i) => `http://127.0.0.1:${port + i}`);
