@@ -3,14 +3,15 @@
 # typia transform), run with production dependencies only, as a non-root user, with
 # node itself as PID 1 under tini so SIGTERM reaches the service and starts the drain.
 #
-# Base image: Node 22 LTS (the uWebSockets.js build ships binaries up to Node 22's ABI 127;
-# see README "Supported Node.js versions"). Pinned by tag here; for reproducible builds pin
-# the digest too, obtained from the registry on a machine that can reach it:
-#   docker buildx imagetools inspect node:22-bookworm-slim --format '{{json .Manifest.Digest}}'
-#   (or: docker pull node:22-bookworm-slim && docker inspect --format '{{index .RepoDigests 0}}' node:22-bookworm-slim)
-# then build with --build-arg NODE_IMAGE=node:22-bookworm-slim@sha256:<digest>.
+# Base image: Node 24 LTS on Debian 13 (trixie). The uWebSockets.js build with Node 24's ABI 137
+# (upstream v20.57) needs glibc 2.38; Debian 12 has 2.36 (README "Supported Node.js versions",
+# docs/node-versions.md). Pinned by tag here; for reproducible builds pin the digest too,
+# obtained from the registry on a machine that can reach it:
+#   docker buildx imagetools inspect node:24-trixie-slim --format '{{json .Manifest.Digest}}'
+#   (or: docker pull node:24-trixie-slim && docker inspect --format '{{index .RepoDigests 0}}' node:24-trixie-slim)
+# then build with --build-arg NODE_IMAGE=node:24-trixie-slim@sha256:<digest>.
 # No digest is written here: it was not obtainable from the machine this file was made on.
-ARG NODE_IMAGE=node:22-bookworm-slim
+ARG NODE_IMAGE=node:24-trixie-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app

@@ -6,6 +6,7 @@ import type { TopQuery, TopResult } from "./http/endpoints/top.js";
 import { admitsOf } from "./shard/cluster/top-offenders.js";
 import { IdGenerator } from "./http/ids.js";
 import { describeListenError, ListenError } from "./http/listen.js";
+import { uwsBuild } from "./http/uws.js";
 import { createLogger, type Logger } from "./logger.js";
 import { Metrics } from "./metrics/metrics.js";
 import { assembleCluster } from "./shard/cluster/assemble.js";
@@ -287,6 +288,7 @@ export async function startNode(
       https: tls,
       maxKeys: config.maxKeys,
       memoryBudgetBytes: budget,
+      uws: uwsBuild, // which of the two uWebSockets.js builds this host loaded (docs/node-versions.md)
     },
     "ringlimit node listening",
   );

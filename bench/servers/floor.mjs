@@ -4,7 +4,8 @@
 // No auth, no validation, no state. Every other row's CPU/request is divided by this one.
 //
 // Env: PORT (required), HOST (default 127.0.0.1), TLS_CERT_FILE + TLS_KEY_FILE (optional: HTTPS).
-import { App, SSLApp } from 'uWebSockets.js'
+// The same uWebSockets.js build the service loads on this host (src/http/uws.ts picks it).
+import { App, SSLApp } from '../../dist/src/http/uws.js'
 
 const PORT = Number(process.env.PORT)
 const HOST = process.env.HOST || '127.0.0.1'

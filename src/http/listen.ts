@@ -1,5 +1,6 @@
 import net from "node:net";
-import { us_socket_local_port, type TemplatedApp, type us_listen_socket } from "uWebSockets.js";
+import type { TemplatedApp, us_listen_socket } from "uWebSockets.js";
+import { us_socket_local_port } from "./uws.js";
 
 /**
  * uWS's listen without options sets SO_REUSEPORT: a second process on the same port then

@@ -1,4 +1,5 @@
-import { App, SSLApp, us_listen_socket_close, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from "uWebSockets.js";
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from "uWebSockets.js";
+import { App, SSLApp, us_listen_socket_close } from "./uws.js";
 import type { Decider } from "../decision.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";

@@ -1,10 +1,11 @@
 /**
- * The supported Node.js versions are said in five places that must agree: `engines` in
- * package.json, README's "Supported Node.js versions" table, the Dockerfile's base image,
- * the Node that `.ci/run` installs, and the native binaries the uWebSockets.js build
- * actually ships (one per Node ABI). The upper bound of `engines` is the last ABI shipped.
+ * The supported Node.js versions are said in several places that must agree: `engines` in
+ * package.json, README's "Supported Node.js versions" table, the Dockerfile's base image, the
+ * Nodes that `.ci/run` installs, and the native binaries the two uWebSockets.js builds
+ * actually ship (one per Node ABI), whose checksums docs/node-versions.md records.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import t from "tap";
@@ -13,18 +14,31 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../.
 const read = (file: string) => readFileSync(path.join(ROOT, file), "utf8");
 
 // Node's module ABI (process.versions.modules) per major, from Node's own ABI registry.
-const ABI: Record<number, number> = { 18: 108, 20: 115, 21: 120, 22: 127, 23: 131, 24: 137 };
+const ABI: Record<number, number> = { 18: 108, 20: 115, 21: 120, 22: 127, 23: 131, 24: 137, 25: 141 };
 
 const engines = (JSON.parse(read("package.json")) as { engines: { node: string } }).engines.node;
 const range = /^>=(\d+) <(\d+)$/.exec(engines);
 const low = Number(range?.[1]);
 const high = Number(range?.[2]); // first major not supported
-const supported = Array.from({ length: high - low }, (_, i) => low + i);
+const inRange = Array.from({ length: high - low }, (_, i) => low + i);
+// A range cannot skip a major: the odd ones inside it are current releases, never LTS, and not supported.
+const supported = inRange.filter((major) => major % 2 === 0);
+
+// The preferred build (upstream v20.57, glibc 2.38) and the fallback for older glibc (src/http/uws.ts).
+const BUILDS = { preferred: "node_modules/uWebSockets.js", fallback: "node_modules/uws-pack/dist/bin" } as const;
+const linuxBinaries = (dir: string) => readdirSync(path.join(ROOT, dir)).filter((f) => /^uws_linux_\w+_\d+\.node$/.test(f));
+const x64Abis = (dir: string) =>
+  new Set(
+    linuxBinaries(dir)
+      .map((f) => /^uws_linux_x64_(\d+)\.node$/.exec(f)?.[1])
+      .filter((abi): abi is string => abi !== undefined)
+      .map(Number),
+  );
 
 t.test("engines is a plain major range", async (t) => {
   t.ok(range, `engines.node "${engines}" has the form ">=A <B"`);
   t.ok(low >= 22, "Node 20 and older are past end of life and not supported");
-  t.ok(supported.length >= 1);
+  t.same(supported, [22, 24], "the LTS majors allowed are 22 and 24");
 });
 
 t.test("the ABI table matches the Node running this test", async (t) => {
@@ -32,16 +46,30 @@ t.test("the ABI table matches the Node running this test", async (t) => {
   t.equal(ABI[major], Number(process.versions.modules), `Node ${major} is ABI ${process.versions.modules}`);
 });
 
-t.test("the uWebSockets.js build ships every supported ABI and not the next one", async (t) => {
-  const bin = path.join(ROOT, "node_modules/uWebSockets.js/dist/bin");
-  const shipped = new Set(
-    readdirSync(bin)
-      .map((f) => /^uws_linux_x64_(\d+)\.node$/.exec(f)?.[1])
-      .filter((abi): abi is string => abi !== undefined)
-      .map(Number),
-  );
-  for (const major of supported) t.ok(shipped.has(ABI[major]!), `Node ${major} (ABI ${ABI[major]}) has a Linux x64 binary`);
-  t.notOk(shipped.has(ABI[high]!), `Node ${high} (ABI ${ABI[high]}) has none: the upper bound <${high} is needed`);
+t.test("the builds ship what the table says", async (t) => {
+  const preferred = x64Abis(BUILDS.preferred);
+  const fallback = x64Abis(BUILDS.fallback);
+  for (const major of supported) t.ok(preferred.has(ABI[major]!), `Node ${major} (ABI ${ABI[major]}) has a Linux x64 binary in the preferred build`);
+  t.ok(fallback.has(ABI[low]!), `Node ${low} also has one in the fallback build, for hosts older than glibc 2.38`);
+  t.notOk(fallback.has(ABI[24]!), "Node 24 has none in the fallback: it needs glibc 2.38");
+  for (const odd of inRange.filter((m) => !supported.includes(m))) {
+    t.notOk(preferred.has(ABI[odd]!) || fallback.has(ABI[odd]!), `Node ${odd} (ABI ${ABI[odd]}) has no binary: it does not start`);
+  }
+  t.ok(preferred.has(ABI[20]!) && fallback.has(ABI[20]!), "both ship Node 20's ABI 115: on 20 the server starts (README says so)");
+});
+
+t.test("every installed Linux binary has the checksum docs/node-versions.md records", async (t) => {
+  const doc = read("docs/node-versions.md");
+  const recorded = new Map([...doc.matchAll(/^\| `([^`]+\.node)` \| `([0-9a-f]{64})` \| `([0-9a-f]{40})` \|$/gm)].map((m) => [m[1]!, m[2]!]));
+  const installed = Object.values(BUILDS).flatMap((dir) => linuxBinaries(dir).map((f) => path.join(dir, f).replace(/^node_modules\//, "")));
+  t.ok(installed.length >= 20, `${installed.length} Linux binaries installed`);
+  t.same([...recorded.keys()].sort(), installed.sort(), "the table lists exactly the installed Linux binaries");
+  for (const file of installed) {
+    const sha256 = createHash("sha256")
+      .update(readFileSync(path.join(ROOT, "node_modules", file)))
+      .digest("hex");
+    t.equal(sha256, recorded.get(file), `${file} is the file that was checked`);
+  }
 });
 
 t.test("README's table says what engines says", async (t) => {
@@ -52,27 +80,38 @@ t.test("README's table says what engines says", async (t) => {
     .split("\n")
     .filter((l) => l.startsWith("|") && !l.startsWith("| ---") && !l.startsWith("| Node.js"))
     .map((l) => l.split("|").map((c) => c.trim()));
-  const supportedRows = rows.filter((r) => r[2]!.startsWith("**supported**"));
+  const row = (major: number) => rows.find((r) => Number.parseInt(r[1]!, 10) === major)?.[2] ?? "";
   t.same(
-    supportedRows.map((r) => Number.parseInt(r[1]!, 10)),
+    rows
+      .filter((r) => r[2]!.startsWith("**supported**"))
+      .map((r) => Number.parseInt(r[1]!, 10))
+      .sort((a, b) => a - b),
     supported,
-    "the rows marked supported are the majors engines allows",
+    "the rows marked supported are the LTS majors engines allows",
   );
-  const older = rows.find((r) => r[2]!.startsWith("**not supported**"));
-  t.ok(older && Number.parseInt(older[1]!, 10) === low - 2, `Node ${low - 2} is listed as not supported`);
-  t.match(older?.[2], /end of life/, "and says why");
-  const newer = rows.find((r) => r[2]!.startsWith("**not yet**"));
-  t.ok(newer && Number.parseInt(newer[1]!, 10) === high, `Node ${high} and later are listed as not yet supported`);
+  t.match(row(24), /glibc 2\.38/, "Node 24's row says it needs glibc 2.38");
+  t.match(row(23), /^\*\*not supported\*\*.*does not start/, "Node 23 is in the range but does not start, and the table says so");
+  t.match(row(low - 2), /^\*\*not supported\*\*.*end of life/, `Node ${low - 2} is not supported, and the row says why`);
+  t.match(row(low - 2), /EBADENGINE[\s\S]*starts and answers/, `and what truly happens on Node ${low - 2}`);
+  t.match(row(high), /^\*\*not yet\*\*/, `Node ${high} and later are listed as not yet supported`);
   t.ok(section.includes("`engines` in package.json says `" + engines + "`"), "the text quotes engines");
-  t.match(section, /### The way to Node 24[\s\S]*ABI 137[\s\S]*glibc 2\.38/, "the way to Node 24 names the ABI and the glibc it needs");
+  t.ok(existsSync(path.join(ROOT, "docs/node-versions.md")) && section.includes("docs/node-versions.md"), "and points at where the binaries were checked");
 });
 
-t.test("the Dockerfile and .ci/run use a supported major", async (t) => {
-  const image = /^ARG NODE_IMAGE=node:(\d+)-/m.exec(read("Dockerfile"));
-  t.ok(image && supported.includes(Number(image[1])), `the Docker base image is Node ${image?.[1]}`);
+t.test("the Dockerfile and .ci/run run the supported majors", async (t) => {
+  const image = /^ARG NODE_IMAGE=node:(\d+)-(\w+)/m.exec(read("Dockerfile"));
+  t.equal(Number(image?.[1]), Math.max(...supported), `the Docker base image is the newest LTS, Node ${image?.[1]}`);
+  t.equal(image?.[2], "trixie", "on Debian 13, whose glibc (2.41) loads the v20.57 build");
   const ci = read(".ci/run");
-  const installed = [...ci.matchAll(/\bnode@(\d+)\b/g)].map((m) => Number(m[1]));
-  t.ok(installed.length >= 1, ".ci/run installs a Node from the registry");
-  for (const major of installed) t.ok(supported.includes(major), `.ci/run installs Node ${major}`);
-  t.notMatch(ci, /suite on the machine's Node/, "the suite no longer runs on whatever Node the machine has");
+  const installed = [...new Set([...ci.matchAll(/\bnode@(\d+)\b/g)].map((m) => Number(m[1])))].sort();
+  t.same(installed, supported, ".ci/run runs the suite on every supported major");
+  t.match(ci, /^\.ci\/debian13 node@24\b/m, "Node 24 runs in the Debian 13 lane");
+  t.match(read(".ci/debian13"), /debootstrap --variant=minbase trixie/, "whose root is Debian 13, made with debootstrap");
+  t.notMatch(ci, /suite on the machine's Node/, "the suite does not run on whatever Node the machine has");
+});
+
+t.test("the client package works from Node 20 on", async (t) => {
+  const client = JSON.parse(read("packages/client/package.json")) as { engines: { node: string } };
+  const floor = /^>=(\d+)\./.exec(client.engines.node);
+  t.ok(floor && Number(floor[1]) <= 20, `ringlimit-client's engines (${client.engines.node}) still allows Node 20`);
 });

@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import t from "tap";
 import { closeAgents, limit, request } from "../harness/http-client.js";
 import { spawnTool, type ToolProcess } from "../harness/node-process.js";
-import { freePort } from "../harness/ports.js";
+import { freePort, freePortRange } from "../harness/ports.js";
 import { until } from "../harness/wait.js";
 
 t.teardown(closeAgents);
@@ -28,26 +28,6 @@ function listening(port: number): Promise<boolean> {
     socket.once("connect", () => (socket.destroy(), resolve(true)));
     socket.once("error", () => resolve(false));
   });
-}
-
-/** Whether this process can bind 127.0.0.1:port right now. */
-function bindable(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.once("error", () => resolve(false));
-    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
-  });
-}
-
-/** The first of `n` consecutive ports that were all free a moment ago. */
-async function freeRange(n: number): Promise<number> {
-  for (;;) {
-    const first = await freePort();
-    if (first + n > 65535) continue;
-    let free = true;
-    for (let p = first + 1; p < first + n && free; p++) free = await bindable(p);
-    if (free) return first;
-  }
 }
 
 const apiKey = (tool: ToolProcess) => /API key: (svc_sk_\S+)/.exec(tool.stdout())?.[1];
@@ -114,8 +94,8 @@ t.test("a bad command line: one line on stderr, exit 2, nothing started", async 
 });
 
 t.test("--port, --peer-port and --host place every node; SIGTERM to the tool stops them all", async (t) => {
-  const port = await freeRange(2);
-  const peerPort = await freeRange(2);
+  const port = await freePortRange(2);
+  const peerPort = await freePortRange(2);
   const tool = runTool(["--nodes", "2", "--port", String(port), "--peer-port", String(peerPort), "--host", "127.0.0.1"]);
   t.teardown(() => tool.kill());
   const urls = [`http://127.0.0.1:${port}`, `http://127.0.0.1:${port + 1}`];
@@ -158,11 +138,11 @@ t.test("PEER_PORT in the environment is the base of the peer ports", async (t) =
 });
 
 t.test("a node that cannot start ends the cluster: the others stop, exit 1", async (t) => {
-  const port = await freeRange(2);
+  const port = await freePortRange(2);
   const taken = net.createServer();
   await new Promise<void>((resolve) => taken.listen(port + 1, "127.0.0.1", resolve));
   t.teardown(() => new Promise<void>((resolve) => taken.close(() => resolve())));
-  const peerPort = await freeRange(2);
+  const peerPort = await freePortRange(2);
   const tool = runTool(["--nodes", "2", "--port", String(port), "--peer-port", String(peerPort)]);
   t.teardown(() => tool.kill());
   const { code } = await tool.exited;
@@ -173,9 +153,9 @@ t.test("a node that cannot start ends the cluster: the others stop, exit 1", asy
 });
 
 t.test("--grpc-port gives each node a gRPC port; SIGUSR2 restarts one node while the others keep answering", async (t) => {
-  const port = await freeRange(3);
-  const peerPort = await freeRange(3);
-  const grpcPort = await freeRange(3);
+  const port = await freePortRange(3);
+  const peerPort = await freePortRange(3);
+  const grpcPort = await freePortRange(3);
   const tool = runTool(["--nodes", "3", "--port", String(port), "--peer-port", String(peerPort), "--grpc-port", String(grpcPort)]);
   t.teardown(() => tool.kill());
   const urls = [0, 1, 2].map((i) => `http://127.0.0.1:${port + i}`);

@@ -4,15 +4,29 @@ import { MIN_BYTES } from "./key-bytes.js";
 /** Without MAX_MEMORY_MB, limit states may use this share of V8's old space (--max-old-space-size). */
 export const STATES_HEAP_SHARE = 0.3;
 /**
- * What V8's heap_size_limit counts beside the old space on 64-bit Node 22 and 24: the young
- * generation, three semi-spaces of 16 MiB (`--max-old-space-size=64` reads 112 MiB, the default
- * 4,144). Our states live in the old space; 30 % of the whole limit was 52 % of a 64 MiB old
- * space, and a flood of maximal keys killed such a node on a loaded CI machine (heap OOM).
+ * What V8's heap_size_limit counts beside the old space: the young generation, three
+ * semi-spaces of --max-semi-space-size, whose default grew with V8: 16 MiB on 64-bit Node 22,
+ * 64 MiB on Node 24 (`--max-old-space-size=64` reads a heap limit of 112 MiB on 22 and 256 MiB
+ * on 24; with `--max-semi-space-size=8`, 88 MiB on both). Our states live in the old space; 30 %
+ * of the whole limit was 52 % of a 64 MiB old space on Node 22, and a flood of maximal keys
+ * killed such a node on a loaded CI machine (heap OOM); Node 24's 192 MiB, counted as 48, made it
+ * 97 % and killed it every time.
  */
-export const YOUNG_GENERATION_BYTES = 48 * 1024 * 1024;
+export function youngGenerationBytes(nodeMajor: number, nodeFlags: string): number {
+  const set = [...nodeFlags.matchAll(/--max-semi-space-size[= ](\d+)/g)].at(-1)?.[1];
+  const semiSpaceMiB = set !== undefined ? Number(set) : nodeMajor >= 24 ? 64 : 16;
+  return 3 * semiSpaceMiB * 1024 * 1024;
+}
 
-/** The old space V8 may grow to: its heap limit less the young generation (at most half of it, for a heap run with smaller semi-spaces). */
-export const oldSpaceBytes = (heapLimitBytes: number): number => heapLimitBytes - Math.min(YOUNG_GENERATION_BYTES, heapLimitBytes / 2);
+/** This process's young generation: its Node and the flags it was started with. */
+export const YOUNG_GENERATION_BYTES = youngGenerationBytes(
+  Number(process.versions.node.split(".")[0]),
+  [...process.execArgv, process.env.NODE_OPTIONS ?? ""].join(" "),
+);
+
+/** The old space V8 may grow to: its heap limit less the young generation (half the limit should that leave nothing). */
+export const oldSpaceBytes = (heapLimitBytes: number, youngBytes = YOUNG_GENERATION_BYTES): number =>
+  heapLimitBytes > youngBytes ? heapLimitBytes - youngBytes : heapLimitBytes / 2;
 /** Of the bytes for limit states, the share a forwarding node's blocked cache may use. */
 export const BLOCKED_CACHE_SHARE = 1 / 16;
 /** Of the same bytes, the share of a member's shares of keys other members own (shard/cluster/leases/); 0 alone. */

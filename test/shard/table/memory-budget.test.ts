@@ -6,7 +6,7 @@ import t from "tap";
 import { newStep } from "../../../src/algorithms/index.js";
 import { fixedWindow } from "../../../src/algorithms/fixed-window.js";
 import { MIN_BYTES } from "../../../src/shard/table/key-bytes.js";
-import { BLOCKED_CACHE_SHARE, RELEASED_LEASES_SHARE, SHARES_SHARE, TOP_BLOCKED_SHARE, memoryBudget, oldSpaceBytes, STATES_HEAP_SHARE, YOUNG_GENERATION_BYTES } from "../../../src/shard/table/memory-budget.js";
+import { BLOCKED_CACHE_SHARE, RELEASED_LEASES_SHARE, SHARES_SHARE, TOP_BLOCKED_SHARE, memoryBudget, oldSpaceBytes, STATES_HEAP_SHARE, YOUNG_GENERATION_BYTES, youngGenerationBytes } from "../../../src/shard/table/memory-budget.js";
 import { mergeStates } from "../../../src/shard/records/merge-states.js";
 import { stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { StateTable } from "../../../src/shard/table/state-table.js";
@@ -29,12 +29,20 @@ t.test("alone: all of it for the owned table", async (t) => {
 t.test("unset: a share of the old space, the heap limit less the young generation", async (t) => {
   const b = memoryBudget(undefined, { clustered: false, replicas: 1 }, 1000 * MiB);
   t.equal(b.totalBytes, Math.floor((1000 * MiB - YOUNG_GENERATION_BYTES) * STATES_HEAP_SHARE));
-  // --max-old-space-size=64 reads 112 MiB: 30 % of the 64 MiB old space, not of 112.
-  t.equal(memoryBudget(undefined, { clustered: false, replicas: 1 }, 112 * MiB).totalBytes, Math.floor(64 * MiB * STATES_HEAP_SHARE));
-  // smaller semi-spaces (--max-semi-space-size=1 reads 67 MiB): never more than half the limit taken for them
-  t.equal(oldSpaceBytes(67 * MiB), 67 * MiB - 33.5 * MiB);
+  // --max-old-space-size=64 reads 112 MiB on Node 22, 256 on 24: 30 % of the 64 MiB old space, not of the limit.
+  t.equal(memoryBudget(undefined, { clustered: false, replicas: 1 }, 64 * MiB + YOUNG_GENERATION_BYTES).totalBytes, Math.floor(64 * MiB * STATES_HEAP_SHARE));
+  // smaller semi-spaces (--max-old-space-size=64 --max-semi-space-size=1 reads 67 MiB)
+  t.equal(oldSpaceBytes(67 * MiB, youngGenerationBytes(24, "--max-semi-space-size=1")), 64 * MiB);
+  t.equal(oldSpaceBytes(100 * MiB, 192 * MiB), 50 * MiB, "a limit below the young generation (never seen): half of it");
 });
 
+
+t.test("the young generation: three semi-spaces, 16 MiB by default on Node 22, 64 MiB on 24, else as set", async (t) => {
+  t.equal(youngGenerationBytes(22, ""), 48 * MiB, "Node 22: --max-old-space-size=64 reads 112 MiB");
+  t.equal(youngGenerationBytes(24, "--max-old-space-size=64"), 192 * MiB, "Node 24: it reads 256 MiB");
+  t.equal(youngGenerationBytes(24, "--max-semi-space-size=8"), 24 * MiB, "set: 64 + 24 = the 88 MiB both read");
+  t.equal(youngGenerationBytes(22, "--max-semi-space-size=4 --max-semi-space-size 2"), 6 * MiB, "the last one set wins, as in Node");
+});
 
 t.test("clustered: the blocked cache's share, then owned : replicas = 1 : R - 1", async (t) => {
   for (const replicas of [1, 2, 3, 5]) {
