@@ -72,14 +72,18 @@ t.test("as a live edit, each hostile file is refused: old policy kept, a warning
   writeFileSync(file, GOOD);
   const { node } = await startRlsNode(t, { POLICY_PATH: file });
   const version = async () => (await post(node.url, "/json", { domain: "shop", descriptors: [{ entries: [{ key: "user", value: "u" }] }] })).json;
-  for (const [i, [what, text, bound]] of HOSTILE.entries()) {
+  for (const [what, text, bound] of HOSTILE) {
+    // One rename may be read twice (two watch events): the test waits for this file's warning,
+    // read from what the node wrote since, not for a count of failed loads.
+    const from = node.output().length;
+    const failedBefore = (await metric(node, "ringlimit_policy_loads_total", '{result="error"}')) ?? 0;
     const { beside: b } = await beside([node], async () => {
       replace(file, text());
-      return eventually(async () => (await metric(node, "ringlimit_policy_loads_total", '{result="error"}')) === i + 1, 60_000);
+      return eventually(async () => bound.test(node.output().slice(from)), 60_000);
     });
     t.ok(b.median < 50, `${what}: /health median ${b.median.toFixed(1)} ms while it was read`);
-    t.equal(await metric(node, "ringlimit_policy_loads_total", '{result="error"}'), i + 1, `${what}: counted as a failed load`);
-    t.match(node.output(), bound, `${what}: the warning names the bound`);
+    t.ok((await metric(node, "ringlimit_policy_loads_total", '{result="error"}'))! > failedBefore, `${what}: counted as a failed load`);
+    t.match(node.output().slice(from), bound, `${what}: the warning names the bound`);
     const answer = (await version()) as { statuses: { currentLimit: { requestsPerUnit: number } }[] };
     t.equal(answer.statuses[0]!.currentLimit.requestsPerUnit, 3, `${what}: the old policy stays in force`);
   }

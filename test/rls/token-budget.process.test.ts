@@ -68,9 +68,12 @@ t.test("three nodes, round-robin: the two-call flow keeps a budget, shared keys 
       allowedCalls++;
       await next().shouldRateLimit(budget(small, perDay, charge));
     }
-    // Shares held back for the other members' (2 × 4096/128) count as used on a shared key:
-    // 8 charges of 512 = 4096 is past its owner's 4032, where 8 of 125 = 1000 is exactly at 1000.
-    t.equal(allowedCalls, perDay === 1000 ? 9 : 8, `${perDay}: checks pass until the charges add up past the budget`);
+    // 8 of 125 = 1000 is exactly at 1000: the ninth check passes, the tenth not. On a shared key
+    // the shares its owner holds back for members that asked (HOLD, docs/shares.md: 0, 1 or 2 of
+    // 4096/128, as the members' sweeps have come round) count as used: 8 charges of 512 = 4096 is
+    // at the budget with none held back (9 checks pass) and past it with one or two (8 pass).
+    if (perDay === 1000) t.equal(allowedCalls, 9, `${perDay}: checks pass until the charges add up past the budget`);
+    else t.ok(allowedCalls === 8 || allowedCalls === 9, `${perDay}: checks pass until the charges add up past the budget (${allowedCalls})`);
     t.same(await checksEverywhere(small, perDay), ["OVER_LIMIT", "OVER_LIMIT", "OVER_LIMIT"], `${perDay}: small charges that add up past it block every node`);
   }
 });

@@ -4,7 +4,7 @@
  * TLS with ALPN h2; curl --http2-prior-knowledge; nghttp and h2load (Debian nghttp2-client),
  * each skipped when the tool is missing. @grpc/grpc-js runs the RLS suites (test/rls/).
  */
-import { execFile, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import http2, { type ClientHttp2Session } from "node:http2";
 import { tmpdir } from "node:os";
@@ -97,23 +97,21 @@ t.test("curl --http2-prior-knowledge", { skip: tool("curl") ? false : "no curl" 
   const port = await grpcPort(t);
   const file = path.join(tmpdir(), `ringlimit-h2-${process.pid}.bin`);
   writeFileSync(file, grpcMessage());
-  const out = await new Promise<Buffer>((resolve, reject) =>
-    execFile(
-      "curl",
-      [
-        "-s",
-        "--http2-prior-knowledge",
-        "-H",
-        "content-type: application/grpc",
-        "-H",
-        "te: trailers",
-        "--data-binary",
-        `@${file}`,
-        `http://127.0.0.1:${port}${CHECK_PATH}`,
-      ],
-      { encoding: "buffer" },
-      (err, stdout) => (err ? reject(err) : resolve(stdout)),
-    ),
+  // Synchronous: the node answering is another process.
+  const out = execFileSync(
+    "curl",
+    [
+      "-s",
+      "--http2-prior-knowledge",
+      "-H",
+      "content-type: application/grpc",
+      "-H",
+      "te: trailers",
+      "--data-binary",
+      `@${file}`,
+      `http://127.0.0.1:${port}${CHECK_PATH}`,
+    ],
+    { encoding: "buffer", timeout: 30_000 },
   );
   t.same([...out], SERVING);
 });
