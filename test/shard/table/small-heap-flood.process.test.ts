@@ -26,7 +26,10 @@ const maximal = (i: number) =>
 const FLOOD = Number(process.env.FLOOD_KEYS ?? 25_000);
 
 t.test(`${FLOOD} maximal keys against a 64 MB heap`, { timeout: 240_000 }, async (t) => {
-  const node = await spawnNode({ NODE_OPTIONS: "--max-old-space-size=64", MAX_KEYS: "5000000" });
+  // The young generation pinned at Node 22's default (3 x 16 MiB): Node 24's default (3 x 64 MiB)
+  // can promote more in one scavenge than such an old space holds beside the states, and the
+  // node died of heap exhaustion on Node 24 at main (docs/operations.md, small heaps on Node 24).
+  const node = await spawnNode({ NODE_OPTIONS: "--max-old-space-size=64 --max-semi-space-size=16", MAX_KEYS: "5000000" });
   t.teardown(() => node.kill());
   const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
   t.teardown(() => agent.destroy());
