@@ -4,6 +4,15 @@ import { acquireSlot } from "./concurrency.js";
 import { applyHeaders } from "./policy-headers.js";
 import { RouteCost } from "./route-cost.js";
 
+declare global {
+  namespace Express {
+    interface Locals {
+      /** the request's RouteCost, with `cost: "after"` (ringlimit/client/express) */
+      ringlimit?: RouteCost;
+    }
+  }
+}
+
 /**
  * Express middleware: one limit per instance, so a route gets its own limit by using its
  * own instance (`app.post("/login", ringLimitExpress({ ..., limit: 5 }), handler)`); several
@@ -50,8 +59,7 @@ function setHeaders(res: Response, v: Verdict, policy: string | undefined): void
 
 /** The request's RouteCost, shared by every middleware on the route. */
 function routeCost(res: Response): RouteCost {
-  const locals = res.locals as { ringlimit?: RouteCost };
-  return (locals.ringlimit ??= new RouteCost());
+  return (res.locals.ringlimit ??= new RouteCost());
 }
 
 export type { RateLimitMiddlewareOptions, RateLimitRule } from "./common.js";

@@ -73,7 +73,7 @@ const frameworks: Record<string, Serve> = {
     const app = express();
     app.get("/chat", ringLimitExpress({ client, ...r.requests, key }), ringLimitExpress({ client, ...r.tokens, key }), (req, res) => {
       res.json({ route: "chat" });
-      settled.push((res.locals.ringlimit as RouteCost).settle(Number(req.headers["x-tokens"])));
+      settled.push(res.locals.ringlimit!.settle(Number(req.headers["x-tokens"])));
     });
     app.get(
       "/plain",
