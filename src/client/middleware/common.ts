@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { REQUEST_BOUNDS } from "../../decision.js";
 import type { RingLimitClient } from "../client.js";
-import type { AlgorithmName, LimitResult } from "../types.js";
+import type { AlgorithmName, ChargeResult, LimitResult } from "../types.js";
 
 /** One limit a route applies: the POST /limit fields, and where the identifier comes from. */
 export interface RateLimitRule<Req> {
@@ -18,6 +18,19 @@ export interface RateLimitRule<Req> {
    * connection closes, errors included (`algorithm` is then concurrency).
    */
   concurrency?: boolean;
+  /**
+   * "after": the route reports its cost once it knows it (tokens of an LLM answer): the request
+   * is checked with `estimate`, and the handler's `settle(actual)` (RouteCost) charges or
+   * refunds the difference. Fails open as limit(); a check that failed open charges the whole actual.
+   */
+  cost?: "after";
+  /** with `cost: "after"`: the cost checked before the handler runs (default 1) */
+  estimate?: number;
+  /**
+   * The name of this rule's item in RateLimit and RateLimit-Policy (default: the service's,
+   * the algorithm). A second rule on the route appends its own item; a name already there gets -2, -3...
+   */
+  policy?: string;
   /** the caller's identifier (an API key, a user id, an address); undefined: this request is not limited */
   key: (request: Req) => string | undefined | Promise<string | undefined>;
 }
@@ -33,6 +46,8 @@ export interface Verdict {
   headers: [name: string, value: string][];
   /** JSON text when !pass */
   body: string;
+  /** with `cost: "after"` and pass: the reservation's settle */
+  settle?: (actual: number) => Promise<ChargeResult | undefined>;
 }
 
 const PASS: Verdict = Object.freeze({ pass: true, status: 200, headers: [], body: "" }) as Verdict;
@@ -45,15 +60,18 @@ const PASS: Verdict = Object.freeze({ pass: true, status: 200, headers: [], body
 export async function checkRequest<Req>(client: RingLimitClient, rule: RateLimitRule<Req>, request: Req): Promise<Verdict> {
   const identifier = await identifierOf(rule, request);
   if (identifier === undefined) return PASS;
-  const result = await client.limit({
+  const check = {
     namespace: rule.namespace,
     ...(rule.product !== undefined ? { product: rule.product } : {}),
     identifier,
     limit: rule.limit,
     duration: rule.duration,
     ...(rule.algorithm !== undefined ? { algorithm: rule.algorithm } : {}),
-  });
-  return verdictOf(result);
+  };
+  if (rule.cost !== "after") return verdictOf(await client.limit(check));
+  const reservation = await client.reserve({ ...check, cost: rule.estimate ?? 1 });
+  const verdict = verdictOf(reservation);
+  return verdict.pass ? { ...verdict, settle: reservation.settle } : verdict;
 }
 
 /** The identifier a rule gives a request: "(empty)" for an empty one, a SHA-256 for one too long; undefined: not limited. */

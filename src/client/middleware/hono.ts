@@ -1,18 +1,30 @@
 import type { Context, MiddlewareHandler } from "hono";
-import { checkRequest, type RateLimitMiddlewareOptions } from "./common.js";
+import { checkRequest, type RateLimitMiddlewareOptions, type Verdict } from "./common.js";
 import { acquireSlot } from "./concurrency.js";
+import { applyHeaders } from "./policy-headers.js";
+import { RouteCost } from "./route-cost.js";
+
+declare module "hono" {
+  interface ContextVariableMap {
+    /** the request's RouteCost, with `cost: "after"` (ringlimit/client/hono) */
+    ringlimit: RouteCost;
+  }
+}
 
 /**
  * Hono middleware: one limit per instance (`app.use("/api/*", ringLimitHono({ ... }))`, or
- * per route). Sets RateLimit-Policy and RateLimit on every checked request, and answers 429
- * with Retry-After and a JSON body when the limit is reached.
+ * per route); several on one route all apply, each with its own item in RateLimit /
+ * RateLimit-Policy. Sets RateLimit-Policy and RateLimit on every checked request, and answers
+ * 429 with Retry-After and a JSON body when the limit is reached. With `cost: "after"`, the
+ * handler reports the cost with `c.get("ringlimit").settle(actual)`.
  */
 export function ringLimitHono(options: RateLimitMiddlewareOptions<Context>): MiddlewareHandler {
   const { client, ...rule } = options;
   if (rule.concurrency === true) return concurrencyMiddleware(options);
   return async (c, next) => {
     const v = await checkRequest(client, rule, c);
-    for (const [name, value] of v.headers) c.header(name, value);
+    setHeaders(c, v, rule.policy);
+    if (v.settle !== undefined) routeCost(c).add(v.settle);
     if (!v.pass) return c.body(v.body, v.status as 429 | 503, { "Content-Type": "application/json" });
     await next();
   };
@@ -23,7 +35,7 @@ function concurrencyMiddleware(options: RateLimitMiddlewareOptions<Context>): Mi
   const { client, ...rule } = options;
   return async (c, next) => {
     const { verdict: v, release } = await acquireSlot(client, rule, c);
-    for (const [name, value] of v.headers) c.header(name, value);
+    setHeaders(c, v, rule.policy);
     if (!v.pass) return c.body(v.body, v.status as 429 | 503, { "Content-Type": "application/json" });
     try {
       await next();
@@ -33,4 +45,20 @@ function concurrencyMiddleware(options: RateLimitMiddlewareOptions<Context>): Mi
   };
 }
 
+function setHeaders(c: Context, v: Verdict, policy: string | undefined): void {
+  applyHeaders(
+    v,
+    policy,
+    (name) => c.res.headers.get(name) ?? undefined,
+    (name, value) => c.header(name, value),
+  );
+}
+
+function routeCost(c: Context): RouteCost {
+  let cost = c.get("ringlimit");
+  if (cost === undefined) c.set("ringlimit", (cost = new RouteCost()));
+  return cost;
+}
+
 export type { RateLimitMiddlewareOptions, RateLimitRule } from "./common.js";
+export { RouteCost } from "./route-cost.js";
