@@ -201,6 +201,8 @@ export async function startNode(
       shadowMode: config.shadowMode,
       allOrNothing: config.rlsAllOrNothing,
       countBlocked: config.rlsCountBlocked,
+      quotaMode: config.quotaMode,
+      responseDynamicMetadata: config.responseDynamicMetadata,
       rateLimitHeaders: config.rlsRateLimitHeaders,
     },
     {

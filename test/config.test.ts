@@ -292,6 +292,8 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   GRPC_DEFAULT_DEADLINE_MS: [["0"], ["3600001"]],
   GRPC_MAX_PENDING_BYTES: [["65535"], ["1073741825"]],
   SHADOW_MODE: [["maybe"], [""]],
+  QUOTA_MODE: [["maybe"], [""]],
+  RESPONSE_DYNAMIC_METADATA: [["maybe"], [""]],
   RLS_ALL_OR_NOTHING: [["2"], [""]],
   RLS_COUNT_BLOCKED: [["2"], [""]],
   RLS_RATELIMIT_HEADERS: [["draft-10"], [""]],

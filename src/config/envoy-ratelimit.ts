@@ -29,6 +29,8 @@ export const RATELIMIT_DEFAULTS = Object.freeze({
   grpcClientTlsSan: undefined as string | undefined, // set: the callers' certificate must carry this name
   usePrometheus: false as boolean, // /metrics on PROMETHEUS_ADDR's port, with envoyproxy/ratelimit's metric names besides ours
   prometheusAddr: ":9090" as string,
+  quotaMode: false as boolean, // every RLS rule in quota mode, as quota_mode: true puts one
+  responseDynamicMetadata: false as boolean, // RLS answers carry dynamic_metadata (docs/envoy.md)
 });
 
 export type RatelimitSettings = { -readonly [K in keyof typeof RATELIMIT_DEFAULTS]: (typeof RATELIMIT_DEFAULTS)[K] };
@@ -39,6 +41,16 @@ const upper =
     oneOf(values)(raw.trim().toUpperCase(), name);
 
 export const RATELIMIT_VARIABLES: Record<keyof RatelimitSettings, [env: string, parse: Parser, help: string]> = {
+  quotaMode: [
+    "QUOTA_MODE",
+    bool,
+    "every RLS rule in quota mode: OVER_LIMIT only when every quota descriptor of a request is over (a rule's quota_mode: true does it for one)",
+  ],
+  responseDynamicMetadata: [
+    "RESPONSE_DYNAMIC_METADATA",
+    bool,
+    "RLS answers carry dynamic_metadata: domain, descriptors, hitsAddend and the metadata of the rules that passed (docs/envoy.md)",
+  ],
   configType: [
     "CONFIG_TYPE",
     upper(["FILE", "GRPC_XDS_SOTW"]),
@@ -134,8 +146,6 @@ export const RATELIMIT_IGNORED: Readonly<Record<string, string>> = Object.freeze
   NEAR_LIMIT_RATIO: "near_limit is counted past 80 %, envoyproxy/ratelimit's default",
   LIMIT_RESPONSE_HEADERS_ENABLED: "RLS_RATELIMIT_HEADERS sends the IETF draft's RateLimit headers",
   MERGE_DOMAIN_CONFIG: "a domain is defined once; a duplicate is refused",
-  RESPONSE_DYNAMIC_METADATA: "not implemented",
-  QUOTA_MODE: "quota_mode is read per rule",
   CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: "XDS_CLIENT_BACKOFF_* pace every reconnection",
   XDS_CLIENT_BACKOFF_RANDOM_FACTOR: "the jitter is ±50 % of each wait",
   XDS_CLIENT_BACKOFF_JITTER: "always on",

@@ -2,7 +2,7 @@ import { ALGORITHM_NAMES, type AlgorithmName } from "../algorithms/index.js";
 import { REQUEST_BOUNDS } from "../decision.js";
 import { compileGlob, GlobIndex } from "./glob.js";
 import { counterPart, metricSegment, NodeKind, type KeyGroup, type RlsDomain, type RlsLevel, type RlsNode } from "./rls-domain.js";
-import type { RlsMatch, RlsRule, RlsUnit } from "./types.js";
+import type { MetadataValue, RlsMatch, RlsRule, RlsUnit } from "./types.js";
 import { POLICY_BOUNDS, type YamlNode, type YamlReader } from "./yaml-reader.js";
 
 /** Seconds in each unit, as envoyproxy/ratelimit counts them (a month is 30 days, a year 365). */
@@ -110,6 +110,7 @@ function compileNode(reader: YamlReader, fields: Map<string, YamlNode>, head: He
   const shadow = flag("shadow_mode");
   const quotaMode = flag("quota_mode");
   const countBlocked = reader.bool(fields.get("count_blocked") ?? null, "count_blocked");
+  const metadata = compileMetadata(reader, fields.get("metadata") ?? null, composite);
   const glob = kind === NodeKind.Wildcard ? compileGlob(value!) : undefined;
   const counterKeyPart = counterPart(key);
   const counterSegment =
@@ -125,7 +126,7 @@ function compileNode(reader: YamlReader, fields: Map<string, YamlNode>, head: He
     depth: above.depth + 1,
   };
   const runtimeMetric = here.valueToMetric || (detailedMetric && here.dynamic);
-  const rule = compileRule(reader, fields.get("rate_limit") ?? null, composite, { shadow, quotaMode, countBlocked, metricKey: here.metric });
+  const rule = compileRule(reader, fields.get("rate_limit") ?? null, composite, { shadow, quotaMode, countBlocked, metadata, metricKey: here.metric });
   if (rule !== undefined && rule.replaces!.length > 0) state.hasReplaces = true;
   const children = fields.get("descriptors") ? compileLevel(reader, fields.get("descriptors")!, composite, here, state) : undefined;
   const staticMatch: RlsMatch | undefined =
@@ -153,7 +154,22 @@ interface RuleContext {
   readonly shadow: boolean;
   readonly quotaMode: boolean;
   readonly countBlocked: boolean | undefined;
+  readonly metadata: RlsRule["metadata"];
   readonly metricKey: string;
+}
+
+/** A descriptor's `metadata`: a map of anything (envoyproxy/ratelimit validates none of its keys); undefined when absent or empty. */
+function compileMetadata(reader: YamlReader, raw: YamlNode, where: string): RlsRule["metadata"] {
+  if (raw === null) return undefined;
+  const value = reader.plain(raw, `metadata of ${where}`);
+  if (value === null) return undefined;
+  if (typeof value !== "object" || Array.isArray(value)) reader.fail(raw, `metadata of ${where} must be a map`);
+  return Object.keys(value).length > 0 ? deepFreeze(value as Record<string, MetadataValue>) : undefined;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === "object") for (const v of Object.values(value)) deepFreeze(v);
+  return Object.freeze(value);
 }
 
 function compileRule(reader: YamlReader, raw: YamlNode, where: string, context: RuleContext): RlsRule | undefined {
@@ -183,6 +199,7 @@ function compileRule(reader: YamlReader, raw: YamlNode, where: string, context: 
     shadow: context.shadow,
     quotaMode: context.quotaMode,
     countBlocked: context.countBlocked,
+    metadata: context.metadata,
     metricKey: context.metricKey,
   };
   if (unlimited) {

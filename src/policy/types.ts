@@ -48,6 +48,8 @@ export interface RlsRule {
   readonly countBlocked?: boolean | undefined;
   /** `quota_mode`: OVER_LIMIT only when every quota-mode descriptor of the request is over; a loaded rule always has it */
   readonly quotaMode?: boolean;
+  /** the descriptor's `metadata`: merged into the answer's dynamic_metadata when this descriptor passes (RESPONSE_DYNAMIC_METADATA) */
+  readonly metadata?: { readonly [key: string]: MetadataValue } | undefined;
   /** the rule's path for metrics: `domain.key_value.key` (values only where detailed_metric/value_to_metric ask) */
   readonly metricKey: string;
 }
@@ -76,3 +78,6 @@ export interface Override {
   /** which entry matched: `<file>#<index>`, for logs and answers' debugging */
   readonly source: string;
 }
+
+/** Plain data of a rule's `metadata` and of an RLS answer's dynamic_metadata (a google.protobuf.Struct). */
+export type MetadataValue = null | boolean | number | string | readonly MetadataValue[] | { readonly [key: string]: MetadataValue };

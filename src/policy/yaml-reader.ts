@@ -1,5 +1,6 @@
 import { isAlias, isMap, isScalar, isSeq, LineCounter, parseAllDocuments, visit, type Alias, type Document, type Node } from "yaml";
 import { PolicyError } from "./errors.js";
+import type { MetadataValue } from "./types.js";
 
 /**
  * What a policy may hold, all files of POLICY_PATH together (docs/policy.md, Bounds). A
@@ -137,6 +138,39 @@ export class YamlReader {
       this.fail(raw, `${what} must be true or false, got ${isScalar(node) ? (node.source ?? String(node.value)) : "a collection"}`);
     }
     return node.value;
+  }
+
+  /**
+   * Any YAML value as plain data (a rule's `metadata`, whose keys are the author's), every
+   * node charged, nested at most POLICY_BOUNDS.depth levels. A scalar that JSON cannot hold
+   * (a date, an infinity) is kept as written.
+   */
+  plain(raw: YamlNode, what: string, depth = 1): MetadataValue {
+    const node = this.resolve(raw);
+    if (depth > POLICY_BOUNDS.depth) this.fail(raw, `${what} is nested over ${POLICY_BOUNDS.depth} levels deep (the bound of a policy)`);
+    if (node === null) return null;
+    if (isMap(node)) {
+      if (node.items.length > POLICY_BOUNDS.keysPerMap) this.fail(node, `${what} has more than ${POLICY_BOUNDS.keysPerMap} keys (the bound of a policy)`);
+      this.charge(node, node.items.length + 1);
+      const out: Record<string, MetadataValue> = Object.create(null);
+      for (const pair of node.items) {
+        const key = this.resolve(pair.key as YamlNode);
+        if (!isScalar(key) || key.value === null || typeof key.value === "object") this.fail(key, `a key of ${what} must be a string`);
+        const name = typeof key.value === "string" ? key.value : (key.source ?? String(key.value));
+        if (Object.hasOwn(out, name)) this.fail(key, `map keys must be unique: '${name}' is given twice in ${what}`);
+        out[name] = this.plain(pair.value as YamlNode, what, depth + 1);
+      }
+      return out;
+    }
+    if (isSeq(node)) {
+      this.charge(node, node.items.length + 1);
+      return node.items.map((item) => this.plain(item as YamlNode, what, depth + 1));
+    }
+    if (!isScalar(node)) this.fail(raw, `${what} holds a value that is not data`);
+    const value = node.value;
+    if (value === null || typeof value === "string" || typeof value === "boolean") return value;
+    if (typeof value === "number" && Number.isFinite(value)) return value;
+    return node.source ?? String(value);
   }
 }
 

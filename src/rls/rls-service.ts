@@ -1,8 +1,9 @@
 import type { KeyScope } from "../auth/api-keys.js";
 import type { BatchOutcome, Decider, DegradedReason } from "../decision.js";
-import type { Policy, RlsDescriptorEntries } from "../policy/types.js";
+import type { Policy, RlsDescriptorEntries, RlsRule } from "../policy/types.js";
 import { COUNTED, OVER, planItem, record, statusOf, type Item } from "./descriptor-item.js";
 import { RLS_ERRORS, type RlsFailure } from "./errors.js";
+import { dynamicMetadata } from "./dynamic-metadata.js";
 import { rateLimitHeaders } from "./ratelimit-headers.js";
 import { requestProblem } from "./request-check.js";
 import { givesBackSlots, releaseOldest } from "./lease-release.js";
@@ -18,6 +19,10 @@ export interface RlsServiceOptions {
   allOrNothing: boolean;
   /** RLS_COUNT_BLOCKED: count every hit, past the limit too (debt), unless a rule's count_blocked says otherwise; RLS_ALL_OR_NOTHING implies false */
   countBlocked?: boolean;
+  /** QUOTA_MODE: every rule in quota mode, as its `quota_mode: true` puts it */
+  quotaMode?: boolean;
+  /** RESPONSE_DYNAMIC_METADATA: answer with dynamic_metadata (dynamic-metadata.ts) */
+  responseDynamicMetadata?: boolean;
   /** RLS_RATELIMIT_HEADERS: add draft-10 RateLimit / RateLimit-Policy to response_headers_to_add */
   rateLimitHeaders: boolean;
 }
@@ -86,10 +91,10 @@ export class RlsService {
       items[i] = item;
     }
     const decideRest = (): void => {
-      if (counted === 0) return done(undefined, this.answer(domain, items, now));
+      if (counted === 0) return done(undefined, this.answer(request, items, now));
       this.decideAll(items, counted, overBefore, now, (failure) => {
         if (failure !== undefined) return done(failure, undefined);
-        done(undefined, this.answer(domain, items, now));
+        done(undefined, this.answer(request, items, now));
       });
     };
     // Slots given back (a stream-done call) are freed before the rest is decided.
@@ -154,9 +159,16 @@ export class RlsService {
     return undefined;
   }
 
-  private answer(domain: string, items: readonly Item[], now: number): RlsResponse {
+  private answer(request: RlsRequest, items: readonly Item[], now: number): RlsResponse {
+    const domain = request.domain!;
     const statuses: RlsStatus[] = new Array(items.length);
+    // The overall code is OVER_LIMIT when a descriptor not in quota mode is over, or when
+    // every quota-mode descriptor of the request is (and there is one): quota_mode lets a
+    // request through while any of its quotas has room (envoyproxy/ratelimit's rule).
     let over = false;
+    let quotas = 0;
+    let quotasOver = 0;
+    const passed = this.options.responseDynamicMetadata ? new Array<RlsRule["metadata"]>(items.length) : undefined;
     for (let i = 0; i < items.length; i++) {
       const item = items[i]!;
       const status = statusOf(item, now);
@@ -166,7 +178,13 @@ export class RlsService {
         // A rule in shadow mode is counted and answers OK (its override, if any, is the caller's: never shadowed).
         const shadowRule = isOver && rule.shadow;
         if (shadowRule) status.code = CODE_OK;
-        if (isOver && !shadowRule) over = true;
+        const quota = rule.quotaMode === true || this.options.quotaMode === true;
+        if (quota) quotas++;
+        if (isOver && !shadowRule) {
+          if (quota) quotasOver++;
+          else over = true;
+        }
+        if (passed !== undefined && !(isOver && !shadowRule)) passed[i] = rule.metadata;
         if (item.metricKey !== undefined) {
           // A refund is no hit: it counts in no hit total.
           this.deps.metrics.count(
@@ -182,11 +200,13 @@ export class RlsService {
       }
       statuses[i] = status;
     }
+    if (quotas > 0 && quotasOver === quotas) over = true;
     return {
       // SHADOW_MODE: every answer is OK; the statuses still say which descriptors were over.
       overall_code: over && !this.options.shadowMode ? CODE_OVER_LIMIT : CODE_OK,
       statuses,
       response_headers_to_add: this.options.rateLimitHeaders ? rateLimitHeaders(items, now) : [],
+      dynamic_metadata: passed === undefined ? undefined : dynamicMetadata(request, passed),
     };
   }
 }

@@ -2,7 +2,7 @@
  * loadPolicy over the fixtures: every good file loads (and what it loads is checked in the
  * matching tests), every broken one is refused with one line naming the file and the problem.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -111,7 +111,7 @@ t.test("rules read as envoyproxy/ratelimit reads them, with our extensions", asy
   t.same(policy.matchOverride("billing", "43"), { limit: 1001, duration: undefined, algorithm: undefined, shadow: false, source: "overrides.yaml#1" });
 });
 
-t.test("aliases resolve where a field is read; metadata is kept unread, so an alias bomb in it costs nothing", async (t) => {
+t.test("aliases resolve where a field is read; an alias bomb in metadata (read for dynamic_metadata) is refused at once by the node bound", async (t) => {
   const dir = mkdtempSync(path.join(tmpdir(), "policy-alias-"));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const bomb = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"];
@@ -139,7 +139,14 @@ t.test("aliases resolve where a field is read; metadata is kept unread, so an al
     ].join("\n"),
   );
   const started = performance.now();
+  t.throws(() => loadPolicy(file), /more than 500000 YAML nodes once aliases are expanded/, "the bomb's 10^12 nodes are refused");
+  t.ok(performance.now() - started < 1000, "at once: counted as read, never expanded in full");
+  writeFileSync(file, readFileSync(file, "utf8").replace(/ {4}metadata:[\s\S]*?(?= {4}rate_limit: &r)/, "    metadata: {plan: *v, tags: [*v, *v]}\n"));
   const policy = loadPolicy(file);
-  t.ok(performance.now() - started < 1000, "loads at once");
   t.match(policy.matchRequest("aliases", [[{ key: "other", value: "shared" }]])[0]?.rule, { limit: 3, duration: 1 });
+  t.same(
+    policy.matchRequest("aliases", [[{ key: "k", value: "shared" }]])[0]?.rule.metadata,
+    { plan: "shared", tags: ["shared", "shared"] },
+    "aliases in metadata resolve",
+  );
 });

@@ -10,6 +10,7 @@ import { REQUEST_BOUNDS } from "../../decision.js";
 
 /** protobuf wire types */
 export const VARINT = 0;
+export const I64 = 1;
 export const LEN = 2;
 
 export interface FieldDef {
@@ -25,12 +26,32 @@ const field = (number: number, wireType: number, json: string): FieldDef => Obje
 /** proto/envoy/service/ratelimit/v3/rls.proto, proto/envoy/extensions/common/ratelimit/v3, proto/grpc/health/v1 */
 export const RLS_FIELDS = Object.freeze({
   request: Object.freeze({ domain: field(1, LEN, "domain"), descriptors: field(2, LEN, "descriptors"), hits_addend: field(3, VARINT, "hitsAddend") }),
-  descriptor: Object.freeze({ entries: field(1, LEN, "entries"), limit: field(2, LEN, "limit"), hits_addend: field(3, LEN, "hitsAddend"), is_negative_hits: field(4, VARINT, "isNegativeHits") }),
+  descriptor: Object.freeze({
+    entries: field(1, LEN, "entries"),
+    limit: field(2, LEN, "limit"),
+    hits_addend: field(3, LEN, "hitsAddend"),
+    is_negative_hits: field(4, VARINT, "isNegativeHits"),
+  }),
   entry: Object.freeze({ key: field(1, LEN, "key"), value: field(2, LEN, "value") }),
   limit: Object.freeze({ requests_per_unit: field(1, VARINT, "requestsPerUnit"), unit: field(2, VARINT, "unit") }),
   /** google.protobuf.UInt64Value */
   uint64Value: Object.freeze({ value: field(1, VARINT, "value") }),
   healthRequest: Object.freeze({ service: field(1, LEN, "service") }),
+  /** RateLimitResponse's dynamic_metadata (written, never read): the rest of the response is codec.ts's */
+  response: Object.freeze({ dynamic_metadata: field(6, LEN, "dynamicMetadata") }),
+  /** google.protobuf.Struct: a map<string, Value>, each pair a message of key 1 and value 2 */
+  struct: Object.freeze({ fields: field(1, LEN, "fields") }),
+  structEntry: Object.freeze({ key: field(1, LEN, "key"), value: field(2, LEN, "value") }),
+  /** google.protobuf.Value's oneof (null_value is the enum NullValue, number_value a double) */
+  value: Object.freeze({
+    null_value: field(1, VARINT, "nullValue"),
+    number_value: field(2, I64, "numberValue"),
+    string_value: field(3, LEN, "stringValue"),
+    bool_value: field(4, VARINT, "boolValue"),
+    struct_value: field(5, LEN, "structValue"),
+    list_value: field(6, LEN, "listValue"),
+  }),
+  listValue: Object.freeze({ values: field(1, LEN, "values") }),
 });
 
 /** A field's tag as it opens the field on the wire. */

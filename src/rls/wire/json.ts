@@ -15,7 +15,7 @@ import { CODE_OVER_LIMIT, type RlsDescriptor, type RlsEntry, type RlsRequest, ty
  */
 
 /** envoy.type.v3.RateLimitUnit, by name */
-const OVERRIDE_UNIT_NAMES = Object.freeze(["UNKNOWN", "SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR"]);
+export const OVERRIDE_UNIT_NAMES = Object.freeze(["UNKNOWN", "SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR"]);
 /** RateLimitResponse.Code, by number */
 const CODE_NAMES = Object.freeze(["UNKNOWN", "OK", "OVER_LIMIT"]);
 /** RateLimitResponse.RateLimit.Unit, by number (WEEK is 7) */
@@ -154,6 +154,8 @@ export function rlsResponseJson(response: RlsResponse): string {
   const out: Record<string, unknown> = { overallCode: CODE_NAMES[response.overall_code] ?? "UNKNOWN" };
   if (statuses.length > 0) out.statuses = statuses.map(statusJson);
   if (response.response_headers_to_add.length > 0) out.responseHeadersToAdd = response.response_headers_to_add;
+  // A google.protobuf.Struct's proto3 JSON is the object itself.
+  if (response.dynamic_metadata !== undefined) out[RLS_FIELDS.response.dynamic_metadata.json] = response.dynamic_metadata;
   return JSON.stringify(out);
 }
 

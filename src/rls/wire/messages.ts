@@ -1,4 +1,4 @@
-import type { RlsUnit } from "../../policy/types.js";
+import type { MetadataValue, RlsUnit } from "../../policy/types.js";
 
 /**
  * The RLS v3 messages as this service reads and writes them (proto/envoy/...): plain
@@ -67,6 +67,8 @@ export interface RlsResponse {
   overall_code: number;
   statuses: RlsStatus[];
   response_headers_to_add: RlsHeader[];
+  /** RESPONSE_DYNAMIC_METADATA: a google.protobuf.Struct for Envoy's filter metadata (docs/envoy.md) */
+  dynamic_metadata?: { readonly [key: string]: MetadataValue } | undefined;
 }
 
 const DAY = 86_400;

@@ -6,7 +6,13 @@
 import path from "node:path";
 import protobuf from "protobufjs";
 import t from "tap";
-import { decodeHealthCheckRequest, decodeRateLimitRequest, DecodeError, encodeHealthCheckResponse, encodeRateLimitResponse } from "../../../src/rls/wire/codec.js";
+import {
+  decodeHealthCheckRequest,
+  decodeRateLimitRequest,
+  DecodeError,
+  encodeHealthCheckResponse,
+  encodeRateLimitResponse,
+} from "../../../src/rls/wire/codec.js";
 import { HEALTH_PROTO, PROTO_DIR, RLS_PROTO } from "../../../src/rls/wire/protos.js";
 import type { RlsResponse } from "../../../src/rls/wire/messages.js";
 
@@ -97,4 +103,40 @@ t.test("grpc.health.v1 messages", async (t) => {
   });
   t.same(decodeHealthCheckRequest(new Uint8Array(0)), {});
   t.same(HealthResponse.toObject(HealthResponse.decode(encodeHealthCheckResponse({ status: 2 })), toObject), { status: 2 });
+});
+
+t.test("RateLimitResponse.dynamic_metadata: the codec encodes a google.protobuf.Struct protobuf.js reads back", async (t) => {
+  const long = "x".repeat(300);
+  const dynamic_metadata = {
+    domain: "llm",
+    empty: "",
+    n: 0,
+    f: -1.5,
+    yes: true,
+    no: false,
+    none: null,
+    list: [1, "two", [3], { four: 4 }],
+    // over 127 bytes: a nested length of two bytes
+    nested: { deep: { deeper: long } },
+    "é key": "ü",
+  };
+  const response: RlsResponse = { overall_code: 1, statuses: [], response_headers_to_add: [], dynamic_metadata };
+  const decoded = Response.toObject(Response.decode(encodeRateLimitResponse(response)), { ...toObject, oneofs: true }) as Record<string, any>;
+  t.equal(decoded.overall_code, 1);
+  // Value's oneof as protobuf.js names it (`kind`): a field set at its default is still set.
+  const plain = (v: any): unknown => {
+    if (v.fields !== undefined) return Object.fromEntries(Object.entries(v.fields).map(([k, x]) => [k, plain(x)]));
+    switch (v.kind) {
+      case "structValue":
+        return plain(v.structValue);
+      case "listValue":
+        return (v.listValue.values ?? []).map(plain);
+      case "nullValue":
+        return null;
+      default:
+        return v.kind === undefined ? "(no kind)" : v[v.kind];
+    }
+  };
+  t.same(plain(decoded.dynamic_metadata), dynamic_metadata, "every kind of value, nested, read back as written");
+  t.notOk(Response.decode(encodeRateLimitResponse({ ...response, dynamic_metadata: undefined })).toJSON().dynamic_metadata, "no field unless asked");
 });
