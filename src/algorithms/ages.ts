@@ -28,34 +28,6 @@ export function windowFromAges(aged: Readonly<LimitState>, D: number, now: numbe
   out.c = aged.c;
 }
 
-/**
- * How far past this node's window end a handed-off fixed window may end before its count is
- * carried into the next window: clocks within this of each other release a count at most
- * this early, rather than hold every hand-off's count a whole window longer.
- */
-export const CARRY_SLACK_MS = 1000;
-
-/**
- * Fixed windows: the sender's window, put on this clock (start = now − age), must count
- * until its own end. Invariant: a handed-off count is never released before the sender's
- * window would have ended (up to CARRY_SLACK_MS). When that end lies past this node's
- * current window (a skew of more than the slack, either direction), the state is placed in
- * the next window, whose start is in the future: the fixed window counts a state whose
- * start is at or after the current window's start (fixedWindow.step), so the count holds
- * now and through the next window (over-holding by less than one window, never
- * under-counting). A window still open on the sender (age < D) stays at least in this
- * node's current window; an ended one keeps how many windows ago it began, as before.
- */
-export function fixedWindowFromAges(aged: Readonly<LimitState>, D: number, now: number, out: LimitState): void {
-  const current = now - (now % D);
-  const senderEnd = now - aged.a + D;
-  const last = senderEnd - 1 - CARRY_SLACK_MS;
-  const windowsAgo = Math.max(0, Math.floor(aged.a / D));
-  out.a = Math.min(current + D, Math.max(last - (last % D), current - windowsAgo * D));
-  out.b = aged.b;
-  out.c = aged.c;
-}
-
 /** Buckets (b = time of the level in a): that time's age. */
 export function bucketToAges(state: Readonly<LimitState>, now: number, out: LimitState): void {
   out.a = state.a;
@@ -74,11 +46,10 @@ export function bucketFromAges(aged: Readonly<LimitState>, _D: number, now: numb
  * A window state from a peer (a = the start's age, b and c = counts): counts are never
  * negative and are clamped to MAX_COUNT, where a charge saturates them (a count past the limit
  * is debt, which must travel whole; it blocks no longer than its window weighs); a start
- * `weighs` windows ago or more counts nothing any more. A start may lie up to `aheadMs` in
- * the future (a fixed window carried past a skewed hand-off, fixedWindowFromAges).
+ * `weighs` windows ago or more counts nothing any more.
  */
-export function checkWindowAges(aged: LimitState, weighs: number, D: number, bounds: AgedBounds, aheadMs = 0): AgedVerdict {
-  if (aged.a < -bounds.ageToleranceMs - aheadMs || aged.b < 0 || aged.c < 0) return "invalid";
+export function checkWindowAges(aged: LimitState, weighs: number, D: number, bounds: AgedBounds): AgedVerdict {
+  if (aged.a < -bounds.ageToleranceMs || aged.b < 0 || aged.c < 0) return "invalid";
   if (aged.a >= weighs * D) return "expired";
   aged.b = Math.min(aged.b, MAX_COUNT);
   aged.c = Math.min(aged.c, MAX_COUNT);
