@@ -235,14 +235,7 @@ export async function startNode(
       ? undefined
       : config.grpcServerImpl === "node-http2" || grpcOptions.tls?.caFile !== undefined
         ? new RlsGrpcServer(grpcOptions, grpcDeps)
-        : new RingGrpcServer(grpcOptions, grpcDeps, {
-            maxConnections: config.grpcMaxConnections,
-            maxConcurrentStreams: config.grpcMaxConcurrentStreams,
-            prefaceTimeoutMs: config.grpcPrefaceTimeoutMs,
-            idleTimeoutMs: config.grpcIdleTimeoutMs,
-            defaultDeadlineMs: config.grpcDefaultDeadlineMs,
-            maxPendingBytes: config.grpcMaxPendingBytes,
-          });
+        : new RingGrpcServer(grpcOptions, grpcDeps, grpcOptions.limits);
   // Bound before the HTTP port, so a node that answers /ready already serves gRPC.
   const grpcPort = await grpc?.listen().catch((err: Error) => {
     throw new ConfigError("GRPC_PORT", `cannot listen on ${config.host}:${config.grpcPort}: ${err.message}`);
