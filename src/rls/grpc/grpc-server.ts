@@ -1,16 +1,15 @@
 import http2, { type Http2Server, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import { KeyScope, type ApiKeyVerifier } from "../../auth/api-keys.js";
 import type { Logger } from "../../logger.js";
-import { decodeHealthCheckRequest, decodeRateLimitRequest, DecodeError, encodeHealthCheckResponse, encodeRateLimitResponse } from "../wire/codec.js";
-import { echo, RequestFieldError, RLS_BOUNDS } from "../wire/fields.js";
-import { RLS_ERRORS, type RlsFailure } from "../errors.js";
-import { DEADLINE_EXCEEDED, deadlineMs, fail, failWith, frame, openAnswer, PendingBytes, readMessage, reply } from "./grpc-wire.js";
+import { decodeHealthCheckRequest, encodeHealthCheckResponse, encodeRateLimitResponse } from "../wire/codec.js";
+import { echo, RLS_BOUNDS } from "../wire/fields.js";
+import { RLS_ERRORS } from "../errors.js";
+import { CHECK, DEADLINE_EXCEEDED, NOT_FOUND, refusal, serveShouldRateLimit, SHOULD_RATE_LIMIT, WATCH } from "../grpc-call.js";
+import { deadlineMs, fail, failWith, frame, openAnswer, PendingBytes, readMessage, reply } from "./grpc-wire.js";
 import { SessionGuard, type GrpcLimits } from "./grpc-sessions.js";
 import { HealthService, MAX_WATCHES, MAX_WATCHES_PER_CONNECTION, SERVICE_UNKNOWN } from "../health-service.js";
 import { GrpcTls, type GrpcTlsFiles } from "./grpc-tls.js";
-import { HEALTH_SERVICE_NAME, RLS_SERVICE_NAME } from "../wire/protos.js";
 import type { RlsService } from "../rls-service.js";
-import type { RlsResponse } from "../wire/messages.js";
 
 export type { GrpcLimits } from "./grpc-sessions.js";
 
@@ -32,11 +31,6 @@ export interface GrpcDeps {
   isReady: () => boolean;
   logger: Logger;
 }
-
-const SHOULD_RATE_LIMIT = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
-const CHECK = `/${HEALTH_SERVICE_NAME}/Check`;
-const WATCH = `/${HEALTH_SERVICE_NAME}/Watch`;
-const NOT_FOUND = 5;
 
 /**
  * The gRPC port (GRPC_PORT): envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit and
@@ -151,30 +145,12 @@ export class RlsGrpcServer {
   }
 
   private shouldRateLimit(stream: ServerHttp2Stream, message: Buffer, scope: KeyScope): void {
-    let request;
-    try {
-      request = decodeRateLimitRequest(message);
-    } catch (err) {
-      if (err instanceof RequestFieldError) return fail(stream, "invalidArgument", err.message);
-      if (err instanceof DecodeError) return fail(stream, "invalidArgument", `request: not a RateLimitRequest (${err.message})`);
-      throw err;
-    }
     this.inFlight++;
-    let answered = false;
-    const done = (failure: RlsFailure | undefined, response: RlsResponse | undefined): void => {
-      if (answered) return;
-      answered = true;
+    serveShouldRateLimit(message, scope, this.deps.service, this.deps.logger, (failure, response) => {
       this.inFlight--;
       if (failure !== undefined) fail(stream, failure.kind, failure.message);
       else reply(stream, encodeRateLimitResponse(response!));
-    };
-    try {
-      this.deps.service.shouldRateLimit(request, scope, done);
-    } catch (err) {
-      // A fault in one call answers that call; the message stays in the log, not the answer.
-      this.deps.logger.error({ err }, "RLS call failed");
-      done({ kind: "internal", message: RLS_ERRORS.internal.message }, undefined);
-    }
+    });
   }
 
   private check(stream: ServerHttp2Stream, message: Buffer): void {
@@ -219,8 +195,9 @@ export class RlsGrpcServer {
     try {
       return decodeHealthCheckRequest(message);
     } catch (err) {
-      if (err instanceof RequestFieldError || err instanceof DecodeError) fail(stream, "invalidArgument", `request: not a HealthCheckRequest (${err.message})`);
-      else throw err;
+      const why = refusal(err, "HealthCheckRequest");
+      if (why === undefined) throw err;
+      fail(stream, "invalidArgument", why);
       return undefined;
     }
   }

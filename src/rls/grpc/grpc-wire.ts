@@ -1,9 +1,8 @@
 import type { ServerHttp2Stream } from "node:http2";
 import { RLS_ERRORS, type RlsErrorKind } from "../errors.js";
+import { grpcTimeoutMs, percentEncoded } from "../grpc-call.js";
 
 /** gRPC over HTTP/2 as the RLS door speaks it: message framing, answers, grpc-timeout. */
-
-export const DEADLINE_EXCEEDED = 4;
 
 const OK_HEADERS = Object.freeze({ ":status": 200, "content-type": "application/grpc" });
 const OK_TRAILERS = Object.freeze({ "grpc-status": "0" });
@@ -121,31 +120,7 @@ export function failWith(stream: ServerHttp2Stream, code: number, message: strin
   );
 }
 
-const HEX = "0123456789ABCDEF";
-
-/**
- * grpc-message is percent-encoded: bytes outside printable ASCII, and "%" itself. One pass
- * over the UTF-8 bytes; messages quote caller input only cut short (fields.ts echo()).
- */
-export function percentEncoded(message: string): string {
-  const bytes = Buffer.from(message, "utf8");
-  let out = "";
-  for (let i = 0; i < bytes.length; i++) {
-    const b = bytes[i]!;
-    out += b >= 0x20 && b <= 0x7e && b !== 0x25 ? String.fromCharCode(b) : "%" + HEX[b >> 4]! + HEX[b & 15]!;
-  }
-  return out;
-}
-
-const TIMEOUT_UNIT_MS: Readonly<Record<string, number>> = Object.freeze({ H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 });
-
-/**
- * A call's deadline in ms from now: its grpc-timeout (at most 8 digits and a unit, as the
- * gRPC over HTTP/2 protocol writes it), else `defaultMs`; a malformed header is the default.
- */
+/** A call's deadline in ms from now: its grpc-timeout, else `defaultMs` (a malformed header too). */
 export function deadlineMs(header: string | string[] | undefined, defaultMs: number): number {
-  if (typeof header !== "string") return defaultMs;
-  const m = /^(\d{1,8})([HMSmun])$/.exec(header);
-  if (m === null) return defaultMs;
-  return Math.max(1, Math.ceil(Number(m[1]) * TIMEOUT_UNIT_MS[m[2]!]!));
+  return (typeof header === "string" ? grpcTimeoutMs(header) : undefined) ?? defaultMs;
 }

@@ -1,12 +1,11 @@
 import { readFileSync } from "node:fs";
 import { KeyScope } from "../../auth/api-keys.js";
-import { RLS_ERRORS, type RlsErrorKind, type RlsFailure } from "../errors.js";
+import { RLS_ERRORS, type RlsErrorKind } from "../errors.js";
 import type { GrpcDeps, GrpcOptions } from "../grpc/grpc-server.js";
-import { HealthService } from "../health-service.js";
-import { decodeHealthCheckRequest, decodeRateLimitRequest, encodeHealthCheckResponse, encodeRateLimitResponse } from "../wire/codec.js";
-import type { RlsResponse } from "../wire/messages.js";
-import { HEALTH_SERVICE_NAME, RLS_SERVICE_NAME } from "../wire/protos.js";
-import { echo, grpcTimeoutMs, refusal } from "./grpc-text.js";
+import { HealthService, MAX_WATCHES, MAX_WATCHES_PER_CONNECTION } from "../health-service.js";
+import { decodeHealthCheckRequest, encodeHealthCheckResponse, encodeRateLimitResponse } from "../wire/codec.js";
+import { CHECK, DEADLINE_EXCEEDED, grpcTimeoutMs, NOT_FOUND, refusal, serveShouldRateLimit, SHOULD_RATE_LIMIT, WATCH } from "../grpc-call.js";
+import { echo, RLS_BOUNDS } from "../wire/fields.js";
 import { H2Server } from "./server.js";
 import type { H2Stream } from "./stream.js";
 
@@ -22,20 +21,8 @@ export interface H2GrpcBounds {
   tls?: import("node:tls").TlsOptions;
 }
 
-/** Envoy's requests are a few hundred bytes; anything near this bound is not one (the gRPC-hardening issue's bound). */
-const MAX_MESSAGE_BYTES = 64 * 1024;
-/** a HealthCheckRequest names a service: a kilobyte is plenty */
-const MAX_HEALTH_MESSAGE_BYTES = 1024;
 const MAX_HEADER_LIST_BYTES = 16 * 1024;
-/** Watch streams held by the node and by one connection: each is a stream and a watcher polled every second */
-const MAX_WATCHES = 1024;
-const MAX_WATCHES_PER_CONNECTION = 8;
 
-const SHOULD_RATE_LIMIT = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
-const CHECK = `/${HEALTH_SERVICE_NAME}/Check`;
-const WATCH = `/${HEALTH_SERVICE_NAME}/Watch`;
-const NOT_FOUND = 5;
-const DEADLINE_EXCEEDED = 4;
 const UNSUPPORTED_MEDIA_TYPE = 415;
 
 /**
@@ -65,7 +52,7 @@ export class RingGrpcServer {
         limits: {
           maxConcurrentStreams: bounds.maxConcurrentStreams,
           maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
-          maxBodyBytes: MAX_MESSAGE_BYTES + 5,
+          maxBodyBytes: RLS_BOUNDS.messageBytes + 5,
           pending: { bytes: 0, max: bounds.maxPendingBytes },
         },
         maxConnections: bounds.maxConnections,
@@ -95,7 +82,7 @@ export class RingGrpcServer {
 
   /** Headers in: the message's bound by method, and the deadline from now, so an unfinished message ends at it too. */
   private opened(stream: H2Stream, now: number): void {
-    if (stream.path === CHECK || stream.path === WATCH) stream.maxBody = MAX_HEALTH_MESSAGE_BYTES + 5;
+    if (stream.path === CHECK || stream.path === WATCH) stream.maxBody = RLS_BOUNDS.healthMessageBytes + 5;
     const timeout = stream.grpcTimeout === "" ? undefined : grpcTimeoutMs(stream.grpcTimeout);
     stream.deadlineAt = now + (timeout ?? this.bounds.defaultDeadlineMs);
   }
@@ -128,30 +115,12 @@ export class RingGrpcServer {
   }
 
   private shouldRateLimit(stream: H2Stream, message: Buffer, scope: KeyScope): void {
-    let request;
-    try {
-      request = decodeRateLimitRequest(message);
-    } catch (err) {
-      const why = refusal(err, "RateLimitRequest");
-      if (why === undefined) throw err;
-      return fail(stream, "invalidArgument", why);
-    }
     this.inFlight++;
-    let answered = false;
-    const done = (failure: RlsFailure | undefined, response: RlsResponse | undefined): void => {
-      if (answered) return;
-      answered = true;
+    serveShouldRateLimit(message, scope, this.deps.service, this.deps.logger, (failure, response) => {
       this.inFlight--;
       if (failure !== undefined) fail(stream, failure.kind, failure.message);
       else stream.reply(encodeRateLimitResponse(response!));
-    };
-    try {
-      this.deps.service.shouldRateLimit(request, scope, done);
-    } catch (err) {
-      // A fault in one call answers that call; the message stays in the log, not the answer.
-      this.deps.logger.error({ err }, "RLS call failed");
-      done({ kind: "internal", message: RLS_ERRORS.internal.message }, undefined);
-    }
+    });
     // Forwarded to an owner meanwhile: answered when it replies, or DEADLINE_EXCEEDED at the
     // call's deadline (opened()); the decision counts either way, and inFlight waits for it.
   }

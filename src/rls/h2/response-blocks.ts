@@ -1,3 +1,5 @@
+import { percentEncoded } from "../grpc-call.js";
+
 /**
  * The header blocks this server sends, HPACK-encoded once as literals "without indexing"
  * (RFC 7541 §6.2.2): they never touch the client's dynamic table, so the bytes stay valid on
@@ -52,9 +54,4 @@ export function statusBlock(status: number): Buffer {
 /** A trailers-only answer (gRPC's form for errors): status, content type, grpc-status and grpc-message. */
 export function errorBlock(code: number, message: string): Buffer {
   return Buffer.from([...GRPC_HEADERS, ...literal("grpc-status", String(code)), ...literal("grpc-message", percentEncoded(message))]);
-}
-
-/** grpc-message is percent-encoded: bytes outside printable ASCII, and "%" itself. */
-export function percentEncoded(message: string): string {
-  return message.replace(/[^\x20-\x24\x26-\x7e]/gu, (c) => encodeURIComponent(c));
 }
