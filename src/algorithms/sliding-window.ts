@@ -11,22 +11,26 @@ import type { Algorithm, LimitState } from "./types.js";
  *
  * State: a = current window start (ms), b = current window count, c = previous window count.
  */
+/** The count a state holds for the window starting at `windowStart` (0 when none, or an older one). */
+function currentCount(state: Readonly<LimitState> | null, windowStart: number): number {
+  return state !== null && state.a === windowStart ? state.b : 0;
+}
+
+/** The count a state holds for the window before `windowStart`'s. */
+function previousCount(state: Readonly<LimitState> | null, windowStart: number, D: number): number {
+  if (state === null) return 0;
+  if (state.a === windowStart) return state.c;
+  return state.a === windowStart - D ? state.b : 0;
+}
+
 export const slidingWindow: Algorithm<"sliding-window"> = {
   name: "sliding-window",
   code: 1,
 
   step(state, limit, D, now, out, cost = 1) {
     const windowStart = now - (now % D);
-    let current = 0;
-    let previous = 0;
-    if (state !== null) {
-      if (state.a === windowStart) {
-        current = state.b;
-        previous = state.c;
-      } else if (state.a === windowStart - D) {
-        previous = state.b;
-      }
-    }
+    const current = currentCount(state, windowStart);
+    const previous = previousCount(state, windowStart, D);
     const elapsed = now - windowStart;
     const budget = limit * D; // limit, scaled by D
     const weightedPrevious = previous * (D - elapsed);
@@ -66,16 +70,8 @@ export const slidingWindow: Algorithm<"sliding-window"> = {
 
   charge(state, limit, D, now, out, cost) {
     const windowStart = now - (now % D);
-    let current = 0;
-    let previous = 0;
-    if (state !== null) {
-      if (state.a === windowStart) {
-        current = state.b;
-        previous = state.c;
-      } else if (state.a === windowStart - D) {
-        previous = state.b;
-      }
-    }
+    let current = currentCount(state, windowStart);
+    let previous = previousCount(state, windowStart, D);
     if (cost >= 0) current = Math.min(MAX_COUNT, current + cost);
     else {
       // A refund comes off this window first, then the previous one: the estimate never goes below zero.
@@ -135,15 +131,9 @@ const add = (p: number, q: number): number => p + q;
  */
 function mergeWindows(x: Readonly<LimitState>, y: Readonly<LimitState>, D: number, combine: (p: number, q: number) => number, out: LimitState): void {
   const windowStart = Math.max(x.a, y.a);
-  const current = combine(x.a === windowStart ? x.b : 0, y.a === windowStart ? y.b : 0);
+  const current = combine(currentCount(x, windowStart), currentCount(y, windowStart));
   const previous = combine(previousCount(x, windowStart, D), previousCount(y, windowStart, D));
   out.a = windowStart;
   out.b = current;
   out.c = previous;
-}
-
-/** The count `state` gives the window before `windowStart`. */
-function previousCount(state: Readonly<LimitState>, windowStart: number, D: number): number {
-  if (state.a === windowStart) return state.c;
-  return state.a === windowStart - D ? state.b : 0;
 }
