@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import t from "tap";
 import { metric } from "../harness/cluster.js";
-import { assertCleanedUp, faultNetFor, logLines, runFault } from "./fault-run.js";
+import { assertCleanedUp, assertSharedBound, faultNetFor, logLines, runFault } from "./fault-run.js";
 import { sleep } from "../harness/wait.js";
 
 // Issue 14's fault suite, part 3: graceful leaves (SIGTERM) meeting partitions.
@@ -13,10 +13,10 @@ if (net !== undefined) {
   // Issue 14 item 5: the isolated node turns unready; a balancer that follows /ready stops
   // sending to it, which bounds the split brain to the time it takes to notice.
   t.test("one node cut off both ways, behind a readiness-aware balancer", async (t) => {
-    await runFault(
+    const { shared } = await runFault(
       t,
       net,
-      { order: 2.5, fault: "one node cut off both ways, 10 s, behind a readiness-aware balancer" },
+      { order: 2.5, fault: "one node cut off both ways, 10 s, behind a readiness-aware balancer", shared: [2, 0] },
       async ({ net, load, watch, notes }) => {
         await sleep(3000);
         const cutAt = Date.now();
@@ -38,29 +38,36 @@ if (net !== undefined) {
         await sleep(1500);
       },
     );
+    assertSharedBound(t, shared, "one limit");
   });
 
   t.test("a partition racing a SIGTERM hand-off", async (t) => {
-    await runFault(t, net, { order: 6, fault: "n3 cut off from n1 as it starts its SIGTERM hand-off" }, async ({ net, cluster, load, notes }) => {
-      await sleep(3000);
-      const leaving = cluster.nodes[2]!;
-      const held = await metric(leaving, "ringlimit_stored_keys");
-      await load.takeOut(2);
-      const termAt = Date.now();
-      net.dropFrom(2, 0);
-      net.dropFrom(0, 2);
-      leaving.signal("SIGTERM");
-      await leaving.exited;
-      const drainMs = Date.now() - termAt;
-      const report = logLines(leaving.output(), /left the ring/)[0];
-      notes.push(`drain ${drainMs} ms (DRAIN_TIMEOUT_MS 6000)`);
-      notes.push(`n3 held ${held} states: ${report?.handedOver ?? "?"} handed over, ${report?.notHandedOver ?? "?"} not`);
-      // The batch for the unreachable n1 fails once n1 is declared down, and goes to the next owner.
-      t.equal(report?.notHandedOver, 0, "every state handed over despite the cut");
-      t.ok(drainMs < 6000, `the drain ends before DRAIN_TIMEOUT_MS (${drainMs} ms)`);
-      net.heal();
-      await sleep(3000);
-    });
+    const { shared } = await runFault(
+      t,
+      net,
+      { order: 6, fault: "n3 cut off from n1 as it starts its SIGTERM hand-off", shared: [2, 0] },
+      async ({ net, cluster, load, notes }) => {
+        await sleep(3000);
+        const leaving = cluster.nodes[2]!;
+        const held = await metric(leaving, "ringlimit_stored_keys");
+        await load.takeOut(2);
+        const termAt = Date.now();
+        net.dropFrom(2, 0);
+        net.dropFrom(0, 2);
+        leaving.signal("SIGTERM");
+        await leaving.exited;
+        const drainMs = Date.now() - termAt;
+        const report = logLines(leaving.output(), /left the ring/)[0];
+        notes.push(`drain ${drainMs} ms (DRAIN_TIMEOUT_MS 6000)`);
+        notes.push(`n3 held ${held} states: ${report?.handedOver ?? "?"} handed over, ${report?.notHandedOver ?? "?"} not`);
+        // The batch for the unreachable n1 fails once n1 is declared down, and goes to the next owner.
+        t.equal(report?.notHandedOver, 0, "every state handed over despite the cut");
+        t.ok(drainMs < 6000, `the drain ends before DRAIN_TIMEOUT_MS (${drainMs} ms)`);
+        net.heal();
+        await sleep(3000);
+      },
+    );
+    assertSharedBound(t, shared, "exact");
   });
 
   t.test("SIGTERM while isolated", async (t) => {
@@ -72,8 +79,9 @@ if (net !== undefined) {
       order: 7,
       fault: "SIGTERM of n3 while it is cut off from both others (n3 with STATE_DIR), then restarted",
       perNode: { 2: { STATE_DIR: stateDir } },
+      shared: [2, 0] as const,
     };
-    await runFault(t, net, spec, async ({ net, cluster, load, watch, notes }) => {
+    const { shared } = await runFault(t, net, spec, async ({ net, cluster, load, watch, notes }) => {
       await sleep(3000);
       const leaving = cluster.nodes[2]!;
       const held = await metric(leaving, "ringlimit_stored_keys");
@@ -101,6 +109,7 @@ if (net !== undefined) {
       load.putBack(2);
       await sleep(3000);
     });
+    assertSharedBound(t, shared, "one limit");
   });
 
   assertCleanedUp(t, net);

@@ -1,7 +1,7 @@
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Tally } from "./tally.js";
+import type { Over, Tally } from "./tally.js";
 
 /** One row of the fault table. */
 export interface FaultRow {
@@ -34,18 +34,25 @@ export function loadRows(): FaultRow[] {
     .sort((a, b) => a.order - b.order);
 }
 
-function overCell(t: Tally): string {
-  const part = (name: string, x: { overAdmitted: number; worst: number }) => (x.overAdmitted === 0 ? `${name} 0` : `${name} ${x.overAdmitted} (+${x.worst})`);
-  return `${part("FW", t.fixedWindow)} · ${part("TB", t.tokenBucket)}`;
+function overCell(t: Tally, undegraded: boolean): string {
+  const part = (name: string, x: Over) => {
+    const [over, worst] = undegraded ? [x.undegraded, x.worstUndegraded] : [x.overAdmitted, x.worst];
+    return over === 0 ? `${name} 0` : `${name} ${over} (+${worst})`;
+  };
+  // Rows saved before the undegraded figures existed, or without token buckets, show what they have.
+  if (undegraded && t.fixedWindow.undegraded === undefined) return "";
+  const parts = [part("FW", t.fixedWindow)];
+  if (t.keys === undefined || t.keys.tokenBucket > 0) parts.push(part("TB", t.tokenBucket));
+  return parts.join(" · ");
 }
 
 export function renderTable(rows: readonly FaultRow[]): string {
-  const lines = ["| fault | over-admitted beyond the limit (worst key) | degraded | notes |", "|---|---|---|---|"];
+  const lines = ["| fault | over-admitted beyond the limit (worst key) | of which undegraded | degraded | notes |", "|---|---|---|---|---|"];
   for (const r of rows) {
     const notes = [...r.notes];
     if (r.tally.countedWithoutExactAnswer > 0) notes.push(`${r.tally.countedWithoutExactAnswer} counted by an owner though answered degraded`);
     if (r.tally.unexpected + r.tally.failures > 0) notes.push(`${r.tally.unexpected} non-200/429, ${r.tally.failures} client failures`);
-    lines.push(`| ${r.fault} | ${overCell(r.tally)} | ${r.tally.degraded} of ${r.tally.requests} | ${notes.join("; ")} |`);
+    lines.push(`| ${r.fault} | ${overCell(r.tally, false)} | ${overCell(r.tally, true)} | ${r.tally.degraded} of ${r.tally.requests} | ${notes.join("; ")} |`);
   }
   return lines.join("\n") + "\n";
 }

@@ -1,6 +1,6 @@
 import t from "tap";
 import { metric } from "../harness/cluster.js";
-import { assertCleanedUp, faultNetFor, logLines, runFault } from "./fault-run.js";
+import { assertCleanedUp, assertSharedBound, faultNetFor, logLines, runFault } from "./fault-run.js";
 import { buildDelayer, slowLink } from "./net/delayer.js";
 import { degradedSpan } from "./tally.js";
 import { sleep } from "../harness/wait.js";
@@ -16,18 +16,25 @@ if (net !== undefined) {
     if (typeof delayer === "string") return t.plan(0, delayer);
     t.teardown(delayer.remove);
     const FAULT_MS = 12_000;
-    await runFault(t, net, { order: 4, fault: `slow link n1→n2: 150 ms + 5 % loss, ${FAULT_MS / 1000} s` }, async ({ net, load, notes }) => {
-      await sleep(2000);
-      const faultAt = Date.now();
-      const link = await slowLink(net, delayer.binary, 0, 1, 150, 50);
-      t.teardown(link.remove);
-      await sleep(FAULT_MS);
-      await link.remove();
-      const span = degradedSpan(load.samples, faultAt);
-      notes.push(span === undefined ? "never degraded" : `degraded from +${span.first} to +${span.last} ms`);
-      t.comment(`delayer: ${link.stats()}`);
-      await sleep(1500);
-    });
+    const { shared } = await runFault(
+      t,
+      net,
+      { order: 4, fault: `slow link n1→n2: 150 ms + 5 % loss, ${FAULT_MS / 1000} s`, shared: [0, 1], charges: true },
+      async ({ net, load, notes }) => {
+        await sleep(2000);
+        const faultAt = Date.now();
+        const link = await slowLink(net, delayer.binary, 0, 1, 150, 50);
+        t.teardown(link.remove);
+        await sleep(FAULT_MS);
+        await link.remove();
+        const span = degradedSpan(load.samples, faultAt);
+        notes.push(span === undefined ? "never degraded" : `degraded from +${span.first} to +${span.last} ms`);
+        t.comment(`delayer: ${link.stats()}`);
+        await sleep(1500);
+      },
+    );
+    // Once n1 suspects n2, their rings disagree: n3 decides strays of the keys across the link.
+    assertSharedBound(t, shared, "one limit");
   });
 
   const SKEW_S = 30;
@@ -46,10 +53,10 @@ if (net !== undefined) {
     }
     if (durationS === undefined) throw new Error("no window length from 45 to 240 s fits the skew test");
     const skewed = { LD_PRELOAD: LIBFAKETIME, FAKETIME: `+${SKEW_S}s`, FAKETIME_DONT_FAKE_MONOTONIC: "1" };
-    const { tally } = await runFault(
+    const { tally, shared } = await runFault(
       t,
       net,
-      { order: 5, fault: `owner's clock +${SKEW_S} s, hand-off away and back (window ${durationS} s)`, perNode: { 2: skewed }, durationS },
+      { order: 5, fault: `owner's clock +${SKEW_S} s, hand-off away and back (window ${durationS} s)`, perNode: { 2: skewed }, durationS, shared: [2, 0] },
       async ({ cluster, load, notes }) => {
         await sleep(3000);
         // Peers measure each other's clocks from their heartbeats, and warn (MAX_CLOCK_SKEW_MS, 1 s).
@@ -76,6 +83,7 @@ if (net !== undefined) {
     // With the sender's clock readings on the wire: worst key FW +7 to +13, TB +10 to +11.
     const { fixedWindow: fw, tokenBucket: tb } = tally;
     t.ok(fw.worst < 5 && tb.worst < 5, `worst key FW +${fw.worst}, TB +${tb.worst} (under +5)`);
+    assertSharedBound(t, shared, "exact");
   });
 
   assertCleanedUp(t, net);

@@ -23,7 +23,7 @@ t.test("fixed window: allowed beyond the limit per window, exact answers placed 
     answer(0, T0 + 60_000, 200, { resetTime: end + 60, count: 1 }), // next window: fresh
   ];
   const r = tally(samples, [fw]);
-  t.same(r.fixedWindow, { overAdmitted: 2, worst: 2 });
+  t.same(r.fixedWindow, { overAdmitted: 2, worst: 2, undegraded: 1, worstUndegraded: 1 }, "the degraded answer is over, not undegraded");
   t.equal(r.degraded, 1);
   t.equal(r.countedWithoutExactAnswer, 0);
 });
@@ -48,11 +48,35 @@ t.test("fixed window: a count carried into a window another node names (a hand-o
   t.equal(tally(samples, [{ ...fw, limit: 5 }]).countedWithoutExactAnswer, 0);
 });
 
+t.test("fixed window: requests of cost c count c units of the limit, undegraded ones apart", async (t) => {
+  const end = T0 / 1000 + 60;
+  const key: LimitKey = { ...fw, limit: 8, cost: 4 };
+  const samples = [
+    answer(0, T0 + 1, 200, { resetTime: end, count: 4 }),
+    answer(0, T0 + 2, 200, { resetTime: end, count: 8 }),
+    answer(0, T0 + 3, 200, { degraded: true }),
+    answer(0, T0 + 4, 200, { resetTime: end, count: 4 }), // a second count: 4 beyond the limit, undegraded
+    answer(0, T0 + 5, 429, { resetTime: end }),
+  ];
+  const r = tally(samples, [key]);
+  t.same(r.fixedWindow, { overAdmitted: 8, worst: 8, undegraded: 4, worstUndegraded: 4 });
+  t.same(r.keys, { fixedWindow: 1, tokenBucket: 0 });
+});
+
+t.test("token bucket: degraded answers beyond the bound are over, not undegraded", async (t) => {
+  const samples = [answer(0, T0, 200), answer(0, T0 + 10, 200), answer(0, T0 + 20, 200, { degraded: true })];
+  t.same(tally(samples, [tb]).tokenBucket, { overAdmitted: 1, worst: 1, undegraded: 0, worstUndegraded: 0 });
+});
+
 t.test("token bucket: at most limit + refill since the first request", async (t) => {
   // limit 2 per 60 s: one token every 30 s.
   const samples = [answer(0, T0, 200), answer(0, T0 + 10, 200), answer(0, T0 + 20, 200), answer(0, T0 + 30_000, 200), answer(0, T0 + 30_010, 429)];
   const r = tally(samples, [tb]);
-  t.same(r.tokenBucket, { overAdmitted: 1, worst: 1 }, "the third within a second is one too many; the refilled one is fine");
+  t.same(
+    r.tokenBucket,
+    { overAdmitted: 1, worst: 1, undegraded: 1, worstUndegraded: 1 },
+    "the third within a second is one too many; the refilled one is fine",
+  );
 });
 
 t.test("statuses other than 200/429 and client failures are counted apart", async (t) => {

@@ -1,11 +1,25 @@
 import type { LimitKey, Sample } from "./load.js";
 
+/**
+ * Allowed beyond the limit, summed over keys, and the worst single key (window), in units of
+ * the limit (a request of cost c is c of them): every allowed answer, and those allowed
+ * without `degraded` alone. The invariant is on the second (docs/shares.md): a degraded
+ * answer says it was not counted.
+ */
+export interface Over {
+  overAdmitted: number;
+  worst: number;
+  undegraded: number;
+  worstUndegraded: number;
+}
+
 /** What one fault cost, from the client's answers alone. */
 export interface Tally {
   requests: number;
-  /** allowed beyond the limit, summed over keys, and the worst single key (window) */
-  fixedWindow: { overAdmitted: number; worst: number };
-  tokenBucket: { overAdmitted: number; worst: number };
+  fixedWindow: Over;
+  tokenBucket: Over;
+  /** how many keys each algorithm had (a row of keys shares answer has no token bucket) */
+  keys: { fixedWindow: number; tokenBucket: number };
   degraded: number;
   /** answers other than 200/429 (5xx, 4xx) */
   unexpected: number;
@@ -33,8 +47,9 @@ export interface Tally {
 export function tally(samples: readonly Sample[], keys: readonly LimitKey[]): Tally {
   const t: Tally = {
     requests: samples.length,
-    fixedWindow: { overAdmitted: 0, worst: 0 },
-    tokenBucket: { overAdmitted: 0, worst: 0 },
+    fixedWindow: noOver(),
+    tokenBucket: noOver(),
+    keys: { fixedWindow: 0, tokenBucket: 0 },
     degraded: 0,
     unexpected: 0,
     failures: 0,
@@ -51,47 +66,65 @@ export function tally(samples: readonly Sample[], keys: readonly LimitKey[]): Ta
     const mine = byKey[k]!;
     if (key.algorithm === "fixed-window") fixedWindow(mine, key, t);
     else tokenBucket(mine, key, t);
+    t.keys[key.algorithm === "fixed-window" ? "fixedWindow" : "tokenBucket"]++;
   });
   return t;
 }
 
+function noOver(): Over {
+  return { overAdmitted: 0, worst: 0, undegraded: 0, worstUndegraded: 0 };
+}
+
+function addOver(o: Over, over: number, overUndegraded: number): void {
+  o.overAdmitted += over;
+  o.worst = Math.max(o.worst, over);
+  o.undegraded += overUndegraded;
+  o.worstUndegraded = Math.max(o.worstUndegraded, overUndegraded);
+}
+
 function fixedWindow(samples: readonly Sample[], key: LimitKey, t: Tally): void {
   const D = key.durationS;
+  const cost = key.cost ?? 1;
+  // Per window, in units of the limit: allowed, allowed exactly (not degraded), and the highest count an exact answer showed.
   const windows = new Map<number, { allowed: number; exact: number; maxCount: number }>();
   let degraded = 0;
   for (const s of samples) {
     if (s.status !== 200) continue;
-    if (s.degraded) degraded++;
+    if (s.degraded) degraded += cost;
     const end = !s.degraded && s.resetTime !== undefined ? s.resetTime : (Math.floor(s.sentAt / 1000 / D) + 1) * D;
     let w = windows.get(end);
     if (w === undefined) windows.set(end, (w = { allowed: 0, exact: 0, maxCount: 0 }));
-    w.allowed++;
+    w.allowed += cost;
     if (!s.degraded) {
-      w.exact++;
+      w.exact += cost;
       w.maxCount = Math.max(w.maxCount, s.count ?? 0);
     }
   }
   let climbed = 0;
   for (const w of windows.values()) {
-    const over = Math.max(0, w.allowed - key.limit);
-    t.fixedWindow.overAdmitted += over;
-    t.fixedWindow.worst = Math.max(t.fixedWindow.worst, over);
+    addOver(t.fixedWindow, Math.max(0, w.allowed - key.limit), Math.max(0, w.exact - key.limit));
     climbed += Math.max(0, w.maxCount - w.exact);
   }
-  t.countedWithoutExactAnswer += Math.min(climbed, degraded);
+  // In requests, as the degraded answers are counted.
+  t.countedWithoutExactAnswer += Math.floor(Math.min(climbed, degraded) / cost);
 }
 
 function tokenBucket(samples: readonly Sample[], key: LimitKey, t: Tally): void {
   if (samples.length === 0) return;
   const first = Math.min(...samples.map((s) => s.sentAt));
-  const allowed = samples.filter((s) => s.status === 200).sort((a, b) => a.doneAt - b.doneAt);
-  let over = 0;
-  allowed.forEach((s, j) => {
-    const bound = key.limit + Math.floor((key.limit * (s.doneAt - first)) / (key.durationS * 1000));
-    over = Math.max(over, j + 1 - bound);
-  });
-  t.tokenBucket.overAdmitted += over;
-  t.tokenBucket.worst = Math.max(t.tokenBucket.worst, over);
+  const cost = key.cost ?? 1;
+  const overOf = (allowed: Sample[]): number => {
+    let over = 0;
+    allowed
+      .sort((a, b) => a.doneAt - b.doneAt)
+      .forEach((s, j) => {
+        const bound = key.limit + Math.floor((key.limit * (s.doneAt - first)) / (key.durationS * 1000));
+        over = Math.max(over, (j + 1) * cost - bound);
+      });
+    return over;
+  };
+  const allowed = samples.filter((s) => s.status === 200);
+  addOver(t.tokenBucket, overOf(allowed), overOf(allowed.filter((s) => !s.degraded)));
 }
 
 /** First and last degraded answer, in ms after `from` (undefined when there was none). */
