@@ -9,6 +9,12 @@ export interface LimitKey {
   readonly durationS: number;
   /** what each request weighs (default 1) */
   readonly cost?: number;
+  /**
+   * Members the owner may hold a share back for (keys that shares answer): an exact answer's
+   * `count` includes those shares from the window's start (docs/shares.md), so they are not
+   * requests counted without an exact answer (tally.ts).
+   */
+  readonly heldBackShares?: number;
   /** usage reported after the fact: POST /limit/charge (counted whatever remains), not POST /limit */
   readonly charge?: boolean;
 }
@@ -179,6 +185,7 @@ export function sharedKeys(tag: string, ownerOf: (identifier: string) => number,
   return shapes.map((shape, k) => {
     let i = 0;
     while (ownerOf(`${tag}-s${shape.limit}-${i}`) !== owners[k]) i++;
-    return { identifier: `${tag}-s${shape.limit}-${i}`, algorithm: "fixed-window", ...shape };
+    // Three nodes: the owner holds back a share for each of the two others.
+    return { identifier: `${tag}-s${shape.limit}-${i}`, algorithm: "fixed-window", heldBackShares: 2 * (shape.limit / 128), ...shape };
   });
 }

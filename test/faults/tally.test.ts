@@ -63,6 +63,18 @@ t.test("fixed window: requests of cost c count c units of the limit, undegraded 
   t.same(r.keys, { fixedWindow: 1, tokenBucket: 0 });
 });
 
+t.test("fixed window: the shares an owner holds back are in its count, not requests counted without an exact answer", async (t) => {
+  const end = T0 / 1000 + 60;
+  const key: LimitKey = { ...fw, limit: 2048, cost: 2, heldBackShares: 32 };
+  const samples = [answer(0, T0 + 1, 200, { degraded: true }), answer(0, T0 + 2, 200, { resetTime: end, count: 34 })];
+  t.equal(tally(samples, [key]).countedWithoutExactAnswer, 0);
+  t.equal(
+    tally([samples[0]!, answer(0, T0 + 2, 200, { resetTime: end, count: 36 })], [key]).countedWithoutExactAnswer,
+    1,
+    "2 units more: the degraded request",
+  );
+});
+
 t.test("token bucket: degraded answers beyond the bound are over, not undegraded", async (t) => {
   const samples = [answer(0, T0, 200), answer(0, T0 + 10, 200), answer(0, T0 + 20, 200, { degraded: true })];
   t.same(tally(samples, [tb]).tokenBucket, { overAdmitted: 1, worst: 1, undegraded: 0, worstUndegraded: 0 });

@@ -103,7 +103,7 @@ function fixedWindow(samples: readonly Sample[], key: LimitKey, t: Tally): void 
   let climbed = 0;
   for (const w of windows.values()) {
     addOver(t.fixedWindow, Math.max(0, w.allowed - key.limit), Math.max(0, w.exact - key.limit));
-    climbed += Math.max(0, w.maxCount - w.exact);
+    climbed += Math.max(0, w.maxCount - (key.heldBackShares ?? 0) - w.exact);
   }
   // In requests, as the degraded answers are counted.
   t.countedWithoutExactAnswer += Math.floor(Math.min(climbed, degraded) / cost);
