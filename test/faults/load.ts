@@ -10,11 +10,11 @@ export interface LimitKey {
   /** what each request weighs (default 1) */
   readonly cost?: number;
   /**
-   * Members the owner may hold a share back for (keys that shares answer): an exact answer's
-   * `count` includes those shares from the window's start (docs/shares.md), so they are not
-   * requests counted without an exact answer (tally.ts).
+   * A key that shares answer: its owner's `count` holds the shares it holds back and the grants
+   * it gave (counted when given, answered later by members), so a count that climbs past the
+   * exact answers says nothing of degraded answers counted (tally.ts does not try).
    */
-  readonly heldBackShares?: number;
+  readonly shared?: boolean;
   /** usage reported after the fact: POST /limit/charge (counted whatever remains), not POST /limit */
   readonly charge?: boolean;
 }
@@ -185,7 +185,6 @@ export function sharedKeys(tag: string, ownerOf: (identifier: string) => number,
   return shapes.map((shape, k) => {
     let i = 0;
     while (ownerOf(`${tag}-s${shape.limit}-${i}`) !== owners[k]) i++;
-    // Three nodes: the owner holds back a share for each of the two others.
-    return { identifier: `${tag}-s${shape.limit}-${i}`, algorithm: "fixed-window", heldBackShares: 2 * (shape.limit / 128), ...shape };
+    return { identifier: `${tag}-s${shape.limit}-${i}`, algorithm: "fixed-window", shared: true, ...shape };
   });
 }

@@ -63,16 +63,12 @@ t.test("fixed window: requests of cost c count c units of the limit, undegraded 
   t.same(r.keys, { fixedWindow: 1, tokenBucket: 0 });
 });
 
-t.test("fixed window: the shares an owner holds back are in its count, not requests counted without an exact answer", async (t) => {
+t.test("fixed window: a key that shares answer has no 'counted without an exact answer' (its owner's count holds shares and grants)", async (t) => {
   const end = T0 / 1000 + 60;
-  const key: LimitKey = { ...fw, limit: 2048, cost: 2, heldBackShares: 32 };
-  const samples = [answer(0, T0 + 1, 200, { degraded: true }), answer(0, T0 + 2, 200, { resetTime: end, count: 34 })];
+  const key: LimitKey = { ...fw, limit: 2048, cost: 2, shared: true };
+  const samples = [answer(0, T0 + 1, 200, { degraded: true }), answer(0, T0 + 2, 200, { resetTime: end, count: 50 })];
   t.equal(tally(samples, [key]).countedWithoutExactAnswer, 0);
-  t.equal(
-    tally([samples[0]!, answer(0, T0 + 2, 200, { resetTime: end, count: 36 })], [key]).countedWithoutExactAnswer,
-    1,
-    "2 units more: the degraded request",
-  );
+  t.equal(tally(samples, [{ ...key, shared: false }]).countedWithoutExactAnswer, 1);
 });
 
 t.test("token bucket: degraded answers beyond the bound are over, not undegraded", async (t) => {

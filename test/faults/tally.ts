@@ -103,10 +103,10 @@ function fixedWindow(samples: readonly Sample[], key: LimitKey, t: Tally): void 
   let climbed = 0;
   for (const w of windows.values()) {
     addOver(t.fixedWindow, Math.max(0, w.allowed - key.limit), Math.max(0, w.exact - key.limit));
-    climbed += Math.max(0, w.maxCount - (key.heldBackShares ?? 0) - w.exact);
+    climbed += Math.max(0, w.maxCount - w.exact);
   }
-  // In requests, as the degraded answers are counted.
-  t.countedWithoutExactAnswer += Math.floor(Math.min(climbed, degraded) / cost);
+  // In requests, as the degraded answers are counted. Not for keys that shares answer (load.ts).
+  if (key.shared !== true) t.countedWithoutExactAnswer += Math.floor(Math.min(climbed, degraded) / cost);
 }
 
 function tokenBucket(samples: readonly Sample[], key: LimitKey, t: Tally): void {
