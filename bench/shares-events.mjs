@@ -3,10 +3,11 @@
 // fixed windows of limit 2,048 (shared), requests driven round-robin over the nodes as a
 // Kubernetes Service does; what is counted is answers allowed WITHOUT `degraded`.
 //
-//   npm run build && node bench/shares-events.mjs [--root DIR] [--rows policy,reset,scale]
+//   npm run build && node bench/shares-events.mjs [--root DIR] [--rows LIST] [--other DIR]
 //
 // --root: a checkout built with `npm run build` (its dist/test/harness starts its own nodes):
-// the "before" figures come from the landed build, the "after" ones from this one.
+// the "before" figures come from the landed build, the "after" ones from this one. --other:
+// the versions row's second build. docs/shares.md, "Measured", has the figures and commands.
 //
 // Rows:
 //   policy  the owner holds a deny override of the keys, the other two nodes no policy yet
@@ -44,8 +45,7 @@ const { values: args } = benchOptions(import.meta.url, {
   about: `The shares invariant through issue 32's events on real nodes (docs/shares.md): a policy
 roll, a member paused across a reset, a scale 4 -> 2 -> 3 in one window, pods replaced under
 PEERS_DNS, an owner SIGKILLed after granting, a static PEERS list edited, mixed protocol
-versions; allowed undegraded
-answers against the limit. --root names the checkout whose build and test harness start the nodes.`,
+versions; allowed undegraded answers against the limit. --root names the checkout whose build and test harness start the nodes.`,
   options: {
     root: { type: 'string', arg: 'DIR', defaultText: 'this checkout', help: 'a checkout built with npm run build (its dist/test/harness starts its nodes)' },
     rows: { type: 'string', arg: 'LIST', default: 'policy,reset,scale,dns,failover,peers', help: 'rows to run, comma-separated (versions needs --other)' },
