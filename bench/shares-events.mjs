@@ -16,6 +16,8 @@
 //           owner and past the owner's idle timeout, wakes and stays idle 3 s (it gives the
 //           erased grant back), then all three drive the key to refusal:
 //           allowed undegraded after the reset (at most 2,048)
+//   reset-brief the same, node 0 paused 1.5 s only (less than FAILURE_TIMEOUT_MS; the notice's
+//           call times out after PEER_TIMEOUT_MS 300 while the connection stays up)
 //   scale   4 nodes, then 2 leave (SIGTERM) and 1 comes back, within one 60 s window, 4 keys
 //           (one per owner; the leaving node's passes to the one that comes back) driven
 //           round-robin between events: allowed undegraded per key in the window (at most 2,048)
@@ -157,24 +159,29 @@ if (rows.includes('policy')) {
   }
 }
 
-if (rows.includes('reset')) {
-  const cluster = await startCluster(3)
+/**
+ * The reset row: node 0 holds a grant of a key its owner (node 1) resets while node 0 is
+ * paused for `pauseMs` (undefined: until 4 s after the owner counted on past the reset); `env`
+ * adds settings to the nodes.
+ */
+async function resetRow(name, pauseMs, env) {
+  const cluster = await startCluster(3, env)
   try {
     const nodes = cluster.nodes
     const results = []
     for (let k = 0; k < 3; k++) {
       await freshWindow(3500, 45)
-      const id = cluster.identifierOwnedBy(1, `reset-${run}-${k}`)
+      const id = cluster.identifierOwnedBy(1, `${name}-${run}-${k}`)
       // 10 of node 0's share of 16: it asks a LEASE grant of 16.
       for (let i = 0; i < 10; i++) await hit(nodes[0], id, L, { duration: D })
       await sleep(300)
+      const stoppedAt = Date.now()
       nodes[0].signal('SIGSTOP')
       await sleep(200)
       await post(nodes[2].url, '/limit/reset', { namespace: 'test', identifier: id })
-      // The owner counts on after the reset (node 0 still paused), past its idle timeout of node
-      // 0's connection and FAILURE_TIMEOUT_MS (3 s here).
+      // The owner counts on after the reset (node 0 still paused).
       const during = await drive([nodes[1], nodes[2]], id, 200)
-      await sleep(4000)
+      await sleep(pauseMs === undefined ? 4000 : Math.max(0, stoppedAt + pauseMs - Date.now()))
       nodes[0].signal('SIGCONT')
       await waitForRing(nodes, 3, 20_000).catch(() => {})
       // Idle past RETURN_IDLE_MS: node 0 gives back the grant the reset erased.
@@ -184,12 +191,18 @@ if (rows.includes('reset')) {
       results.push({ allowed: during.allowed + first.allowed + rest.allowed, degraded: during.degraded + first.degraded + rest.degraded })
     }
     console.log(
-      JSON.stringify({ row: 'reset', limit: L, afterResetAllowedUndegraded: results.map((r) => r.allowed), degraded: results.map((r) => r.degraded) }),
+      JSON.stringify({ row: name, limit: L, pauseMs, afterResetAllowedUndegraded: results.map((r) => r.allowed), degraded: results.map((r) => r.degraded) }),
     )
   } finally {
     await cluster.stop()
   }
 }
+
+// Past the owner's idle timeout of node 0's connection and FAILURE_TIMEOUT_MS (3 s here).
+if (rows.includes('reset')) await resetRow('reset', undefined, {})
+// Shorter than FAILURE_TIMEOUT_MS, the notice's call timing out (PEER_TIMEOUT_MS 300) while
+// the connection stays up: the notice waits in node 0's socket until it wakes.
+if (rows.includes('reset-brief')) await resetRow('reset-brief', 1500, { PEER_TIMEOUT_MS: '300' })
 
 if (rows.includes('scale')) {
   const results = []
