@@ -50,15 +50,25 @@ export function mergeState(table: StateTable, key: string, state: StoredState, n
 }
 
 /**
- * Keep a replica state sent by its owner. The same history (same origin) keeps the further
- * advanced copy, so replication calls that overtake each other change nothing; another
- * origin means the owner's state was replaced (it expired and began again, or a new owner
- * took over from nothing): the owner is the authority, its state replaces the copy.
+ * Keep a replica state sent by a member. Invariant: a replica holds what its owner holds, a
+ * replication lag behind, so a copy promoted counts what the owner counted, no more.
+ *
+ * - From the key's owner on this node's ring (`fromOwner`), the state replaces the copy
+ *   whatever it counts: the owner is the authority over its history, and a refund (POST
+ *   /limit/charge with a negative cost, a reservation released, a grant given back) lowers a
+ *   count that keeping the further advanced copy would hold at its higher value, to come back
+ *   when this copy is promoted (a debt paid back owed again). The owner's calls reach this
+ *   node in order and are applied in the turn each arrives, so a later copy is never
+ *   overtaken by an earlier one.
+ * - From another member (an owner back from a pause, its ring behind this one's): the same
+ *   history keeps the further advanced copy, so its stale counts change nothing; another
+ *   origin means the owner's state was replaced (it expired and began again, or a new owner
+ *   took over from nothing): its state replaces the copy.
  */
-export function storeReplica(table: StateTable, key: string, state: StoredState, now: number): boolean {
+export function storeReplica(table: StateTable, key: string, state: StoredState, now: number, fromOwner: boolean): boolean {
   if (state.expiresAt * 1000 <= now) return false;
   const existing = table.get(key);
-  if (existing === undefined || existing.origin !== state.origin) {
+  if (fromOwner || existing === undefined || existing.origin !== state.origin) {
     table.set(key, state);
     return true;
   }

@@ -1,6 +1,6 @@
 import t from "tap";
 import { ALGORITHMS, newStep } from "../../../src/algorithms/index.js";
-import { mergeState } from "../../../src/shard/records/merge-states.js";
+import { mergeState, storeReplica } from "../../../src/shard/records/merge-states.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { StateTable, type StoredState } from "../../../src/shard/table/state-table.js";
 import { prng } from "../../harness/prng.js";
@@ -69,3 +69,27 @@ t.test("expired records are not merged", async (t) => {
   t.notOk(mergeState(table, key, { a: T0 - 120_000, b: 3, c: 0, expiresAt: Math.ceil((T0 - 60_000) / 1000), origin: 9, born: 0 }, T0));
   t.equal(table.size, 0);
 });
+
+for (const [i, alg] of ALGORITHMS.entries()) {
+  if (alg.name === "concurrency") continue;
+  t.test(`${alg.name}: a replica takes its owner's refund; from another member it keeps the further advanced copy`, async (t) => {
+    const key = stateKeyOf(alg.code, D / 1000, ringKeyOf("ns", "refunded"));
+    const owner = new StateTable(10, T0);
+    const out = newStep();
+    owner.decide(key, alg, LIMIT, D, T0, out, 80, true); // 30 past the limit: debt
+    const inDebt = owner.get(key)!;
+    owner.decide(key, alg, LIMIT, D, T0 + 10, out, -60, true); // paid back: 20 counted
+    const refunded = owner.get(key)!;
+    t.equal(refunded.origin, inDebt.origin, "one history: the refund keeps the origin");
+    const now = T0 + 20;
+    const expected = admits(refunded, key, i, now);
+    t.equal(expected, LIMIT - 20, "the owner admits what the refund gave back");
+
+    const replica = new StateTable(10, T0);
+    storeReplica(replica, key, inDebt, now, true);
+    storeReplica(replica, key, refunded, now, true);
+    t.equal(admits(replica.get(key), key, i, now), expected, "from the owner: the copy is the owner's state, the refund included");
+    storeReplica(replica, key, inDebt, now, false);
+    t.equal(admits(replica.get(key), key, i, now), 0, "from a member that is not the owner here: the further advanced copy is kept");
+  });
+}

@@ -80,8 +80,8 @@ class Link {
  *
  * - Every REPLICATION_DELAY_MS (each turn when 0), the states that requests (or merges)
  *   changed are sent once each, as states, to their replicas: a key changed 100 times in that
- *   time is sent once, and a copy applied
- *   twice changes nothing (same origin: mergeCopies). While a member's previous call is
+ *   time is sent once. A replica takes its owner's copy as it is (storeReplica: a refund
+ *   lowers a count, and the copy must not keep the higher one). While a member's previous call is
  *   unanswered, turns add to its next batch (see PIPELINE). A state a reset removed goes
  *   as a removal (removalRecord, with the reset's time) in the same stream, so it is applied in order with the states.
  * - After a ring change, one pass (a slice per turn) promotes the replica states this node
@@ -173,8 +173,9 @@ export class Replicator {
       if (state === "expired") continue;
       // The sender's ring is behind this one's (an owner back from a pause): a copy of a
       // state this node owns now merges as a copy, so its stale counts change nothing.
-      if (ring.owner(ringKeyOfStateKey(key)) === self) mergeState(owned, key, state, now);
-      else storeReplica(replicaTable, key, state, now);
+      const owner = ring.owner(ringKeyOfStateKey(key));
+      if (owner === self) mergeState(owned, key, state, now);
+      else storeReplica(replicaTable, key, state, now, owner === from);
       kept++;
     }
     if (refused > 0) this.o.logger.warn({ from, refused }, "replicated states out of bounds: not kept");
