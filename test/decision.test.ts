@@ -44,6 +44,7 @@ function inbound() {
     replicate: () => 0,
     resetApplied: async () => {},
     resetNotice() {},
+    debtNotice() {},
     top: () => Buffer.alloc(2),
   };
   const handler = new InboundHandler(view, new LocalDecider(new StateTable(1000, Date.now())), events);

@@ -30,6 +30,7 @@ import { SHARE_MARGIN_MS } from "./leases/shares.js";
 import { encodeHoldReply } from "./wire/lease-wire.js";
 import { ShareTable } from "./leases/share-table.js";
 import { Shares } from "./leases/shares.js";
+import { announceDebt, receiveDebtNotice } from "./leases/debt-notices.js";
 
 /** What the node gives the cluster: its table's decider, its registry and log, and its share of memory. */
 export interface ClusterParts {
@@ -147,6 +148,8 @@ export function assembleCluster(
   const notices = new ResetNotices(view, blockedCache, config.peerTimeoutMs);
   // A refund may unblock a key that other members remember as blocked: they forget it, as for a reset.
   local.refunded = (ringKey) => void notices.announce(ringKey);
+  // A charge past the limit of a key members answer from their shares: they stop (docs/shares.md, Debt).
+  local.indebted = (stateKey, windowStart) => announceDebt(view, stateKey, windowStart, config.peerTimeoutMs);
   const decider = new ClusterDecider(
     view,
     local,
@@ -177,6 +180,7 @@ export function assembleCluster(
     hold: (member) => encodeHoldReply(holders.admit(member, pool.ring.size, Date.now()), holders.size),
     resetApplied: (ringKey) => notices.announce(ringKey),
     resetNotice: (payload) => shares.forgetGrants(notices.received(payload)),
+    debtNotice: (payload, from) => receiveDebtNotice(shares, payload, from),
     replicate: (payload, from) => {
       if (replicator === undefined) throw new Error("REPLICAS=1 here: not keeping replicas");
       return replicator.receive(payload, from, Date.now());

@@ -9,7 +9,8 @@ import { decideBatchOn } from "./batch.js";
 import { itemPoliciesOf } from "./item-policy.js";
 import { Reservations } from "./reservations.js";
 import { ResetQueue } from "./reset-queue.js";
-import { NO_SHARERS, ownerLimitAt, type Sharers } from "./share-rule.js";
+import { NO_SHARERS, ownerLimitAt, shareOf, type Sharers } from "./share-rule.js";
+import { fixedWindowStart } from "../../algorithms/fixed-window.js";
 import { ringKeyOf, stateKeyOf } from "../ring/state-key.js";
 import type { StateTable } from "../table/state-table.js";
 
@@ -49,6 +50,12 @@ export class LocalDecider implements Decider {
    * 429 (BlockedCache), which a refund can end before its time. Set by the cluster.
    */
   refunded: ((ringKey: string) => void) | undefined = undefined;
+  /**
+   * Called when a charge takes a key that members answer from their shares (share-rule.ts)
+   * past its limit, with the start of the window it is in debt in: they answer nothing of it
+   * from their shares from then on (docs/shares.md, Debt). Set by the cluster.
+   */
+  indebted: ((stateKey: string, windowStart: number) => void) | undefined = undefined;
 
   /** one owner's parts of batches across owners, held until committed or released */
   readonly reservations: Reservations;
@@ -59,7 +66,10 @@ export class LocalDecider implements Decider {
   readonly released: ReleasedLeases;
 
   /** `releasedBytes`: the byte bound of the memory of released leases (memory-budget.ts) */
-  constructor(readonly table: StateTable, releasedBytes = 1024 * 1024) {
+  constructor(
+    readonly table: StateTable,
+    releasedBytes = 1024 * 1024,
+  ) {
     this.released = new ReleasedLeases(releasedBytes);
     this.reservations = new Reservations(table);
     this.resets = new ResetQueue(table);
@@ -155,9 +165,14 @@ export class LocalDecider implements Decider {
   /** The entry point for decisions forwarded by peers: they arrive as fields, with no LimitQuery. */
   decideKey(ringKey: string, algorithm: Algorithm, limit: number, duration: number, now: number, cost = 1, charge = false): Decision {
     const step = this.step;
+    const shared = shareOf(algorithm.code, limit) !== 0;
     limit = ownerLimitAt(algorithm.code, limit, duration, now, this.sharers);
-    this.table.decide(stateKeyOf(algorithm.code, duration, ringKey), algorithm, limit, duration * 1000, now, step, cost, charge);
+    const stateKey = stateKeyOf(algorithm.code, duration, ringKey);
+    this.table.decide(stateKey, algorithm, limit, duration * 1000, now, step, cost, charge);
     if (charge && cost < 0) this.refunded?.(ringKey);
+    // Into debt from within the limit (a fixed window: the count before is what it counts less
+    // the cost): members answer from their shares no more. Once per crossing, not per charge.
+    else if (charge && shared && step.used > limit && step.used - cost <= limit) this.indebted?.(stateKey, fixedWindowStart(now, duration * 1000));
     const d = this.decision;
     d.allowed = step.allowed;
     d.remaining = step.remaining;

@@ -51,6 +51,11 @@ export interface Share {
    * holds is void: the count it was held back from or granted out of may not be the owner's now.
    */
   epoch: number;
+  /**
+   * The owner told this window's count is past the limit (DEBT_NOTICE): nothing of the window
+   * is answered here any more, a grant arriving late included. Cleared when the window ends.
+   */
+  indebted: boolean;
 }
 
 /** Misses further apart than this start a new run: a key asked for about once a second or less is not hot. */
@@ -98,7 +103,17 @@ export class ShareTable {
    * the owner's grants only (a grant is counted on the owner, so it needs no rule). Returns
    * what is left after the request, or NO_SHARE when it must go to the owner.
    */
-  take(stateKey: string, windowStart: number, keepUntil: number, limit: number, share: number, cost: number, byRule: boolean, now: number, epoch: number): number {
+  take(
+    stateKey: string,
+    windowStart: number,
+    keepUntil: number,
+    limit: number,
+    share: number,
+    cost: number,
+    byRule: boolean,
+    now: number,
+    epoch: number,
+  ): number {
     let s = this.shares.get(stateKey);
     if (s !== undefined && s.epoch !== epoch) this.void(stateKey, s, epoch);
     if (s === undefined || s.windowStart !== windowStart) {
@@ -125,6 +140,7 @@ export class ShareTable {
           opened: false,
           keep: false,
           epoch,
+          indebted: false,
         };
         this.shares.set(stateKey, s);
         this.heldBytes += bytes;
@@ -142,9 +158,11 @@ export class ShareTable {
         s.ruled = byRule;
         s.opened = false;
         s.keep = false;
+        s.indebted = false;
       }
     }
-    if (s.limit !== limit) return NO_SHARE;
+    // In debt on the owner: it answers 429 until the debt is paid back (or the window ends).
+    if (s.limit !== limit || s.indebted) return NO_SHARE;
     if (cost === 0) return s.left >= 1 ? s.left : NO_SHARE;
     if (cost > s.left) {
       s.misses = now - s.missedAt <= MISS_RUN_MS ? s.misses + 1 : 1;
@@ -170,7 +188,8 @@ export class ShareTable {
   grant(stateKey: string, windowStart: number, granted: number, now: number, epoch: number, keep = false): boolean {
     const s = this.shares.get(stateKey);
     // Granted on a connection this share no longer lives on: counted in a state it cannot spend against.
-    if (s === undefined || s.windowStart !== windowStart || s.epoch !== epoch) return false;
+    // Granted before the owner's debt and arrived after its notice: spending it would answer past the debt.
+    if (s === undefined || s.windowStart !== windowStart || s.epoch !== epoch || s.indebted) return false;
     if (granted === 0) {
       s.refused = true;
       return false;
@@ -201,7 +220,7 @@ export class ShareTable {
    */
   wantsOpening(stateKey: string, limit: number): boolean {
     const s = this.shares.get(stateKey);
-    if (s === undefined || s.limit !== limit || s.ruled || s.opened || s.refused || s.asking || s.left > 0) return false;
+    if (s === undefined || s.limit !== limit || s.ruled || s.opened || s.refused || s.asking || s.left > 0 || s.indebted) return false;
     s.opened = true;
     return true;
   }
@@ -229,6 +248,61 @@ export class ShareTable {
     for (const key of keys) drop(key);
     this.kept.delete(ringKey);
     this.heldBytes -= stringBytes(ringKey) + KEPT_OVERHEAD_BYTES;
+  }
+
+  /**
+   * The owner's count of `stateKey` is past the limit in the window starting at `windowStart`
+   * (DEBT_NOTICE, a charge): nothing of that window is answered here from then on, neither
+   * what is left of the share by rule nor a grant (a grant is not returned either: the owner
+   * counted it, and the key is in debt). Requests go to the owner, which answers 429 until the
+   * debt is paid back. An entry is made for a window not begun here yet, so that its share is
+   * not taken afterwards; what was spent stays (foldOwned counts it if this node comes to own
+   * the key). A later window, here already, is left alone: the debt ended with its window.
+   */
+  indebted(stateKey: string, windowStart: number, keepUntil: number, now: number): void {
+    let s = this.shares.get(stateKey);
+    if (s !== undefined && s.windowStart > windowStart) return;
+    if (s === undefined) {
+      // No room: take() cannot open a share of it either, so nothing is answered here anyway.
+      const bytes = stringBytes(stateKey) + ENTRY_OVERHEAD_BYTES;
+      if (this.heldBytes + bytes > this.maxBytes && (this.sweep(now), this.heldBytes + bytes > this.maxBytes)) return;
+      s = {
+        windowStart,
+        limit: 0,
+        left: 0,
+        keepUntil,
+        asking: false,
+        refused: true,
+        spent: 0,
+        granted: 0,
+        grantedAt: 0,
+        usedAt: now,
+        misses: 0,
+        missedAt: 0,
+        ruled: false,
+        opened: true,
+        keep: false,
+        epoch: 0,
+        indebted: true,
+      };
+      this.shares.set(stateKey, s);
+      this.heldBytes += bytes;
+      return;
+    }
+    if (s.windowStart < windowStart) {
+      // The window before: what it spent was counted in it, and is done with.
+      s.windowStart = windowStart;
+      s.spent = 0;
+      s.ruled = false;
+    }
+    if (s.keep) this.unkeep(stateKey);
+    this.holding.delete(stateKey);
+    s.keepUntil = Math.max(s.keepUntil, keepUntil);
+    s.left = 0;
+    s.granted = 0;
+    s.keep = false;
+    s.refused = true;
+    s.indebted = true;
   }
 
   /**

@@ -291,6 +291,19 @@ export class Shares {
     });
   }
 
+  /**
+   * DEBT_NOTICE from `from`, the owner: a charge took `stateKey` past its limit in the window
+   * starting at `windowStart` (its clock). Nothing of that window is answered here from then on
+   * (ShareTable.indebted), kept until the window ends as this node reads the owner's clock.
+   */
+  indebted(stateKey: string, windowStart: number, from: string, now: number): void {
+    const parsed = parseStateKey(stateKey);
+    if (parsed === undefined) return;
+    const owner = this.view.client(from);
+    const offset = owner === undefined || Number.isNaN(owner.clockOffsetMs) ? 0 : owner.clockOffsetMs;
+    this.table.indebted(stateKey, windowStart, windowStart + parsed.duration * 1000 - offset + SHARE_KEEP_MS, now);
+  }
+
   /** RESET_NOTICE: the owner reset the identifier of `ringKey` (heard of: the blocked cache noted it); the grants of its keys here go with its counts. */
   forgetGrants(ringKey: string): void {
     this.table.forgetGrants(ringKey);

@@ -34,6 +34,8 @@ export interface InboundEvents {
   resetApplied(ringKey: string): Promise<void>;
   /** RESET_NOTICE: the owner of a ring key reset it */
   resetNotice(payload: Buffer, from: string): void;
+  /** DEBT_NOTICE: the owner of a shared key charged it past its limit (leases/debt-notices.ts) */
+  debtNotice(payload: Buffer, from: string): void;
   /** TOP: this node's identifiers blocked most, as GET /top asks a member (top-offenders.ts) */
   top(payload: Buffer): Buffer;
   /** REPLICATE: states their owner sent to keep as replicas; returns how many were kept (throws when this node keeps none) */
@@ -162,6 +164,9 @@ export class InboundHandler implements PeerServerHandler {
       }
       case CallMethod.RESET_NOTICE:
         this.events.resetNotice(payload, from);
+        return Buffer.alloc(0);
+      case CallMethod.DEBT_NOTICE:
+        this.events.debtNotice(payload, from);
         return Buffer.alloc(0);
       case CallMethod.BATCH:
       case CallMethod.BATCH_COMMIT:

@@ -46,6 +46,12 @@ export const CallMethod = Object.freeze({
   HOLD: 18,
   /** payload: a concurrency lease to free on its owner (release-wire.ts), protocol 12 (feature RELEASE). Reply: released, a renewal's lapse, remaining. */
   RELEASE: 19,
+  /**
+   * payload: f64 a window's start (unix ms, the owner's clock), then a state key (UTF-8) that
+   * a charge took past its limit in that window (lease-wire.ts), protocol 12 (feature CHARGE).
+   * Receivers answer nothing of it from their shares until the window ends (docs/shares.md, Debt). No reply body.
+   */
+  DEBT_NOTICE: 20,
 });
 
 /** A batch is cut at this size (plus one record), within the peer channel's 512 KiB frame limit. */

@@ -1,5 +1,7 @@
 import { REQUEST_BOUNDS, type LimitQuery } from "../../../decision.js";
 import { BatchMode, decodeBatchRequest, encodeBatchRequest } from "./batch-wire.js";
+import { parseStateKey } from "../../ring/state-key.js";
+import { MAX_KEY_BYTES } from "../../records/state-records.js";
 
 /**
  * LEASE (CALL method 17): a member whose share of a key's window runs low asks its owner for
@@ -46,4 +48,22 @@ export function encodeHoldReply(held: boolean, holders: number): Buffer {
 export function decodeHoldReply(buf: Buffer): { held: boolean; holders: number } {
   if (buf.length !== 2 || buf[0]! > 1) throw new RangeError("HOLD reply: 2 bytes");
   return { held: buf[0] === 1, holders: buf[1]! };
+}
+
+/** DEBT_NOTICE (CALL method 20): the state key a charge took past its limit, and the start of the window (owner's clock, unix ms) the debt is in. */
+export function encodeDebtNotice(stateKey: string, windowStart: number): Buffer {
+  const key = Buffer.from(stateKey, "utf8");
+  const buf = Buffer.allocUnsafe(8 + key.length);
+  buf.writeDoubleBE(windowStart, 0);
+  key.copy(buf, 8);
+  return buf;
+}
+
+/** A notice that names no state key, or a window start that is no time, is refused whole. */
+export function decodeDebtNotice(buf: Buffer): { stateKey: string; windowStart: number } {
+  if (buf.length <= 8 || buf.length > 8 + MAX_KEY_BYTES) throw new RangeError("DEBT_NOTICE: no state key");
+  const windowStart = buf.readDoubleBE(0);
+  const stateKey = buf.toString("utf8", 8);
+  if (!Number.isSafeInteger(windowStart) || windowStart < 0 || parseStateKey(stateKey) === undefined) throw new RangeError("DEBT_NOTICE out of bounds");
+  return { stateKey, windowStart };
 }

@@ -15,7 +15,11 @@ t.test("a share is taken once per window; a new window opens a fresh one", async
   t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 1, true, T0, 1), NO_SHARE, "used up: ask the owner");
   t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 0, true, T0, 1), NO_SHARE, "a peek too");
   t.equal(table.take("k", T0 + W, keepUntil(T0 + W), 2048, 16, 1, true, T0 + W, 1), 15, "the next window");
-  t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 1, true, T0 + W, 1), NO_SHARE, "an earlier window once a later one is open (the owner's clock read back)");
+  t.equal(
+    table.take("k", T0, keepUntil(T0), 2048, 16, 1, true, T0 + W, 1),
+    NO_SHARE,
+    "an earlier window once a later one is open (the owner's clock read back)",
+  );
   t.equal(table.take("k", T0 + W, keepUntil(T0 + W), 4096, 32, 1, true, T0 + W, 1), NO_SHARE, "another limit asks the owner");
   t.equal(table.take("new", T0, keepUntil(T0), 2048, 16, 1, false, T0, 1), NO_SHARE, "without the rule, the share opens empty");
   t.ok(table.grant("new", T0, 16, T0 + 1, 1), "and a grant fills it");
@@ -134,4 +138,23 @@ t.test("kept grants are indexed by ring key: a reset finds them, the idle sweep 
   one.take("0600:5:late", T0 + 2 * W, keepUntil(T0 + 2 * W), 2048, 16, 1, true, after, 1);
   t.equal(table.size, 1, "every ended window swept");
   t.equal(table.bytes, one.bytes, "with its index entries: the bytes are those of one share");
+});
+
+t.test("a key in debt on its owner (DEBT_NOTICE): nothing of its window is answered here, a late grant included; the next window opens as usual", async (t) => {
+  const table = new ShareTable(1 << 20);
+  t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 3, true, T0, 1), 13, "answering from the share by rule");
+  t.ok(table.grant("k", T0, 16, T0 + 1, 1), "and a grant");
+  table.indebted("k", T0, keepUntil(T0), T0 + 2);
+  t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 1, true, T0 + 3, 1), NO_SHARE, "in debt: the owner decides");
+  t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 0, true, T0 + 3, 1), NO_SHARE, "a peek too");
+  t.notOk(table.grant("k", T0, 16, T0 + 4, 1), "a grant asked before the debt and arriving after the notice is not taken");
+  t.notOk(table.wantsOpening("k", 2048), "no opening grant is asked");
+  t.equal(table.entry("k")!.spent, 3, "what the share by rule answered stays counted (foldOwned)");
+  t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 1, true, T0 + 5, 2), NO_SHARE, "a new connection to the owner does not lift it");
+  t.equal(table.take("k", T0 + W, keepUntil(T0 + W), 2048, 16, 1, true, T0 + W, 2), 15, "the next window: the debt ended with its window");
+
+  table.indebted("fresh", T0, keepUntil(T0), T0);
+  t.equal(table.take("fresh", T0, keepUntil(T0), 2048, 16, 1, true, T0 + 1, 1), NO_SHARE, "a key not yet asked here: its share is not taken in that window");
+  table.indebted("k", T0, keepUntil(T0), T0 + W + 1);
+  t.equal(table.take("k", T0 + W, keepUntil(T0 + W), 2048, 16, 1, true, T0 + W + 2, 2), 14, "a notice of a window that ended changes nothing in a later one");
 });
