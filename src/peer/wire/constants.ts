@@ -58,7 +58,9 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * their form), and the dialer's first CALL, method PROTOCOL_CALL, tells its range and gets the
  * server's; a server of 11 answers it with an error (unknown method), which says "11 only".
  * Also 12: CALL method 19, RELEASE (a concurrency lease freed on its owner:
- * shard/cluster/wire/release-wire.ts), and algorithm code 4, concurrency.
+ * shard/cluster/wire/release-wire.ts), CALL method 20, DEBT_NOTICE (a shared key charged past
+ * its limit: members stop answering it from shares; sent with feature CHARGE), and algorithm
+ * code 4, concurrency.
  * Protocol 11: a DECIDE item may
  * carry OPENING (the sender's share of the key's window opened empty: it started or reconnected
  * in that window) and its DECIDE_REPLY item GRANTED, a grant of the window counted with the
