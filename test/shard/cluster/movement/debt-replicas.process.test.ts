@@ -8,6 +8,10 @@ import { clearOfWindowEnd } from "../../../harness/contract.js";
 import { closeAgents } from "../../../harness/http-client.js";
 import type { NodeProcess } from "../../../harness/node-process.js";
 import { eventually } from "../../../harness/wait.js";
+import { freePort } from "../../../harness/ports.js";
+import { TEST_KEY } from "../../../harness/http-client.js";
+import { counterIdentifier, entriesKey } from "../../../../src/rls/counter-id.js";
+import { rlsClient, type Message } from "../../../rls/rls-client.js";
 import { DEBT_ALGORITHMS, chargeIntoDebt, debtKey, expectCountNext, expectRefundOnce, expectStillInDebt, YEAR, type DebtKey } from "../../../harness/debt.js";
 
 t.teardown(closeAgents);
@@ -54,4 +58,61 @@ t.test("REPLICAS=2: debt survives the owner's SIGKILL, a refund after it is paid
   await b!.exited;
   await waitForRing([c!], 1);
   for (const key of keys) await expectCountNext(t, c!, key, "refunded, then its owner SIGKILLed");
+});
+
+/**
+ * Envoy's two calls on a ring (docs/envoy.md, Token budgets): a charge (hits_addend the tokens)
+ * past the budget on its owner, then its SIGKILL: the promoted replica answers the next check
+ * (hits 0) OVER_LIMIT on both survivors, a refund (is_negative_hits) pays it back once, and the
+ * next SIGKILL keeps it paid back.
+ */
+t.test("RLS, REPLICAS=2: a charge past the budget blocks the checks after the owner's SIGKILL; a refund after it holds through the next", async (t) => {
+  await clearOfWindowEnd(86_400, 300_000);
+  const grpcPorts = [await freePort(), await freePort(), await freePort()];
+  const cluster = await startCluster(3, { REPLICAS: "2" }, (i) => ({ GRPC_PORT: String(grpcPorts[i]) }));
+  t.teardown(() => cluster.stop());
+  const clients = grpcPorts.map((p) => rlsClient(`127.0.0.1:${p}`, { key: TEST_KEY }));
+  t.teardown(() => clients.forEach((c) => c.close()));
+  const [a, b, c] = cluster.nodes as NodeProcess[];
+  const rest = cluster.members.slice(1);
+  let user = "";
+  for (let i = 0; user === ""; i++) {
+    const id = counterIdentifier(entriesKey([{ key: "user", value: `rls-${i}` }]));
+    if (cluster.ownerOf("ai", id) === 0 && cluster.ownerOf("ai", id, rest) === 1) user = `rls-${i}`;
+  }
+  const call = (hits: number, negative = false) => ({
+    domain: "ai",
+    descriptors: [
+      {
+        entries: [{ key: "user", value: user }],
+        limit: { requests_per_unit: 1000, unit: "DAY" },
+        hits_addend: { value: hits },
+        ...(negative ? { is_negative_hits: true } : {}),
+      },
+    ],
+  });
+  const remaining = (m: Message) => Number(m.statuses[0].limit_remaining ?? 0);
+
+  const charged = await clients[0]!.shouldRateLimit(call(1500));
+  t.equal(charged.overall_code, "OVER_LIMIT", "a charge of 1,500 on a budget of 1,000, on its owner: counted, over");
+  await replicated(t, [a!, b!, c!]);
+  a!.signal("SIGKILL");
+  await a!.exited;
+  await waitForRing([b!, c!], 2);
+  for (const i of [1, 2])
+    t.equal((await clients[i]!.shouldRateLimit(call(0))).overall_code, "OVER_LIMIT", `the check through node ${i}, after the owner's SIGKILL`);
+
+  const refund = await clients[2]!.shouldRateLimit(call(600, true));
+  t.same([refund.overall_code, remaining(refund)], ["OK", 100], "a refund of 600 after the promotion: 900 counted, paid back once");
+  // Node 2 may remember the owner's OVER_LIMIT until the refund's notice reaches it (a bound on a wait, no speed claim).
+  for (const i of [1, 2]) {
+    t.ok(await eventually(async () => (await clients[i]!.shouldRateLimit(call(0))).overall_code === "OK", 10_000), `the check through node ${i} passes again`);
+    t.equal(remaining(await clients[i]!.shouldRateLimit(call(0))), 100, `node ${i}: 100 left`);
+  }
+  await replicated(t, [b!, c!]);
+  b!.signal("SIGKILL");
+  await b!.exited;
+  await waitForRing([c!], 1);
+  const last = await clients[2]!.shouldRateLimit(call(0));
+  t.same([last.overall_code, remaining(last)], ["OK", 100], "the last node holds the refund: 100 left, not the debt");
 });
