@@ -8,7 +8,7 @@ import { hit, metric, startCluster, waitForRing } from "../../../harness/cluster
 import { clearOfWindowEnd } from "../../../harness/contract.js";
 import { closeAgents, post } from "../../../harness/http-client.js";
 import type { NodeProcess } from "../../../harness/node-process.js";
-import { eventually } from "../../../harness/wait.js";
+import { eventually, sleep } from "../../../harness/wait.js";
 import { YEAR } from "../../../harness/debt.js";
 
 t.teardown(closeAgents);
@@ -65,3 +65,42 @@ t.test("a key members answer from their shares, charged into debt: no member ans
     t.ok(await eventually(async () => (await ask(member)).status === 200, 10_000), `allowed through ${member.url} once paid back`);
   }
 });
+
+/**
+ * Shares by rule (windows of an hour at most that began after the owner said it holds one back):
+ * answered without a message, by a member that asked the owner nothing in the window or never
+ * asked for the key at all. A 30 s window that begins once the ring is up leaves the test 25 s.
+ */
+t.test(
+  "shares by rule: once a charge takes the key past its limit, neither the member answering from its share nor one that has not asked yet answers it",
+  async (t) => {
+    const cluster = await startCluster(3);
+    t.teardown(() => cluster.stop());
+    const upAt = Date.now();
+    const [n0, n1, n2] = cluster.nodes as NodeProcess[];
+    const D = 30_000;
+    // A window that begins 3.5 s after the ring was up (each member's HOLD asked and answered) and leaves 25 s.
+    let start = Math.max(Math.ceil((upAt + 3500) / D) * D, Math.ceil(Date.now() / D) * D);
+    if (start + D - Math.max(Date.now(), start) < 25_000) start += D;
+    await sleep(Math.max(0, start - Date.now()) + 30);
+    const id = cluster.identifierOwnedBy(0, `ruled-debt-${Date.now().toString(36)}`);
+    const ask = (node: NodeProcess) => hit(node, id, SHARE_MIN_LIMIT, { duration: D / 1000 });
+
+    const before = await shared(n1!);
+    for (let i = 0; i < 3; i++) t.equal((await ask(n1!)).status, 200, "node 1 answers");
+    t.equal((await shared(n1!)) - before, 3, "from its share by rule, without a message");
+    const charge = await post(n0!.url, "/limit/charge", {
+      namespace: "test",
+      identifier: id,
+      limit: SHARE_MIN_LIMIT,
+      duration: D / 1000,
+      cost: SHARE_MIN_LIMIT,
+    });
+    t.ok(charge.json.data.debt > 0, `charged into debt on the owner (debt ${charge.json.data.debt}: the shares it holds back count as used)`);
+    for (const member of [n0!, n1!, n2!]) {
+      const s0 = await shared(member);
+      for (let i = 0; i < 3; i++) t.equal((await ask(member)).status, 429, `blocked through ${member.url}`);
+      t.equal((await shared(member)) - s0, 0, `nothing answered from a share through ${member.url}`);
+    }
+  },
+);
