@@ -66,10 +66,7 @@ export class LocalDecider implements Decider {
   readonly released: ReleasedLeases;
 
   /** `releasedBytes`: the byte bound of the memory of released leases (memory-budget.ts) */
-  constructor(
-    readonly table: StateTable,
-    releasedBytes = 1024 * 1024,
-  ) {
+  constructor(readonly table: StateTable, releasedBytes = 1024 * 1024) {
     this.released = new ReleasedLeases(releasedBytes);
     this.reservations = new Reservations(table);
     this.resets = new ResetQueue(table);
@@ -165,14 +162,14 @@ export class LocalDecider implements Decider {
   /** The entry point for decisions forwarded by peers: they arrive as fields, with no LimitQuery. */
   decideKey(ringKey: string, algorithm: Algorithm, limit: number, duration: number, now: number, cost = 1, charge = false): Decision {
     const step = this.step;
-    const shared = shareOf(algorithm.code, limit) !== 0;
+    const shared = charge && shareOf(algorithm.code, limit) !== 0;
     limit = ownerLimitAt(algorithm.code, limit, duration, now, this.sharers);
     const stateKey = stateKeyOf(algorithm.code, duration, ringKey);
     this.table.decide(stateKey, algorithm, limit, duration * 1000, now, step, cost, charge);
     if (charge && cost < 0) this.refunded?.(ringKey);
     // Into debt from within the limit (a fixed window: the count before is what it counts less
     // the cost): members answer from their shares no more. Once per crossing, not per charge.
-    else if (charge && shared && step.used > limit && step.used - cost <= limit) this.indebted?.(stateKey, fixedWindowStart(now, duration * 1000));
+    else if (shared && step.used > limit && step.used - cost <= limit) this.indebted?.(stateKey, fixedWindowStart(now, duration * 1000));
     const d = this.decision;
     d.allowed = step.allowed;
     d.remaining = step.remaining;
