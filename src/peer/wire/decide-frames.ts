@@ -254,7 +254,8 @@ export class DecideBatchReader {
       if ((itemFlags & DecideItemFlag.CHARGE_ID) !== 0) {
         // u8 length, then the id: its bytes are read one per character (latin1), and judged by the handler.
         const idBytes = itemEnd < end ? body[itemEnd]! : 0;
-        if (idBytes < 1 || idBytes > MAX_CHARGE_ID_BYTES || itemEnd + 1 + idBytes > end) throw new FrameError(`DECIDE item ${i}: charge id runs past the frame or out of bounds`);
+        if (idBytes < 1 || idBytes > MAX_CHARGE_ID_BYTES || itemEnd + 1 + idBytes > end)
+          throw new FrameError(`DECIDE item ${i}: charge id runs past the frame or out of bounds`);
         chargeIds[i] = body.toString("latin1", itemEnd + 1, itemEnd + 1 + idBytes);
         itemEnd += 1 + idBytes;
       } else chargeIds[i] = "";

@@ -152,7 +152,8 @@ export function readDecideReply(body: Buffer, sink: DecideReplySink): number {
     if (at + DECIDE_REPLY_ITEM_BYTES > body.length) throw new FrameError(`DECIDE_REPLY count ${n} does not match ${body.length} bytes`);
     if (body[at + 4]! > 2) throw new FrameError(`DECIDE_REPLY item ${i}: unknown code ${body[at + 4]}`);
     const flags = body[at + 21]!;
-    if ((flags & ~(DecideFlag.APPLIED | DecideFlag.SHADOW | DecideFlag.GRANTED | DecideFlag.DUPLICATE)) !== 0) throw new FrameError(`DECIDE_REPLY item ${i}: unknown flags ${flags}`);
+    if ((flags & ~(DecideFlag.APPLIED | DecideFlag.SHADOW | DecideFlag.GRANTED | DecideFlag.DUPLICATE)) !== 0)
+      throw new FrameError(`DECIDE_REPLY item ${i}: unknown flags ${flags}`);
     at += itemBytes(flags);
   }
   if (at !== body.length) throw new FrameError(`DECIDE_REPLY count ${n} does not match ${body.length} bytes`);

@@ -259,5 +259,16 @@ export interface DecodedQuery extends DecideQuery {
 }
 
 export function newDecodedQuery(): DecodedQuery {
-  return { namespace: "", identifier: "", algorithm: { code: 0 }, limit: 0, duration: 0, cost: 0, overridable: false, opening: false, charge: false, chargeId: undefined };
+  return {
+    namespace: "",
+    identifier: "",
+    algorithm: { code: 0 },
+    limit: 0,
+    duration: 0,
+    cost: 0,
+    overridable: false,
+    opening: false,
+    charge: false,
+    chargeId: undefined,
+  };
 }

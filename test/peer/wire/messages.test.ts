@@ -7,6 +7,7 @@ import {
   DECIDE_REPLY_APPLIED_BYTES,
   DECIDE_REPLY_GRANTED_BYTES,
   DECIDE_REPLY_ITEM_BYTES,
+  DecideCode,
   DecideFlag,
   DecideItemFlag,
   FRAME_HEADER_BYTES,
@@ -368,7 +369,8 @@ t.test("DECIDE: a charge id travels after the identifier (protocol 13), and is h
       ["id", DecideItemFlag.CHARGE, undefined],
     ],
   );
-  for (const bad of ["", "x".repeat(65), "a b", "é", "\n"]) t.notOk(w.add(9, 0, 10, 60, "ns", "id", 5, DecideItemFlag.CHARGE, bad), `not encoded: ${JSON.stringify(bad)}`);
+  for (const bad of ["", "x".repeat(65), "a b", "é", "\n"])
+    t.notOk(w.add(9, 0, 10, 60, "ns", "id", 5, DecideItemFlag.CHARGE, bad), `not encoded: ${JSON.stringify(bad)}`);
   t.notOk(w.add(9, 0, 10, 60, "ns", "id", 5, 0, "abc"), "an id only with a charge");
   t.equal(w.count, 0);
 

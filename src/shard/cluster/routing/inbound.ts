@@ -92,7 +92,10 @@ export class InboundHandler implements PeerServerHandler {
     out.resetTime = d.resetTime;
     out.retryAfterMs = d.retryAfterMs;
     const applied = d.applied;
-    out.flags = (applied !== null ? DecideFlag.APPLIED : 0) | (d.shadow ? DecideFlag.SHADOW : 0) | (chargeId !== undefined && d.duplicate === true ? DecideFlag.DUPLICATE : 0);
+    out.flags =
+      (applied !== null ? DecideFlag.APPLIED : 0) |
+      (d.shadow ? DecideFlag.SHADOW : 0) |
+      (chargeId !== undefined && d.duplicate === true ? DecideFlag.DUPLICATE : 0);
     if (applied !== null) {
       out.limit = applied.limit;
       out.duration = applied.duration;
