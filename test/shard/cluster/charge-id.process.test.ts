@@ -8,7 +8,7 @@
  */
 import t, { type Test } from "tap";
 import { AUTH_HEADER, closeAgents, limit, post, request, type Reply } from "../../harness/http-client.js";
-import { startCluster, type TestCluster } from "../../harness/cluster.js";
+import { startCluster, waitForRing, type TestCluster } from "../../harness/cluster.js";
 import type { NodeProcess } from "../../harness/node-process.js";
 import { until } from "../../harness/wait.js";
 import { clearOfWindowEnd } from "../../harness/contract.js";
@@ -105,4 +105,23 @@ t.test("version skew: a charge with an id is never forwarded on a link below 13 
   const local2 = await charge(old, { ...onOld, cost: 1, charge_id: "skew-3" });
   t.same([local.status, local.json.data.duplicate, local2.json.data.duplicate], [200, false, true]);
   t.equal(await countOn(old, onOld), 10);
+});
+
+t.test("the documented bound: ids do not travel with a hand-off, so a retry across one is counted again", async (t) => {
+  const cluster = await startCluster(3);
+  t.teardown(() => cluster.stop());
+  await clearOfWindowEnd(3600, 60_000);
+  const key = keyOf(cluster.identifierOwnedBy(0, "handoff"));
+  const first = await charge(cluster.nodes[1]!, { ...key, cost: 40, charge_id: "moved" });
+  t.same([first.status, first.json.data.duplicate], [200, false]);
+  // The owner leaves gracefully (SIGTERM): its states, the key's count included, go to their new owners.
+  cluster.nodes[0]!.signal("SIGTERM");
+  await cluster.nodes[0]!.exited;
+  const rest = [cluster.nodes[1]!, cluster.nodes[2]!];
+  await waitForRing(rest, 2, 30_000);
+  const heir = cluster.nodes[cluster.ownerOf("test", key.identifier, cluster.members.slice(1))]!;
+  await until("the count was handed over", async () => (await countOn(heir, key)) === 40, 20_000);
+  const retry = await charge(rest[0]!, { ...key, cost: 40, charge_id: "moved" });
+  t.same([retry.status, retry.json.data.duplicate], [200, false], "the new owner never saw the id");
+  t.equal(await countOn(heir, key), 80, "a retry that straddles an ownership change is counted again (docs/api.md, Charge ids)");
 });
