@@ -155,14 +155,15 @@ export class LocalDecider implements Decider {
     const key = chargeIdKey(chargeId, stateKeyOf(algorithm.code, duration, ringKey));
     const known = this.chargeIds.recall(key, now, this.recalled);
     if (known !== undefined) return known;
-    if (!this.chargeIds.fits(key, now)) {
+    const bytes = this.chargeIds.fits(key, now);
+    if (bytes < 0) {
       const d = this.recalled;
       d.degraded = "internal";
       d.duplicate = false;
       return d;
     }
     const d = this.decideItem(namespace, identifier, ringKey, algorithm, limit, duration, now, cost, overridable, true);
-    this.chargeIds.remember(key, d, now);
+    this.chargeIds.remember(key, d, now, bytes);
     d.duplicate = false;
     return d;
   }
