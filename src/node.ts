@@ -95,7 +95,8 @@ export async function startNode(
   const metrics = new Metrics(
     {
       storedKeys: () => table.size,
-      storedBytes: (): number => table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0) + topBlocked.bytes + local.released.bytes,
+      storedBytes: (): number =>
+        table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0) + topBlocked.bytes + local.released.bytes + local.chargeIds.bytes,
       topBlocked,
       maxStoredBytes: budget.totalBytes,
       maxKeys: config.maxKeys,

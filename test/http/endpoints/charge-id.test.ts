@@ -5,7 +5,7 @@
  * in bytes (a share of MAX_MEMORY_MB): an id that does not fit is refused, never counted.
  */
 import t from "tap";
-import { limit, post } from "../../harness/http-client.js";
+import { limit, post, request } from "../../harness/http-client.js";
 import { startTestNode, useTestNode } from "../../harness/in-process-node.js";
 import { clearOfWindowEnd, envelopeProblems, pool, uniqueId } from "../../harness/contract.js";
 import { ChargeIds, chargeIdKey } from "../../../src/shard/local/charge-ids.js";
@@ -92,6 +92,9 @@ t.test("the memory of ids is bounded in bytes: an id that does not fit is refuse
   t.equal(statuses.filter((s) => s === 200).length, fit, `${fit} ids of ${each} bytes fit in 256 KiB`);
   t.equal(statuses.filter((s) => s === 500).length, 50, "the rest are refused (500)");
   t.equal(await countOf(key, small.url), fit, "and only the remembered ones counted");
+  const metrics = (await request(small.url + "/metrics")).text;
+  const stored = Number(/^ringlimit_stored_bytes (\d+)/m.exec(metrics)?.[1]);
+  t.ok(stored >= fit * each, `ringlimit_stored_bytes (${stored}) counts the remembered ids (${fit * each} bytes)`);
   const retry = await charge({ ...key, cost: 1, charge_id: idOf(0) }, small.url);
   t.same([retry.status, retry.json.data.duplicate], [200, true], "a remembered id is still answered once");
   // Past CHARGE_ID_MEMORY_MS the ids are forgotten: room again, and an old id is a new charge.
