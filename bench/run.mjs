@@ -369,6 +369,9 @@ for (const loader of loaders) {
   if (!tables[loader].length) continue
   out.write(`\n${loader}\n${table(tables[loader])}\n`)
   if (args.markdown) out.write(`\n${markdown(tables[loader])}\n`)
+  // A charge with an id against one without, same run, same key, same body size (issue 29 item 6).
+  const [withId, noId] = ['ringlimit-charge-id', 'ringlimit-charge-noid'].map((n) => tables[loader].find((r) => r.name === n)?.s.cpuUsPerReq)
+  if (withId && noId) out.write(`a charge with a charge_id / one without, CPU µs per request: ${(withId / noId).toFixed(2)}×\n`)
 }
 if (memory) {
   out.write('\nmemory\n')

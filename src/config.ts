@@ -40,6 +40,7 @@ export const DEFAULTS = Object.freeze({
   failOpen: true as boolean,
   maxKeys: 5_000_000 as number,
   maxMemoryMb: undefined as number | undefined, // MiB for limit states (tables + blocked cache); default 30 % of V8's old space, shared as shard/table/memory-budget.ts says
+  chargeIdMemoryMs: 120_000 as number, // ms a key's owner remembers a charge id and its answer (docs/api.md, Charge ids)
   metricsPort: undefined as number | undefined, // set: /metrics moves to this port
   advertiseUrl: undefined as string | undefined, // the URL clients reach this node at (GET /cluster); default: http(s)://host:port, see defaultAdvertiseUrl
   metricsToken: undefined as string | undefined, // set: /metrics requires `Authorization: Bearer <token>`
@@ -165,6 +166,11 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
     "MAX_MEMORY_MB",
     int(16, 1_048_576),
     "MiB for rate-limit states (owned and replica tables, blocked cache); beyond it the state whose loss matters least is evicted (unset: 30 % of V8's old space, --max-old-space-size)",
+  ],
+  chargeIdMemoryMs: [
+    "CHARGE_ID_MEMORY_MS",
+    int(1_000, 86_400_000),
+    "ms a key's owner remembers a charge_id and its answer: a retry within it is answered as the first and counts nothing (docs/api.md, Charge ids)",
   ],
   metricsPort: ["METRICS_PORT", int(0, 65535), "serve /metrics on this port instead of PORT (unset: on PORT)"],
   metricsToken: ["METRICS_TOKEN", str, "when set (16+ characters), /metrics requires Authorization: Bearer <token>"],

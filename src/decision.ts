@@ -18,6 +18,11 @@ export interface LimitQuery {
    */
   charge?: boolean;
   /**
+   * A charge's id (POST /limit/charge `charge_id`, REQUEST_BOUNDS.chargeId): the key's owner
+   * counts a charge with an id at most once (shard/local/charge-ids.ts). Absent: no id.
+   */
+  chargeId?: string;
+  /**
    * true for POST /limit and /limit/batch: the owner applies the operator's overrides and
    * shadow mode (docs/policy.md). Absent for the keys of RLS descriptors, which the RLS rules govern.
    */
@@ -44,7 +49,19 @@ export const REQUEST_BOUNDS = Object.freeze({
   chargeLimit: { min: 1, max: 4_294_967_295 },
   /** A charge's cost: never 0 (a refund when negative), whatever the limit. */
   chargeCost: { min: -1_000_000_000, max: 1_000_000_000 },
+  /** A charge's id: 1 to 64 visible ASCII characters (0x21 to 0x7E), CHARGE_ID_PATTERN. */
+  chargeId: { min: 1, max: 64 },
 } as const);
+
+/**
+ * What a charge id may hold (REQUEST_BOUNDS.chargeId): the typia tag of the body and the check of
+ * an id forwarded by a peer. Visible ASCII only: one byte per character on the peer wire, no
+ * space, no control character, nothing a log line or a key separator could be confused by.
+ */
+export const CHARGE_ID_PATTERN = "^[!-~]{1,64}$";
+const CHARGE_ID_RE = new RegExp(CHARGE_ID_PATTERN);
+/** Whether `id` is a charge id the contract accepts (a peer's is checked like a caller's). */
+export const isChargeId = (id: string): boolean => CHARGE_ID_RE.test(id);
 
 // The product slug is part of a key's effective namespace (`namespace.slug`), so the
 // ring-aware client (src/client) computes it with this same code.
@@ -114,6 +131,12 @@ export interface Decision {
   applied: AppliedLimit | null;
   /** allowed only because of shadow mode: the limit applied would have blocked it */
   shadow: boolean;
+  /**
+   * A charge with an id answered from the owner's memory of it (shard/local/charge-ids.ts): the
+   * answer the first one got, and nothing counted now. Only the owner's memory and a forward of
+   * a charge with an id set it true.
+   */
+  duplicate: boolean;
 }
 
 /**
@@ -199,6 +222,7 @@ export function failOpenDecision(query: LimitQuery, now: number, reason: Degrade
   out.degraded = reason;
   out.applied = null;
   out.shadow = false;
+  out.duplicate = false;
   return out;
 }
 
@@ -208,5 +232,5 @@ export function failOpenBatch(queries: readonly LimitQuery[], now: number, reaso
 }
 
 export function newDecision(): Decision {
-  return { allowed: false, remaining: 0, resetTime: 0, retryAfterMs: 0, debt: 0, degraded: null, applied: null, shadow: false };
+  return { allowed: false, remaining: 0, resetTime: 0, retryAfterMs: 0, debt: 0, degraded: null, applied: null, shadow: false, duplicate: false };
 }

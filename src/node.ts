@@ -18,6 +18,7 @@ import { defaultAdvertiseUrl } from "./shard/cluster/membership/self-address.js"
 import { LocalDecider } from "./shard/local/local-decider.js";
 import { StateTable } from "./shard/table/state-table.js";
 import { memoryBudget } from "./shard/table/memory-budget.js";
+import { ChargeIds } from "./shard/local/charge-ids.js";
 import { DurabilityMetrics } from "./metrics/durability-metrics.js";
 import { Snapshotter } from "./shard/records/snapshotter.js";
 import { clusterKey } from "./peer/link/cluster-secret.js";
@@ -70,7 +71,7 @@ export async function startNode(
   const table = new StateTable(config.maxKeys, Date.now(), budget.ownedBytes);
   // Copies of other owners' states (docs/durability.md): bounded in keys like the owned table, in bytes by its share.
   const replicaTable = replicated ? new StateTable(config.maxKeys, Date.now(), budget.replicaBytes) : undefined;
-  const local = new LocalDecider(table, budget.releasedLeasesBytes);
+  const local = new LocalDecider(table, budget.releasedLeasesBytes, new ChargeIds(budget.chargeIdsBytes, config.chargeIdMemoryMs));
   // One coarse sweep for expired states and for batch reservations nobody confirmed.
   const sweep = setInterval(() => {
     const now = Date.now();
@@ -78,6 +79,7 @@ export async function startNode(
     replicaTable?.sweep(now);
     local.reservations.sweep(now);
     local.released.sweep(now);
+    local.chargeIds.sweep(now);
   }, SWEEP_INTERVAL_MS);
   sweep.unref();
 
@@ -93,7 +95,8 @@ export async function startNode(
   const metrics = new Metrics(
     {
       storedKeys: () => table.size,
-      storedBytes: (): number => table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0) + topBlocked.bytes + local.released.bytes,
+      storedBytes: (): number =>
+        table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0) + topBlocked.bytes + local.released.bytes + local.chargeIds.bytes,
       topBlocked,
       maxStoredBytes: budget.totalBytes,
       maxKeys: config.maxKeys,

@@ -277,6 +277,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   FAIL_OPEN: [["maybe"]],
   MAX_KEYS: [["0"], ["-5"], ["1000000001"], ["many"]],
   METRICS_MAX_NAMESPACES: [["-1"], ["1.5"], ["lots"], ["10001"]],
+  CHARGE_ID_MEMORY_MS: [["999"], ["86400001"], ["1.5"]],
   METRICS_PORT: [["x"], ["65536"]],
   ADVERTISE_URL: [[""], ["10.0.0.1:8080"], ["ftp://x"], ["http://user:pw@x"], ["http://x/?q=1"]],
   METRICS_TOKEN: [[""], ["short-token"]],

@@ -3,12 +3,21 @@
 // Each load run gets its own idPrefix, so warm-up and measurement (and two loaders)
 // never share identifiers unless the scenario wants them to (idSpace small).
 //
-// spec: { namespace, limit, duration, algorithm?, cost?, path?, idPrefix, idSpace, ids? }
+// spec: { namespace, limit, duration, algorithm?, cost?, path?, idPrefix, idSpace, ids?, varyField?, identifier? }
 // path: the route the bodies go to (default /limit; /limit/charge for the charge row).
 // ids: a list of identifiers to cycle through instead (keys picked for their owner).
 
-/** [head, tail] so that body = head + identifier + tail. */
+/**
+ * [head, tail] so that body = head + identifier + tail. With `varyField`, the varying part goes
+ * into that field instead, on one key (spec.identifier): `charge_id` makes every charge a new
+ * one, a field the service ignores (`ref`) prices the same bytes without an id.
+ */
 export function bodyParts(spec) {
+  if (spec.varyField !== undefined) {
+    let head = `{"namespace":${JSON.stringify(spec.namespace)},"identifier":${JSON.stringify(spec.identifier)},"limit":${spec.limit},"duration":${spec.duration}`
+    if (spec.cost !== undefined) head += `,"cost":${spec.cost}`
+    return [head + `,"${spec.varyField}":"`, '"}']
+  }
   const head = `{"namespace":${JSON.stringify(spec.namespace)},"identifier":"`
   let tail = `","limit":${spec.limit},"duration":${spec.duration}`
   if (spec.algorithm) tail += `,"algorithm":${JSON.stringify(spec.algorithm)}`

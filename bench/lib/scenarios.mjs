@@ -54,6 +54,18 @@ export const SCENARIOS = [
     server: { kind: 'ringlimit' },
     body: { namespace: 'bench', limit: 1000, duration: 3600, idSpace: 10, cost: 1000, path: '/limit/charge' },
   },
+  // A charge with a charge_id priced against one without, on the same key with bodies of the same
+  // size: each id is new (the owner remembers it, CHARGE_ID_MEMORY_MS 1 s so the memory turns over
+  // within a run instead of filling), the other row varies a field the service ignores.
+  ...[
+    ['ringlimit-charge-noid', 'ref', 'without an id (a field the service ignores varies: same bytes)'],
+    ['ringlimit-charge-id', 'charge_id', 'each with a new charge_id, remembered by the owner (issue 29 item 6: priced against ringlimit-charge-noid)'],
+  ].map(([name, varyField, what]) => ({
+    name,
+    desc: `one node, POST /limit/charge of 1 on one key (limit 2^32 - 1 per hour), ${what}`,
+    server: { kind: 'ringlimit', env: { CHARGE_ID_MEMORY_MS: '1000', MAX_MEMORY_MB: '1024' } },
+    body: { namespace: 'bench', identifier: 'charged', limit: 4294967295, duration: 3600, cost: 1, path: '/limit/charge', varyField, idSpace: 1e15 },
+  })),
   {
     name: 'ringlimit-hot-key',
     desc: 'one node, a single identifier, limit 1 M per second: all 200 on one key',

@@ -77,12 +77,35 @@ export function cachedBlockAnswer(request: LimitRequest, namespace: string, now:
  * A node's answer to POST /limit/charge. `counted` is true on a 200 (the node's owner counted
  * it), false when a node refused it (4xx: a bad cost, a wrong key) or answered that its owner
  * could not be reached (503), and "unknown" when no answer came back: the charge may have been
- * counted once. A charge is never sent twice by the client, so it is never counted twice.
+ * counted once. A charge without an id is never sent twice by the client, so it is never counted
+ * twice; one with an id may be sent twice (chargeOnce), and its owner counts it once.
  */
 export function chargeAnswer(status: number, body: Buffer | undefined, headers: RateLimitHeaders, source: AnswerSource): ChargeResult {
   const data = body === undefined ? undefined : parseData(body);
   return { counted: status === 200 ? true : status === 0 ? "unknown" : false, status, data, headers, source };
 }
+
+/** POST /limit/charge's body for a request: its `chargeId` travels as `charge_id`. */
+export type ChargeBody = Omit<ChargeRequest, "chargeId"> & { charge_id?: string };
+
+/**
+ * charge() (docs/client.md): sent once; with a `chargeId`, sent once more when its answer was lost
+ * (no answer: status 0; or a 503, which a node answers when the owner's answer did not come back
+ * in time, and the owner may have counted it). The owner counts a charge with an id at most once,
+ * so the second answer says for both: a 200 (the first counted, `duplicate`, or this one) is
+ * counted true; anything else counts as before. Never more than two sends.
+ */
+export async function chargeOnce(send: (body: ChargeBody) => Promise<ChargeResult>, request: ChargeRequest): Promise<ChargeResult> {
+  const { chargeId, ...rest } = request;
+  if (chargeId === undefined) return send(rest);
+  const body: ChargeBody = { ...rest, charge_id: chargeId };
+  const first = await send(body);
+  if (first.status !== 0 && first.status !== 503) return first;
+  return { ...(await send(body)), retried: true };
+}
+
+/** A charge id for settle(): random, so a retried settle is counted once (RFC 9562 version 4, 36 characters). */
+const newChargeId = (): string => globalThis.crypto.randomUUID();
 
 /** What reserve() and settle() need of the client. */
 interface Charging {
@@ -94,7 +117,8 @@ interface Charging {
  * Reserve-then-settle (docs/client.md): limit() with the estimated cost, then settle(actual)
  * charges the difference (a refund when the estimate was larger). A reservation the service
  * refused counted nothing, and settle() reports nothing. One that failed open (degraded) may
- * not have been counted: settle() charges the whole actual cost, what was surely spent.
+ * not have been counted: settle() charges the whole actual cost, what was surely spent. settle()
+ * sends its charge with a random charge id, so a lost answer is retried once, counted once.
  */
 export async function reserve(client: Charging, request: LimitRequest & { cost: number }): Promise<Reservation> {
   const result = await client.limit(request);
@@ -104,7 +128,8 @@ export async function reserve(client: Charging, request: LimitRequest & { cost: 
     settled = true;
     const cost = result.degraded ? actual : actual - request.cost;
     if (cost === 0) return Promise.resolve(undefined);
-    return client.charge({ ...request, cost });
+    // With an id of its own: a settle whose answer was lost is retried once and counted once.
+    return client.charge({ ...request, cost, chargeId: newChargeId() });
   };
   return {
     allowed: result.allowed,

@@ -1,7 +1,7 @@
 import { BlockedCache } from "../shard/cluster/routing/blocked-cache.js";
 import { ringKeyOf, stateKeyOf } from "../shard/ring/state-key.js";
 import { SlugCache } from "../decision.js";
-import { cachedBlockAnswer, chargeAnswer, clientAnswer, NodeAnswer, parseData, reserve, resetAnswer } from "./answer.js";
+import { cachedBlockAnswer, chargeAnswer, chargeOnce, clientAnswer, NodeAnswer, parseData, reserve, resetAnswer } from "./answer.js";
 import { Attempt, Check, CHECK_NAMES, CheckKind, type CheckHandler, type Result } from "./check.js";
 import { Deadlines } from "./deadlines.js";
 import { Discovery } from "./discovery.js";
@@ -144,9 +144,9 @@ export class RingLimitClient implements CheckHandler {
     return this.toOwner(CheckKind.RESET, request) as Promise<ResetResult>;
   }
 
-  /** POST /limit/charge to the key's owner (docs/api.md): sent once, never again to another node. Never rejects. */
+  /** POST /limit/charge to the key's owner (docs/api.md): sent once, or twice with a chargeId when the first answer was lost (chargeOnce). Never rejects. */
   charge(request: ChargeRequest): Promise<ChargeResult> {
-    return this.toOwner(CheckKind.CHARGE, request) as Promise<ChargeResult>;
+    return chargeOnce((body) => this.toOwner(CheckKind.CHARGE, body) as Promise<ChargeResult>, request);
   }
 
   /** A concurrency slot (docs/client.md): `allowed`, and `release()` to free it (idempotent, never rejects). Fails open as limit(). */

@@ -20,18 +20,29 @@ export interface LimitRequest {
 export interface ChargeRequest extends Omit<LimitRequest, "cost"> {
   /** a non-zero integer from −1e9 to 1e9 */
   cost: number;
+  /**
+   * Names the charge (sent as `charge_id`: 1 to 64 visible ASCII characters, e.g. a UUID): the
+   * key's owner counts it at most once, so a charge whose answer was lost is retried once with it
+   * (docs/client.md). Absent: sent once, never retried.
+   */
+  chargeId?: string;
 }
 
 /**
  * The outcome of charge(): never a rejection. `counted`: true on a 200; false when refused or
  * when the key's owner could not be reached (503); "unknown" when no answer came back in time
- * (the charge may have been counted once; the client never sends it again).
+ * (the charge may have been counted once). A charge without an id is never sent again; one with
+ * an id (`chargeId`) is sent once more when the first answer was lost, and its second answer is
+ * the result (`retried`): a 200 is `counted` true whether this or the first one counted it
+ * (`data.duplicate`).
  */
 export interface ChargeResult {
   counted: boolean | "unknown";
+  /** a charge with an id sent a second time because the first answer was lost (status 0 or 503) */
+  retried?: boolean;
   status: number;
-  /** 200: count, remaining, debt, reset_time, retry_after (docs/api.md) */
-  data: (LimitData & { debt?: number; cost?: number }) | undefined;
+  /** 200: count, remaining, debt, reset_time, retry_after, and with an id charge_id and duplicate (docs/api.md) */
+  data: (LimitData & { debt?: number; cost?: number; charge_id?: string; duplicate?: boolean }) | undefined;
   headers: RateLimitHeaders;
   source: AnswerSource;
 }

@@ -1,6 +1,6 @@
 import typia, { tags } from "typia";
 import { ALGORITHM_NAMES, algorithmByName, DEFAULT_ALGORITHM, type AlgorithmName } from "../algorithms/index.js";
-import { REQUEST_BOUNDS, SlugCache, type LimitQuery, type ResetQuery } from "../decision.js";
+import { CHARGE_ID_PATTERN, REQUEST_BOUNDS, SlugCache, type LimitQuery, type ResetQuery } from "../decision.js";
 import type { FieldProblem } from "./errors.js";
 
 type B = typeof REQUEST_BOUNDS;
@@ -26,6 +26,8 @@ export interface LimitRequestBody {
 export interface ChargeRequestBody extends Omit<LimitRequestBody, "limit" | "cost"> {
   limit: Integer<"chargeLimit">;
   cost: number & tags.Type<"int32"> & tags.Minimum<B["chargeCost"]["min"]> & tags.Maximum<B["chargeCost"]["max"]>;
+  /** names the charge: counted at most once by the key's owner (docs/api.md, Charge ids) */
+  charge_id?: string & tags.Pattern<typeof CHARGE_ID_PATTERN>;
 }
 
 /** The body of POST /limit/reset: the states of one identifier, all of them or the one named. */
@@ -70,6 +72,7 @@ const CHARGE_RULES: Readonly<Record<string, string>> = Object.freeze({
   ...FIELD_RULES,
   limit: integer("chargeLimit"),
   cost: integer("chargeCost") + ", not 0",
+  charge_id: `must be a string of ${REQUEST_BOUNDS.chargeId.min} to ${REQUEST_BOUNDS.chargeId.max} visible ASCII characters (! to ~, no space)`,
 });
 
 export type ParseResult = { ok: true; query: LimitQuery } | { ok: false; problems: FieldProblem[] };
@@ -126,7 +129,17 @@ export function toChargeQuery(body: unknown): ParseResult {
   const algorithm = algorithmByName(body.algorithm ?? DEFAULT_ALGORITHM)!;
   return {
     ok: true,
-    query: { namespace, identifier: body.identifier, limit: body.limit, duration: body.duration, algorithm, cost: body.cost, overridable: true, charge: true },
+    query: {
+      namespace,
+      identifier: body.identifier,
+      limit: body.limit,
+      duration: body.duration,
+      algorithm,
+      cost: body.cost,
+      overridable: true,
+      charge: true,
+      ...(body.charge_id !== undefined ? { chargeId: body.charge_id } : {}),
+    },
   };
 }
 

@@ -115,7 +115,7 @@ export class Metrics {
     pulledGauge(
       registry,
       "ringlimit_stored_bytes",
-      "Bytes held by limit states as V8 lays them out: the owned and replica tables (keys, arrays at capacity, index, remembered resets) and the blocked cache",
+      "Bytes held by limit states as V8 lays them out: the owned and replica tables (keys, arrays at capacity, index, remembered resets), the blocked cache and the charge ids an owner remembers",
       sources.storedBytes,
     );
     pulledGauge(

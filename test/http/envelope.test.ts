@@ -94,6 +94,7 @@ const decision = (over: Partial<Decision> = {}): Decision => ({
   degraded: null,
   applied: null,
   shadow: false,
+  duplicate: false,
   ...over,
 });
 

@@ -85,6 +85,8 @@ function chargeFields(q: LimitQuery, d: Decision, limit: number): string {
     (d.remaining > 0 ? 0 : d.retryAfterMs / 1000) +
     ',"algorithm":"' +
     (d.applied !== null ? d.applied.algorithm.name : q.algorithm.name) +
-    (d.shadow ? '","shadow":true' : '"')
+    (d.shadow ? '","shadow":true' : '"') +
+    // A charge with an id says whether this answer is the remembered one of an earlier charge (nothing counted now).
+    (q.chargeId !== undefined ? ',"charge_id":' + jsonString(q.chargeId) + ',"duplicate":' + (d.duplicate === true) : "")
   );
 }

@@ -220,7 +220,7 @@ export class InboundConnection implements PendingConnection {
       stats.decideExpired += n;
       return;
     }
-    const { reqIds, algorithms, limits, durations, costs, flags, namespaces, identifiers } = reader;
+    const { reqIds, algorithms, limits, durations, costs, flags, namespaces, identifiers, chargeIds } = reader;
     replies.begin(n);
     // One wall-clock read for the frame, not one per item: Date.now() is past 2^31, so each
     // read is a clock call and a heap number (~90-150 ns here, microbenchmark).
@@ -241,6 +241,7 @@ export class InboundConnection implements PendingConnection {
       query.cost = (flags[i]! & DecideItemFlag.REFUND) !== 0 ? -costs[i]! : costs[i]!;
       query.overridable = (flags[i]! & DecideItemFlag.OVERRIDABLE) !== 0;
       query.opening = (flags[i]! & DecideItemFlag.OPENING) !== 0;
+      query.chargeId = (flags[i]! & DecideItemFlag.CHARGE_ID) !== 0 ? chargeIds[i]! : undefined;
       let code: number;
       try {
         handler.decide(query, out, now);

@@ -69,7 +69,8 @@ export class DecideQueue {
   add(q: DecideQuery, cb: DecideCallback, itemFlags: number): boolean {
     let flags = itemFlags | (q.overridable === true ? DecideItemFlag.OVERRIDABLE : 0);
     if (q.charge === true) flags |= DecideItemFlag.CHARGE | (q.cost < 0 ? DecideItemFlag.REFUND : 0);
-    if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, Math.abs(q.cost), flags)) return false;
+    const chargeId = q.charge === true ? q.chargeId : undefined;
+    if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, Math.abs(q.cost), flags, chargeId)) return false;
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       // One clock read per turn: the whole batch shares a deadline, counted

@@ -53,7 +53,10 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * The newest peer protocol this build speaks; PEER_PROTOCOL_MAX (src/config.ts) may hold a node
  * below it while a cluster is being upgraded. A node speaks every version from PROTOCOL_MIN to
  * its maximum; a link runs at the highest version both ends speak, a ring at the lowest of its
- * links (docs/peer-protocol.md, "Versions"). Protocol 12: HELLO's version byte is the lowest
+ * links (docs/peer-protocol.md, "Versions"). Protocol 13: a charge's DECIDE item may carry its
+ * charge id (DecideItemFlag.CHARGE_ID: u8 length and the id's ASCII bytes after the identifier),
+ * and its DECIDE_REPLY item DecideFlag.DUPLICATE (the owner's remembered answer to an earlier
+ * charge with that id: nothing counted now); a node of 12 would refuse the flag. Protocol 12: HELLO's version byte is the lowest
  * version the sender speaks (any from PROTOCOL_MIN up is accepted: the handshake frames keep
  * their form), and the dialer's first CALL, method PROTOCOL_CALL, tells its range and gets the
  * server's; a server of 11 answers it with an error (unknown method), which says "11 only".
@@ -84,7 +87,7 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * by decades. Protocol 3: DECIDE items carry `cost` (protocol 2 introduced the bound
  * handshake and per-frame tags).
  */
-export const PROTOCOL_VERSION = 12;
+export const PROTOCOL_VERSION = 13;
 /**
  * The oldest version this build speaks: 11, the release before ranges, whose nodes accept only
  * a HELLO of 11 and run every link at 11. A version that changes the handshake frames must raise
@@ -110,6 +113,8 @@ export const FEATURE_VERSIONS = Object.freeze({
   CHARGE: 12,
   /** CALL method 19: a concurrency lease released on its owner (shard/cluster/wire/release-wire.ts); a member of 11 is asked none (503) */
   RELEASE: 12,
+  /** DecideItemFlag.CHARGE_ID and DecideFlag.DUPLICATE: a charge's id forwarded to its owner, which counts it at most once; a link below it answers a charge with an id 503, not counted */
+  CHARGE_ID: 13,
 });
 export type ProtocolFeature = keyof typeof FEATURE_VERSIONS;
 /**
@@ -154,10 +159,14 @@ export const DECIDE_ITEM_FIXED_BYTES = 22;
  * answer with a grant (DecideFlag.GRANTED). CHARGE: counted whatever remains (Algorithm.charge);
  * its BLOCKED reply (past the limit) carries the debt, capped at a u32, in `remaining`.
  * REFUND: with CHARGE, `cost` is given back (a negative charge); cost is u32 either way.
+ * CHARGE_ID (protocol 13): with CHARGE, the item ends with its charge id: u8 length (1 to
+ * MAX_CHARGE_ID_BYTES) and that many bytes of visible ASCII, after the identifier.
  */
-export const DecideItemFlag = { OVERRIDABLE: 1, OPENING: 2, CHARGE: 4, REFUND: 8 } as const;
+export const DecideItemFlag = { OVERRIDABLE: 1, OPENING: 2, CHARGE: 4, REFUND: 8, CHARGE_ID: 16 } as const;
 /** Every DecideItemFlag bit a DECIDE item may carry. */
-export const DECIDE_ITEM_FLAGS = DecideItemFlag.OVERRIDABLE | DecideItemFlag.OPENING | DecideItemFlag.CHARGE | DecideItemFlag.REFUND;
+export const DECIDE_ITEM_FLAGS = DecideItemFlag.OVERRIDABLE | DecideItemFlag.OPENING | DecideItemFlag.CHARGE | DecideItemFlag.REFUND | DecideItemFlag.CHARGE_ID;
+/** Most bytes of a charge id on the wire (REQUEST_BOUNDS.chargeId: one byte per character). */
+export const MAX_CHARGE_ID_BYTES = 64;
 /**
  * One DECIDE_REPLY item: reqId u32, code u8, remaining u32, resetTime u32, retryAfterMs f64,
  * flags u8 (DecideFlag), then only with APPLIED: limit u32, duration u32, algorithm u8, then
@@ -173,9 +182,11 @@ export const DECIDE_REPLY_GRANTED_BYTES = 8;
  * the one asked (an operator's override), which follows. SHADOW: the answer is ALLOWED only
  * because the owner's policy runs this key in shadow mode (it would have been BLOCKED).
  * GRANTED: beside this decision the owner counted a grant of the key's window for the sender
- * (an answer to DecideItemFlag.OPENING), which follows.
+ * (an answer to DecideItemFlag.OPENING), which follows. DUPLICATE (protocol 13, only in answer to
+ * an item with CHARGE_ID): the owner answered from its memory of an earlier charge with that id,
+ * and counted nothing now.
  */
-export const DecideFlag = { APPLIED: 1, SHADOW: 2, GRANTED: 4 } as const;
+export const DecideFlag = { APPLIED: 1, SHADOW: 2, GRANTED: 4, DUPLICATE: 8 } as const;
 /** u32 item count at the start of DECIDE and DECIDE_REPLY bodies. */
 export const BATCH_COUNT_BYTES = 4;
 /**

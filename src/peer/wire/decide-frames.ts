@@ -14,6 +14,7 @@ import {
   FRAME_HEADER_BYTES,
   FrameType,
   MAX_ALGORITHM_CODE,
+  MAX_CHARGE_ID_BYTES,
   MAX_DECIDE_ITEMS,
   MAX_FRAME_BYTES,
   MAX_STRING_BYTES,
@@ -54,15 +55,19 @@ export class DecideBatchWriter {
   /**
    * Append one item. Returns false, writing nothing, when it cannot be
    * encoded: an algorithm code that is not a u8, limit, duration or cost not
-   * a u32, or a string over 65535 UTF-8 bytes.
+   * a u32, or a string over 65535 UTF-8 bytes. `chargeId` (a charge's, with CHARGE in `flags`:
+   * DecideItemFlag.CHARGE_ID) follows the identifier; one outside 1..MAX_CHARGE_ID_BYTES
+   * characters of visible ASCII is not encoded either.
    */
-  add(reqId: number, algorithm: number, limit: number, duration: number, ns: string, identifier: string, cost = 1, flags = 0): boolean {
+  add(reqId: number, algorithm: number, limit: number, duration: number, ns: string, identifier: string, cost = 1, flags = 0, chargeId?: string): boolean {
     if (!(algorithm >= 0 && algorithm <= MAX_ALGORITHM_CODE && (algorithm | 0) === algorithm)) return false;
     if (!isU32(limit) || !isU32(duration) || !isU32(cost)) return false;
+    const idBytes = chargeId === undefined ? 0 : 1 + chargeId.length;
+    if (chargeId !== undefined && ((flags & DecideItemFlag.CHARGE) === 0 || !isWireChargeId(chargeId))) return false;
     // A UTF-16 code unit never takes more than 3 UTF-8 bytes: reserve the
     // worst case, then write the strings where they belong, measuring as we go
     // (cheaper than Buffer.byteLength followed by a write).
-    const worst = DECIDE_ITEM_FIXED_BYTES + 3 * (ns.length + identifier.length);
+    const worst = DECIDE_ITEM_FIXED_BYTES + 3 * (ns.length + identifier.length) + idBytes;
     this.ensure(this.off + TAG_BYTES + DECIDE_START + worst);
     let at = this.off;
     const buf = this.buf;
@@ -70,7 +75,12 @@ export class DecideBatchWriter {
     if (nsLen > MAX_STRING_BYTES) return false;
     const idLen = writeUtf8(buf, identifier, at + DECIDE_ITEM_FIXED_BYTES + nsLen);
     if (idLen > MAX_STRING_BYTES) return false;
-    const itemBytes = DECIDE_ITEM_FIXED_BYTES + nsLen + idLen;
+    if (chargeId !== undefined) {
+      const c = at + DECIDE_ITEM_FIXED_BYTES + nsLen + idLen;
+      buf[c] = chargeId.length;
+      for (let i = 0; i < chargeId.length; i++) buf[c + 1 + i] = chargeId.charCodeAt(i);
+    }
+    const itemBytes = DECIDE_ITEM_FIXED_BYTES + nsLen + idLen + idBytes;
     if (this.frameItems > 0 && (this.frameItems === MAX_DECIDE_ITEMS || at + itemBytes + TAG_BYTES - this.frameStart - 4 > MAX_FRAME_BYTES)) {
       // Close the current frame (its tag room goes where this item starts) and move
       // this item behind a new header.
@@ -90,7 +100,7 @@ export class DecideBatchWriter {
     buf[at + 15] = idLen >>> 8;
     buf[at + 16] = idLen & 0xff;
     putU32(buf, at + 17, cost);
-    buf[at + 21] = flags & DECIDE_ITEM_FLAGS;
+    buf[at + 21] = (flags & DECIDE_ITEM_FLAGS & ~DecideItemFlag.CHARGE_ID) | (chargeId !== undefined ? DecideItemFlag.CHARGE_ID : 0);
     this.off = at + itemBytes;
     this.frameItems++;
     this.count++;
@@ -168,6 +178,16 @@ function writeUtf8(buf: Buffer, s: string, at: number): number {
   return n;
 }
 
+/** 1 to MAX_CHARGE_ID_BYTES characters of visible ASCII (0x21 to 0x7E): what a charge id may be (REQUEST_BOUNDS.chargeId). */
+function isWireChargeId(id: string): boolean {
+  if (id.length < 1 || id.length > MAX_CHARGE_ID_BYTES) return false;
+  for (let i = 0; i < id.length; i++) {
+    const c = id.charCodeAt(i);
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
 function isU32(n: number): boolean {
   return n >= 0 && n <= 0xffffffff && Math.floor(n) === n;
 }
@@ -189,6 +209,8 @@ export class DecideBatchReader {
   flags = new Uint8Array(256);
   namespaces: string[] = [];
   identifiers: string[] = [];
+  /** a charge's id (DecideItemFlag.CHARGE_ID), "" for an item without one; its content is the handler's to judge */
+  chargeIds: string[] = [];
 
   decode(body: Buffer): void {
     this.count = 0;
@@ -201,7 +223,7 @@ export class DecideBatchReader {
       throw new FrameError(`DECIDE item count ${n} outside 1..${MAX_DECIDE_ITEMS} or does not fit ${end} bytes`);
     }
     if (n > this.reqIds.length) this.grow(n);
-    const { reqIds, algorithms, limits, durations, costs, flags, namespaces, identifiers } = this;
+    const { reqIds, algorithms, limits, durations, costs, flags, namespaces, identifiers, chargeIds } = this;
     let pos = DECIDE_ITEMS_AT;
     let prevNsStart = -1;
     let prevNsLen = -1;
@@ -212,8 +234,9 @@ export class DecideBatchReader {
       const idLen = (body[pos + 15]! << 8) | body[pos + 16]!;
       const nsStart = pos + DECIDE_ITEM_FIXED_BYTES;
       const idStart = nsStart + nsLen;
-      const itemEnd = idStart + idLen;
+      let itemEnd = idStart + idLen;
       if (itemEnd > end) throw new FrameError(`DECIDE item ${i} strings run past the frame`);
+      const identifierEnd = itemEnd;
       // Bounds were checked above: plain byte loads, not Buffer's checked readers.
       reqIds[i] = getU32(body, pos);
       algorithms[i] = body[pos + 4]!;
@@ -221,9 +244,21 @@ export class DecideBatchReader {
       durations[i] = getU32(body, pos + 9);
       costs[i] = getU32(body, pos + 17);
       const itemFlags = body[pos + 21]!;
-      if ((itemFlags & ~DECIDE_ITEM_FLAGS) !== 0 || (itemFlags & (DecideItemFlag.CHARGE | DecideItemFlag.REFUND)) === DecideItemFlag.REFUND)
+      if (
+        (itemFlags & ~DECIDE_ITEM_FLAGS) !== 0 ||
+        (itemFlags & (DecideItemFlag.CHARGE | DecideItemFlag.REFUND)) === DecideItemFlag.REFUND ||
+        (itemFlags & (DecideItemFlag.CHARGE | DecideItemFlag.CHARGE_ID)) === DecideItemFlag.CHARGE_ID
+      )
         throw new FrameError(`DECIDE item ${i}: unknown flags ${itemFlags}`);
       flags[i] = itemFlags;
+      if ((itemFlags & DecideItemFlag.CHARGE_ID) !== 0) {
+        // u8 length, then the id: its bytes are read one per character (latin1), and judged by the handler.
+        const idBytes = itemEnd < end ? body[itemEnd]! : 0;
+        if (idBytes < 1 || idBytes > MAX_CHARGE_ID_BYTES || itemEnd + 1 + idBytes > end)
+          throw new FrameError(`DECIDE item ${i}: charge id runs past the frame or out of bounds`);
+        chargeIds[i] = body.toString("latin1", itemEnd + 1, itemEnd + 1 + idBytes);
+        itemEnd += 1 + idBytes;
+      } else chargeIds[i] = "";
       // A batch usually repeats a few namespaces: reuse the previous item's
       // string when the bytes are the same instead of decoding again.
       if (nsLen === prevNsLen && sameBytes(body, prevNsStart, nsStart, nsLen)) {
@@ -233,7 +268,7 @@ export class DecideBatchReader {
         prevNsStart = nsStart;
         prevNsLen = nsLen;
       }
-      identifiers[i] = decodeUtf8(body, idStart, itemEnd);
+      identifiers[i] = decodeUtf8(body, idStart, identifierEnd);
       pos = itemEnd;
     }
     if (pos !== end) throw new FrameError(`DECIDE has ${end - pos} trailing bytes`);
@@ -288,6 +323,8 @@ export interface DecideItem {
   flags: number;
   ns: string;
   identifier: string;
+  /** absent when the item carries none */
+  chargeId?: string;
 }
 export function decodeDecideItems(body: Buffer): DecideItem[] {
   const r = new DecideBatchReader();
@@ -303,6 +340,7 @@ export function decodeDecideItems(body: Buffer): DecideItem[] {
       flags: r.flags[i]!,
       ns: r.namespaces[i]!,
       identifier: r.identifiers[i]!,
+      ...(r.chargeIds[i] !== "" ? { chargeId: r.chargeIds[i]! } : {}),
     });
   }
   return items;

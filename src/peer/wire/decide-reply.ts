@@ -89,7 +89,7 @@ export class DecideReplyWriter {
     putU32(b, at + 9, clampU32(resetTime));
     b.writeDoubleBE(retryAfterMs > 0 ? retryAfterMs : 0, at + 13); // NaN and negatives become 0
     const grant = granted >= 1 && granted <= 0xffffffff;
-    b[at + 21] = (flags & (DecideFlag.APPLIED | DecideFlag.SHADOW)) | (grant ? DecideFlag.GRANTED : 0);
+    b[at + 21] = (flags & (DecideFlag.APPLIED | DecideFlag.SHADOW | DecideFlag.DUPLICATE)) | (grant ? DecideFlag.GRANTED : 0);
     at += DECIDE_REPLY_ITEM_BYTES;
     if ((flags & DecideFlag.APPLIED) !== 0) {
       putU32(b, at, clampU32(limit));
@@ -152,7 +152,8 @@ export function readDecideReply(body: Buffer, sink: DecideReplySink): number {
     if (at + DECIDE_REPLY_ITEM_BYTES > body.length) throw new FrameError(`DECIDE_REPLY count ${n} does not match ${body.length} bytes`);
     if (body[at + 4]! > 2) throw new FrameError(`DECIDE_REPLY item ${i}: unknown code ${body[at + 4]}`);
     const flags = body[at + 21]!;
-    if ((flags & ~(DecideFlag.APPLIED | DecideFlag.SHADOW | DecideFlag.GRANTED)) !== 0) throw new FrameError(`DECIDE_REPLY item ${i}: unknown flags ${flags}`);
+    if ((flags & ~(DecideFlag.APPLIED | DecideFlag.SHADOW | DecideFlag.GRANTED | DecideFlag.DUPLICATE)) !== 0)
+      throw new FrameError(`DECIDE_REPLY item ${i}: unknown flags ${flags}`);
     at += itemBytes(flags);
   }
   if (at !== body.length) throw new FrameError(`DECIDE_REPLY count ${n} does not match ${body.length} bytes`);

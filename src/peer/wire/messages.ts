@@ -238,6 +238,8 @@ export interface DecideQuery {
   readonly opening?: boolean;
   /** counted whatever remains, a refund when cost < 0 (DecideItemFlag.CHARGE, REFUND); absent: false */
   readonly charge?: boolean;
+  /** a charge's id (DecideItemFlag.CHARGE_ID, protocol 13): its owner counts it at most once; absent: none */
+  readonly chargeId?: string | undefined;
 }
 
 /** The server's reused DecideQuery, filled from a DECIDE item. */
@@ -252,8 +254,21 @@ export interface DecodedQuery extends DecideQuery {
   /** the sender's share of the key's window opened empty (DecideItemFlag.OPENING): a grant may go with the answer */
   opening: boolean;
   charge: boolean;
+  /** undefined when the item carries none */
+  chargeId: string | undefined;
 }
 
 export function newDecodedQuery(): DecodedQuery {
-  return { namespace: "", identifier: "", algorithm: { code: 0 }, limit: 0, duration: 0, cost: 0, overridable: false, opening: false, charge: false };
+  return {
+    namespace: "",
+    identifier: "",
+    algorithm: { code: 0 },
+    limit: 0,
+    duration: 0,
+    cost: 0,
+    overridable: false,
+    opening: false,
+    charge: false,
+    chargeId: undefined,
+  };
 }

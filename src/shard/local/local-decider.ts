@@ -13,6 +13,8 @@ import { NO_SHARERS, ownerLimitAt, shareOf, type Sharers } from "./share-rule.js
 import { fixedWindowStart } from "../../algorithms/fixed-window.js";
 import { ringKeyOf, stateKeyOf } from "../ring/state-key.js";
 import type { StateTable } from "../table/state-table.js";
+import { ChargeIds, chargeIdKey } from "./charge-ids.js";
+import { DEFAULTS } from "../../config.js";
 
 /** One decision of the owner, on fields (a forwarded item has no LimitQuery). */
 type DecideItem = (
@@ -65,8 +67,18 @@ export class LocalDecider implements Decider {
   /** concurrency leases released and not yet lapsed: a second release of one frees nothing (released-leases.ts) */
   readonly released: ReleasedLeases;
 
-  /** `releasedBytes`: the byte bound of the memory of released leases (memory-budget.ts) */
-  constructor(readonly table: StateTable, releasedBytes = 1024 * 1024) {
+  /** an answer recalled from `chargeIds`, with the same validity as `decision` */
+  private readonly recalled = newDecision();
+
+  /**
+   * `releasedBytes`: the byte bound of the memory of released leases (memory-budget.ts);
+   * `chargeIds`: the memory of charges with an id (charge-ids.ts).
+   */
+  constructor(
+    readonly table: StateTable,
+    releasedBytes = 1024 * 1024,
+    readonly chargeIds = new ChargeIds(1024 * 1024, DEFAULTS.chargeIdMemoryMs),
+  ) {
     this.released = new ReleasedLeases(releasedBytes);
     this.reservations = new Reservations(table);
     this.resets = new ResetQueue(table);
@@ -103,6 +115,10 @@ export class LocalDecider implements Decider {
   }
 
   decideNow(query: LimitQuery, ringKey: string, now: number): Decision {
+    if (query.chargeId !== undefined && query.charge === true) {
+      const { namespace, identifier, algorithm, limit, duration, cost, overridable } = query;
+      return this.decideOnce(namespace, identifier, ringKey, algorithm, limit, duration, now, cost, overridable === true, query.chargeId);
+    }
     return this.decideItem(
       query.namespace,
       query.identifier,
@@ -122,6 +138,42 @@ export class LocalDecider implements Decider {
     this.decideKey(ringKey, algorithm, limit, duration, now, cost, charge);
 
   private readonly decidePlain: DecideItem = this.decideItem;
+
+  /**
+   * A charge with an id, local or forwarded by a peer (docs/api.md, Charge ids). Invariant: a
+   * charge with an id is counted at most once by this owner while its id is remembered
+   * (CHARGE_ID_MEMORY_MS): a second one with the same id, for the same state (namespace,
+   * identifier, asked algorithm and window), gets the first one's answer, `duplicate`, and
+   * counts nothing. An id that does not fit the memory is refused before anything is counted
+   * (degraded "internal": not counted), so an id is never forgotten early to make room.
+   */
+  decideOnce(
+    namespace: string,
+    identifier: string,
+    ringKey: string,
+    algorithm: Algorithm,
+    limit: number,
+    duration: number,
+    now: number,
+    cost: number,
+    overridable: boolean,
+    chargeId: string,
+  ): Decision {
+    const key = chargeIdKey(chargeId, stateKeyOf(algorithm.code, duration, ringKey));
+    const known = this.chargeIds.recall(key, now, this.recalled);
+    if (known !== undefined) return known;
+    const bytes = this.chargeIds.fits(key, now);
+    if (bytes < 0) {
+      const d = this.recalled;
+      d.degraded = "internal";
+      d.duplicate = false;
+      return d;
+    }
+    const d = this.decideItem(namespace, identifier, ringKey, algorithm, limit, duration, now, cost, overridable, true);
+    this.chargeIds.remember(key, d, now, bytes);
+    d.duplicate = false;
+    return d;
+  }
 
   /**
    * For a POST /limit key (`overridable`), the most specific override applied: its limit, window and algorithm replace the

@@ -34,6 +34,7 @@ t.test("two ranges share their highest common version, or none", async (t) => {
   t.throws(() => decodeRange(Buffer.from([11, 12, 1, 0x0a])), FrameError, "a tag with a control character");
   t.throws(() => decodeRange(Buffer.concat([Buffer.from([11, 12, 65]), Buffer.alloc(65, 0x41)])), FrameError, "a tag over 64 bytes");
   t.ok(supportsAt(11, "OPENING") && !supportsAt(11, "RANGES") && supportsAt(12, "RANGES"), "features by version");
+  t.ok(!supportsAt(12, "CHARGE_ID") && supportsAt(13, "CHARGE_ID"), "a charge id from 13");
   for (const [feature, v] of Object.entries(FEATURE_VERSIONS)) t.ok(v <= PROTOCOL_VERSION, `${feature} is of a version this build speaks`);
 });
 
@@ -134,7 +135,7 @@ async function startLegacyServer(): Promise<{ port: number; close(): Promise<voi
 }
 
 t.test("a peer that shares no version never counts as up, and says why", async (t) => {
-  const { server, port } = await startServer(echoHandler(), { protocol: { min: 13, max: 14 } });
+  const { server, port } = await startServer(echoHandler(), { protocol: { min: 14, max: 15 } });
   t.teardown(() => server.close());
   const c = makeClient(port, { protocol: ownRange() });
   t.teardown(() => c.close());
@@ -144,6 +145,6 @@ t.test("a peer that shares no version never counts as up, and says why", async (
   const reason = await waitEvent<string>(c, "down");
   t.notOk(up, "never up");
   t.ok(c.link.apart, "the link knows it shares no version");
-  t.same(c.link.remote, { min: 13, max: 14 });
-  t.match(String(reason), /no shared protocol version: the peer speaks 13\.\.14, this node 11\.\.12/);
+  t.same(c.link.remote, { min: 14, max: 15 });
+  t.match(String(reason), /no shared protocol version: the peer speaks 14\.\.15, this node 11\.\.13/);
 });

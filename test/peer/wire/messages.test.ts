@@ -7,6 +7,7 @@ import {
   DECIDE_REPLY_APPLIED_BYTES,
   DECIDE_REPLY_GRANTED_BYTES,
   DECIDE_REPLY_ITEM_BYTES,
+  DecideCode,
   DecideFlag,
   DecideItemFlag,
   FRAME_HEADER_BYTES,
@@ -324,7 +325,7 @@ t.test("DECIDE_REPLY round trip and count check", async (t) => {
   badCode[4 + DECIDE_REPLY_ITEM_BYTES + 4] = 3;
   t.throws(() => readDecideReply(badCode, (id) => seen.push(id)), FrameError, "unknown code");
   const badFlags = Buffer.from(b);
-  badFlags[4 + 21] = 8;
+  badFlags[4 + 21] = 16;
   t.throws(() => readDecideReply(badFlags, (id) => seen.push(id)), FrameError, "unknown flags");
   const flagWithoutValues = Buffer.from(b.subarray(0, 4 + 3 * DECIDE_REPLY_ITEM_BYTES));
   flagWithoutValues.writeUInt32BE(3, 0);
@@ -345,10 +346,53 @@ t.test("DECIDE: an item with unknown flags refuses the frame", async (t) => {
   t.doesNotThrow(() => decodeDecideItems(body));
   body[8 + 21] = DecideItemFlag.CHARGE | DecideItemFlag.REFUND;
   t.doesNotThrow(() => decodeDecideItems(body), "a refund (protocol 12)");
-  body[8 + 21] = 16;
+  body[8 + 21] = 32;
   t.throws(() => decodeDecideItems(body), FrameError);
   body[8 + 21] = DecideItemFlag.REFUND;
   t.throws(() => decodeDecideItems(body), FrameError, "REFUND without CHARGE");
+  body[8 + 21] = DecideItemFlag.CHARGE | DecideItemFlag.CHARGE_ID;
+  t.throws(() => decodeDecideItems(body), FrameError, "CHARGE_ID without the id's bytes");
+});
+
+t.test("DECIDE: a charge id travels after the identifier (protocol 13), and is held to its bounds", async (t) => {
+  const w = new DecideBatchWriter();
+  const id = "!" + "x".repeat(62) + "~";
+  t.ok(w.add(1, 0, 10, 60, "ns", "ïd", 5, DecideItemFlag.CHARGE, id));
+  t.ok(w.add(2, 0, 10, 60, "ns", "id", 5, DecideItemFlag.CHARGE | DecideItemFlag.REFUND, "a"));
+  t.ok(w.add(3, 0, 10, 60, "ns", "id", 5, DecideItemFlag.CHARGE));
+  const items = decodeDecideItems(frames(w.take()!)[0]!.body);
+  t.same(
+    items.map((i) => [i.identifier, i.flags, i.chargeId]),
+    [
+      ["ïd", DecideItemFlag.CHARGE | DecideItemFlag.CHARGE_ID, id],
+      ["id", DecideItemFlag.CHARGE | DecideItemFlag.REFUND | DecideItemFlag.CHARGE_ID, "a"],
+      ["id", DecideItemFlag.CHARGE, undefined],
+    ],
+  );
+  for (const bad of ["", "x".repeat(65), "a b", "é", "\n"])
+    t.notOk(w.add(9, 0, 10, 60, "ns", "id", 5, DecideItemFlag.CHARGE, bad), `not encoded: ${JSON.stringify(bad)}`);
+  t.notOk(w.add(9, 0, 10, 60, "ns", "id", 5, 0, "abc"), "an id only with a charge");
+  t.equal(w.count, 0);
+
+  // A length byte past the frame, or out of 1..64, refuses the whole frame.
+  w.add(1, 0, 10, 60, "ns", "id", 5, DecideItemFlag.CHARGE, "abc");
+  const body = frames(w.take()!)[0]!.body;
+  const at = 8 + 22 + 4; // the id's length byte, after the fixed part, "ns" and "id"
+  t.equal(body[at], 3);
+  for (const len of [0, 4, 65, 255]) {
+    const b = Buffer.from(body);
+    b[at] = len;
+    t.throws(() => decodeDecideItems(b), FrameError, `length ${len}`);
+  }
+});
+
+t.test("DECIDE_REPLY: DUPLICATE travels (protocol 13)", async (t) => {
+  const r = new DecideReplyWriter();
+  r.begin(1);
+  r.put(7, DecideCode.ALLOWED, 3, 100, 0, DecideFlag.DUPLICATE);
+  const seen: number[] = [];
+  readDecideReply(frames(r.finish())[0]!.body, (id, _c, _r, _t, _a, flags) => seen.push(id, flags));
+  t.same(seen, [7, DecideFlag.DUPLICATE]);
 });
 
 t.test("DECIDE: a charge and a refund travel with their flags and the cost's magnitude", async (t) => {

@@ -161,7 +161,8 @@ export class ClusterDecider implements Decider {
     }
     // A member of peer protocol 11 reads neither CHARGE nor REFUND (FEATURE_VERSIONS): a charge is
     // never sent it, and is answered as not counted (POST /limit/charge: 503) until it is upgraded.
-    if (charge && !client.link.supports("CHARGE")) {
+    // Likewise a charge with an id, below 13 (CHARGE_ID): sent without it, it could be counted twice.
+    if (charge && (!client.link.supports("CHARGE") || (query.chargeId !== undefined && !client.link.supports("CHARGE_ID")))) {
       this.metrics.forwardOutcome("unavailable");
       done(failOpenDecision(query, now, "peer_unavailable", newDecision()));
       return;
@@ -199,6 +200,7 @@ export class ClusterDecider implements Decider {
         d.retryAfterMs = r.retryAfterMs;
         d.degraded = null;
         d.shadow = (r.flags & DecideFlag.SHADOW) !== 0;
+        d.duplicate = (r.flags & DecideFlag.DUPLICATE) !== 0;
         if ((r.flags & DecideFlag.APPLIED) !== 0) {
           const a = this.appliedScratch;
           a.limit = r.limit;
@@ -210,7 +212,8 @@ export class ClusterDecider implements Decider {
         // an operator's change must apply from the owner's next decision.
         // A charge that leaves no room blocks a request of 1 until retryAfterMs: remembered as such.
         const blocks = charge ? d.remaining === 0 && r.retryAfterMs > 0 : !d.allowed && cacheable;
-        if (blocks && d.applied === null) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
+        // A duplicate's answer is an earlier one's (its wait counted from then): not remembered.
+        if (blocks && d.applied === null && !d.duplicate) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
         this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
         // Shadow mode let a block through: nothing was counted. A charge reports what was
         // spent already: it stays counted whoever hears the answer.

@@ -11,6 +11,7 @@ import { ownership, type FailOpen, type OwnershipView } from "./ownership.js";
 import { admitState, forwardedWithinContract } from "../wire/peer-data.js";
 import { decodeLeaseRequest, encodeLeaseReply } from "../wire/lease-wire.js";
 import { grantShare, openingGrant } from "../leases/grants.js";
+import { isChargeId } from "../../../decision.js";
 
 /** What inbound requests change elsewhere in the cluster. */
 export interface InboundEvents {
@@ -65,7 +66,13 @@ export class InboundHandler implements PeerServerHandler {
     const overridable = query.overridable === true;
     const algorithm = algorithmByCode(query.algorithm.code);
     const charge = query.charge === true;
-    if (algorithm === undefined || !forwardedWithinContract(limit, duration, cost, namespace, identifier, charge, overridable))
+    const chargeId = query.chargeId;
+    // A peer's charge id is held to the caller's rule (REQUEST_BOUNDS.chargeId), like every other field.
+    if (
+      algorithm === undefined ||
+      !forwardedWithinContract(limit, duration, cost, namespace, identifier, charge, overridable) ||
+      (chargeId !== undefined && (!charge || !isChargeId(chargeId)))
+    )
       throw new RangeError("forwarded decision out of contract");
     const ringKey = ringKeyOf(namespace, identifier);
     const verdict = ownership(this.view, ringKey, algorithm.code, duration, now, "forwarded");
@@ -74,15 +81,23 @@ export class InboundHandler implements PeerServerHandler {
     if (verdict.kind !== "decide" && !held) throw new Error(verdict.kind === "fail_open" ? verdict.why : "not decided here");
     if (verdict.kind === "decide" && verdict.stray) this.events.strayState();
     // Decided with this owner's policy: the override applied, and shadow, travel back with the answer.
-    const d = this.local.decideItem(namespace, identifier, ringKey, algorithm, limit, duration, now, held ? 0 : cost, overridable, charge);
+    const d =
+      chargeId !== undefined && verdict.kind === "decide"
+        ? this.local.decideOnce(namespace, identifier, ringKey, algorithm, limit, duration, now, cost, overridable, chargeId)
+        : this.local.decideItem(namespace, identifier, ringKey, algorithm, limit, duration, now, held ? 0 : cost, overridable, charge);
     if (held && d.allowed) throw new Error((verdict as FailOpen).why);
+    // Its id did not fit the owner's memory: refused, not counted (the sender answers 503).
+    if (d.degraded !== null) throw new Error("charge id memory full");
     out.code = d.allowed ? DecideCode.ALLOWED : DecideCode.BLOCKED;
     // A charge past its limit: its debt, where `remaining` (0 then) would be.
     out.remaining = d.allowed ? d.remaining : Math.min(d.debt, 0xffffffff);
     out.resetTime = d.resetTime;
     out.retryAfterMs = d.retryAfterMs;
     const applied = d.applied;
-    out.flags = (applied !== null ? DecideFlag.APPLIED : 0) | (d.shadow ? DecideFlag.SHADOW : 0);
+    out.flags =
+      (applied !== null ? DecideFlag.APPLIED : 0) |
+      (d.shadow ? DecideFlag.SHADOW : 0) |
+      (chargeId !== undefined && d.duplicate === true ? DecideFlag.DUPLICATE : 0);
     if (applied !== null) {
       out.limit = applied.limit;
       out.duration = applied.duration;

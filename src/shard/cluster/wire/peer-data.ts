@@ -70,6 +70,10 @@ export function replyWithinContract(r: DecideResult, query: LimitQuery, now: num
   if (applied && !appliedWithinContract(r)) return false;
   // Shadow mode answers only what would have been blocked, and answers it allowed.
   if ((r.flags & DecideFlag.SHADOW) !== 0 && r.code !== DecideCode.ALLOWED) return false;
+  // DUPLICATE answers only a charge sent with an id; it is the owner's earlier answer, whose
+  // reset may have passed since (a short window retried later): not held to `now`'s lower bound.
+  const duplicate = (r.flags & DecideFlag.DUPLICATE) !== 0;
+  if (duplicate && query.chargeId === undefined) return false;
   const limit = applied ? r.limit : query.limit;
   const reach = 2 * (applied ? r.duration : query.duration) * 1000 + CLOCK_SKEW_MS;
   // A charge past its limit carries its debt where `remaining` is: any u32.
@@ -78,7 +82,7 @@ export function replyWithinContract(r: DecideResult, query: LimitQuery, now: num
     Number.isInteger(r.remaining) &&
     r.remaining >= 0 &&
     (debt || r.remaining <= limit) &&
-    r.resetTime * 1000 >= now - CLOCK_SKEW_MS &&
+    (duplicate || r.resetTime * 1000 >= now - CLOCK_SKEW_MS) &&
     r.resetTime * 1000 <= now + reach &&
     r.retryAfterMs >= 0 &&
     r.retryAfterMs <= reach

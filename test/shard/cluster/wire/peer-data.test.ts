@@ -112,6 +112,11 @@ t.test("replyWithinContract: the forged answers of issue 10 fail open, sound one
   t.notOk(replyWithinContract({ ...applied, limit: 2_000_000, remaining: 0 }, query, NOW), "an applied limit out of contract");
   t.notOk(replyWithinContract({ ...good, remaining: 0, code: 1, flags: DecideFlag.SHADOW }, query, NOW), "shadow on a blocked answer");
   t.ok(replyWithinContract({ ...good, remaining: 0, flags: DecideFlag.SHADOW }, query, NOW), "shadow on an allowed answer");
+  // DUPLICATE: the owner's remembered answer to a charge with an id, whose reset may have passed since.
+  const charged = { ...query, charge: true, chargeId: "c-1" };
+  t.ok(replyWithinContract({ ...good, flags: DecideFlag.DUPLICATE, resetTime: exp(NOW - 10 * D) }, charged, NOW), "a duplicate's past reset");
+  t.notOk(replyWithinContract({ ...good, flags: DecideFlag.DUPLICATE }, { ...query, charge: true }, NOW), "DUPLICATE for a charge sent without an id");
+  t.notOk(replyWithinContract({ ...good, flags: DecideFlag.DUPLICATE, resetTime: 0xffffffff }, charged, NOW), "a duplicate's reset years ahead");
   for (const [name, bad] of [
     ["remaining beyond the limit (count -4294967290)", { remaining: 4294967295 }],
     ["retry_after NaN", { retryAfterMs: NaN }],
