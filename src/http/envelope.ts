@@ -183,3 +183,16 @@ export function decisionHeaders(algorithm: string, limit: number, duration: numb
   }
   return p.prefix + remaining + ";t=" + secondsToReset;
 }
+
+/**
+ * The RateLimit headers of one key's decision: the applied limit's (an operator's override's,
+ * when the owner applied one), else the request's. The joined values hold only algorithm
+ * names and integers, never caller input.
+ */
+export function queryDecisionHeaders(query: LimitQuery, d: Decision, now: number, ringVersion: string): string {
+  const secondsToReset = Math.max(0, d.resetTime - Math.floor(now / 1000));
+  const p = d.applied;
+  return p === null
+    ? decisionHeaders(query.algorithm.name, query.limit, query.duration, d.remaining, secondsToReset, ringVersion)
+    : decisionHeaders(p.algorithm.name, p.limit, p.duration, d.remaining, secondsToReset, ringVersion);
+}

@@ -1,6 +1,6 @@
 import type { Decision, LimitQuery } from "../../decision.js";
 import type { Endpoint } from "../endpoint.js";
-import { decisionHeaders, ENVELOPE, envelopeHead, jsonString, requestTail } from "../envelope.js";
+import { queryDecisionHeaders, ENVELOPE, envelopeHead, jsonString, requestTail } from "../envelope.js";
 import { Outcome } from "../../metrics/namespace-outcomes.js";
 import { Errors } from "../errors.js";
 import { toChargeQuery } from "../validation.js";
@@ -25,17 +25,8 @@ export const chargeEndpoint: Endpoint<LimitQuery, Decision> = {
     // Degraded: the owner did not answer (FAIL_OPEN=true answers it too, as a 503: no decision to report).
     if (d.degraded !== null) return d.degraded === "internal" ? Errors.internal : Errors.unavailable;
     const now = a.receivedAt;
-    const p = d.applied;
-    const limit = p !== null ? p.limit : query.limit;
-    const secondsToReset = Math.max(0, d.resetTime - Math.floor(now / 1000));
-    const headers = decisionHeaders(
-      p !== null ? p.algorithm.name : query.algorithm.name,
-      limit,
-      p !== null ? p.duration : query.duration,
-      d.remaining,
-      secondsToReset,
-      a.ringVersion,
-    );
+    const limit = d.applied !== null ? d.applied.limit : query.limit;
+    const headers = queryDecisionHeaders(query, d, now, a.ringVersion);
     return a.set(
       200,
       undefined,

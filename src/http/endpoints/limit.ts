@@ -1,6 +1,6 @@
 import { failOpenDecision, newDecision, type Decision, type LimitQuery } from "../../decision.js";
 import type { Endpoint } from "../endpoint.js";
-import { allowedBody, blockedBody, decisionHeaders } from "../envelope.js";
+import { allowedBody, blockedBody, queryDecisionHeaders } from "../envelope.js";
 import { Outcome } from "../../metrics/namespace-outcomes.js";
 import { Errors } from "../errors.js";
 import { toLimitQuery } from "../validation.js";
@@ -24,14 +24,7 @@ export const limitEndpoint: Endpoint<LimitQuery, Decision> = {
   degraded: (d) => d.degraded,
   answer(a, query, d) {
     const now = a.receivedAt;
-    const secondsToReset = Math.max(0, d.resetTime - Math.floor(now / 1000));
-    // The joined header values hold only algorithm names and integers, never caller input.
-    // They are the applied limit's: an operator's override's when the owner applied one.
-    const p = d.applied;
-    const headers =
-      p === null
-        ? decisionHeaders(query.algorithm.name, query.limit, query.duration, d.remaining, secondsToReset, a.ringVersion)
-        : decisionHeaders(p.algorithm.name, p.limit, p.duration, d.remaining, secondsToReset, a.ringVersion);
+    const headers = queryDecisionHeaders(query, d, now, a.ringVersion);
     if (d.allowed) return a.set(200, undefined, headers, allowedBody(a.ids.ok(), now, query, d, a.processingMs, leaseFor(a.leases, query, d)));
     const blockedHeaders = headers + "\r\nRetry-After: " + Math.max(1, Math.ceil(d.retryAfterMs / 1000));
     return a.set(429, Errors.rateLimited.statusLine, blockedHeaders, blockedBody(a.ids.error(), now, query, d, a.processingMs));
