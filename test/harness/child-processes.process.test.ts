@@ -55,6 +55,34 @@ for (const [starter, signal] of CASES) {
   });
 }
 
+// tap's loader in a node holds every module's source map: 28 MiB of heap on Node 24 (untapped.ts).
+t.test("a process a test starts runs without tap's loader, with the NODE_OPTIONS it was given", async (t) => {
+  const report = `process.stdout.write(JSON.stringify({
+    nodeOptions: process.env.NODE_OPTIONS ?? null,
+    tapVariables: Object.keys(process.env).filter((k) => k.startsWith("_TAPJS_")),
+    processinfo: Symbol.for("@tapjs/processinfo.ProcessInfoNodeData") in globalThis,
+    sourceMaps: process.sourceMapsEnabled,
+  }))`;
+  const run = async (env: NodeJS.ProcessEnv) => {
+    const child = spawnProtected(process.execPath, ["-e", report], { env });
+    let out = "";
+    child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
+    t.equal(await child.closed, 0);
+    return JSON.parse(out) as unknown;
+  };
+  // The test process itself runs with the loader: what there is to keep out.
+  t.match(process.env.NODE_OPTIONS, /@tapjs[\/]processinfo/, "tap runs this file with its loader");
+  t.same(await run({ PATH: process.env.PATH, NODE_OPTIONS: "--max-old-space-size=64" }), {
+    nodeOptions: "--max-old-space-size=64",
+    tapVariables: [],
+    processinfo: false,
+    sourceMaps: false,
+  });
+  t.same(await run({ PATH: process.env.PATH }), { nodeOptions: null, tapVariables: [], processinfo: false, sourceMaps: false });
+  // A caller that passes its own environment on passes tap's NODE_OPTIONS: the loader is taken out of it.
+  t.same(await run(process.env), { nodeOptions: null, tapVariables: [], processinfo: false, sourceMaps: false });
+});
+
 /** test/**.ts, the sources (the compiled tests run from dist/test). */
 function sources(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {

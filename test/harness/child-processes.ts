@@ -16,6 +16,7 @@
 import { spawn, type ChildProcess, type StdioOptions } from "node:child_process";
 import { existsSync } from "node:fs";
 import { constants as osConstants } from "node:os";
+import { untapped } from "./untapped.js";
 
 /** util-linux's setpriv, which every Debian and most Linux systems carry; without it only the handlers protect. */
 const SETPRIV = ["/usr/bin/setpriv", "/bin/setpriv"].find((f) => existsSync(f));
@@ -60,8 +61,10 @@ export interface ProtectedChild extends ChildProcess {
  * stops it (signalGroup, or by letting it end); the registry forgets it when it exits.
  */
 export function spawnProtected(command: string, args: readonly string[], options: ProtectedOptions): ProtectedChild {
-  // setpriv sets the death signal and execs the command: same pid, same process group.
-  const argv = SETPRIV === undefined ? [command, ...args] : [SETPRIV, "--pdeathsig", "KILL", "--", command, ...args];
+  // setpriv sets the death signal and execs env, which execs the command: same pid, same process group.
+  // env(1) takes tap's loader back out of it (untapped.ts).
+  const untappedCommand = [...untapped(options.env), command, ...args];
+  const argv = SETPRIV === undefined ? untappedCommand : [SETPRIV, "--pdeathsig", "KILL", "--", ...untappedCommand];
   const child = spawn(argv[0]!, argv.slice(1), { env: options.env, cwd: options.cwd, detached: true, stdio: options.stdio ?? ["ignore", "pipe", "pipe"] });
   if (child.pid !== undefined) {
     live.add(child);
