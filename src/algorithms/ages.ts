@@ -28,6 +28,63 @@ export function windowFromAges(aged: Readonly<LimitState>, D: number, now: numbe
   out.c = aged.c;
 }
 
+/**
+ * How far past this node's window end a handed-off fixed window may end before its count is
+ * carried into the next window: clocks within this of each other release a count at most
+ * this early, rather than hold every hand-off's count a whole window longer. It covers the
+ * age a sender whose clock stepped back may stamp (a start up to the age tolerance after
+ * the send, AGE_TOLERANCE_MS), so a carry never reaches past the next window.
+ */
+export const CARRY_SLACK_MS = 1000;
+
+/**
+ * Fixed windows: the sender's window, put on this clock (it began at now − age), must count
+ * until its own end. Invariant: a handed-off count is never released before the sender's
+ * window would have ended (up to CARRY_SLACK_MS). When that end lies past this node's
+ * current window (a skew of more than the slack, either direction), the state is placed in
+ * the next window, whose start is in the future: fixedWindow counts a state whose start is
+ * at or after the current window's (carriedStart), so the count holds now and through the
+ * next window (held up to one window longer, never released early). A window still open on
+ * the sender (age < D) stays at least in this node's current window; an ended one keeps how
+ * many windows ago it began, as windowFromAges does.
+ *
+ * The carry is made here, by the receiver, after checkWindowAges: the wire never carries a
+ * start after the send beyond the age tolerance. A carried state sent on is sent as begun
+ * at its send (windowLeaving), and its next receiver carries it again where it must.
+ */
+export function fixedWindowFromAges(aged: Readonly<LimitState>, D: number, now: number, out: LimitState): void {
+  const current = now - (now % D);
+  // The start of this node's window holding the sender's last millisecond but the slack.
+  const last = now - aged.a + D - 1 - CARRY_SLACK_MS;
+  const windowsAgo = Math.max(0, Math.floor(aged.a / D));
+  out.a = Math.min(current + D, Math.max(last - (last % D), current - windowsAgo * D));
+  out.b = aged.b;
+  out.c = aged.c;
+}
+
+/**
+ * Windows, as they leave this node (Algorithm.leaving: a hand-off, a replica, a snapshot): a
+ * start after `now` (a fixed window carried into the next one by fixedWindowFromAges) is
+ * written as `now`, so no state on the wire or on disk is stamped after its send, and the
+ * reader's check (checkWindowAges) stays as strict as for a forged one. Invariant: a
+ * handed-off count is never released before the sender's window would have ended. The
+ * reader takes a window begun at `now`, which ends at now + D: not before the window the
+ * count was carried for (its first sender's, which ended by the receive + D), so it carries
+ * the count again where its own window would end first. It may hold it up to a window longer.
+ */
+export function windowLeaving(state: Readonly<LimitState>, now: number, out: LimitState): void {
+  out.a = Math.min(state.a, now);
+  out.b = state.b;
+  out.c = state.c;
+}
+
+/** Buckets and concurrency leases leave as they are: nothing carries them ahead (their checkAged bounds how far ahead a time may be). */
+export function timesAsTheyAre(state: Readonly<LimitState>, _now: number, out: LimitState): void {
+  out.a = state.a;
+  out.b = state.b;
+  out.c = state.c;
+}
+
 /** Buckets (b = time of the level in a): that time's age. */
 export function bucketToAges(state: Readonly<LimitState>, now: number, out: LimitState): void {
   out.a = state.a;

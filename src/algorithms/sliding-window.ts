@@ -1,6 +1,6 @@
 import { MAX_COUNT, settleCharge } from "./charge.js";
 import { ceilDiv, floorDiv } from "./integer.js";
-import { checkWindowAges, windowFromAges, windowToAges } from "./ages.js";
+import { checkWindowAges, windowFromAges, windowLeaving, windowToAges } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -118,6 +118,7 @@ export const slidingWindow: Algorithm<"sliding-window"> = {
     return checkWindowAges(aged, 2, D, bounds);
   },
 
+  leaving: windowLeaving,
   toAges: windowToAges,
   fromAges: windowFromAges,
 };
