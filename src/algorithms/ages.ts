@@ -15,21 +15,7 @@ export function windowToAges(state: Readonly<LimitState>, now: number, out: Limi
 }
 
 /**
- * Windows are aligned to the epoch of each node's own clock, so a window start cannot keep
- * its exact age on a skewed reader: it keeps how many whole windows ago it began. The
- * sender's current window (age < D) becomes the reader's current window with its counts,
- * the one before becomes the one before, whatever the skew. A start slightly in the future
- * (a sender whose clock stepped back) reads as the current window.
- */
-export function windowFromAges(aged: Readonly<LimitState>, D: number, now: number, out: LimitState): void {
-  const windowsAgo = Math.max(0, Math.floor(aged.a / D));
-  out.a = now - (now % D) - windowsAgo * D;
-  out.b = aged.b;
-  out.c = aged.c;
-}
-
-/**
- * How far past this node's window end a handed-off fixed window may end before its count is
+ * How far past this node's window end a handed-off window may end before its count is
  * carried into the next window: clocks within this of each other release a count at most
  * this early, rather than hold every hand-off's count a whole window longer. It covers the
  * age a sender whose clock stepped back may stamp (a start up to the age tolerance after
@@ -38,23 +24,26 @@ export function windowFromAges(aged: Readonly<LimitState>, D: number, now: numbe
 export const CARRY_SLACK_MS = 1000;
 
 /**
- * Fixed windows: the sender's window, put on this clock (it began at now − age), must count
- * until its own end. Invariant: a handed-off count is never released before the sender's
- * window would have ended (up to CARRY_SLACK_MS). When that end lies past this node's
- * current window (a skew of more than the slack, either direction), the state is placed in
- * the next window, whose start is in the future: fixedWindow counts a state whose start is
- * at or after the current window's (carriedStart), so the count holds now and through the
- * next window (held up to one window longer, never released early). A window still open on
- * the sender (age < D) stays at least in this node's current window; an ended one keeps how
- * many windows ago it began, as windowFromAges does.
+ * Windows are aligned to the epoch of each node's own clock, so a window start cannot keep
+ * its exact age on a skewed reader. The sender's window began at now − age on this clock and
+ * must weigh here at least as long and as much as there. Invariant: a handed-off count is
+ * never released before the sender's window would have ended (up to CARRY_SLACK_MS). So the
+ * state goes into this node's first window that begins no earlier than the sender's (less
+ * the slack): a window that ends, and for the sliding window starts to fade, no earlier.
+ * When the sender's window ends after this node's current one (a skew of more than the slack,
+ * either direction), that is the next window, whose start is in the future: a carried state.
+ * Both windows count it now and through that window (carriedStart), and new requests join it
+ * there: held up to one window longer, never released early. A start never lands earlier
+ * than the same number of whole windows ago as on the sender (the sender's current window is
+ * at least this node's current one), nor later than the next window.
  *
  * The carry is made here, by the receiver, after checkWindowAges: the wire never carries a
- * start after the send beyond the age tolerance. A carried state sent on is sent as begun
- * at its send (windowLeaving), and its next receiver carries it again where it must.
+ * start after the send beyond the age tolerance. A carried state sent on leaves as begun at
+ * its send (windowLeaving), and its next receiver carries it again where it must.
  */
-export function fixedWindowFromAges(aged: Readonly<LimitState>, D: number, now: number, out: LimitState): void {
+export function windowFromAges(aged: Readonly<LimitState>, D: number, now: number, out: LimitState): void {
   const current = now - (now % D);
-  // The start of this node's window holding the sender's last millisecond but the slack.
+  // This node's window holding the sender's window's last millisecond but the slack.
   const last = now - aged.a + D - 1 - CARRY_SLACK_MS;
   const windowsAgo = Math.max(0, Math.floor(aged.a / D));
   out.a = Math.min(current + D, Math.max(last - (last % D), current - windowsAgo * D));
@@ -62,9 +51,15 @@ export function fixedWindowFromAges(aged: Readonly<LimitState>, D: number, now: 
   out.c = aged.c;
 }
 
+/** The window a request at `now` counts in: the current one, or a later one a carried state holds (windowFromAges). */
+export function carriedStart(state: Readonly<LimitState> | null, now: number, D: number): number {
+  const current = now - (now % D);
+  return state !== null && state.a > current ? state.a : current;
+}
+
 /**
  * Windows, as they leave this node (Algorithm.leaving: a hand-off, a replica, a snapshot): a
- * start after `now` (a fixed window carried into the next one by fixedWindowFromAges) is
+ * start after `now` (a window carried into the next one by windowFromAges) is
  * written as `now`, so no state on the wire or on disk is stamped after its send, and the
  * reader's check (checkWindowAges) stays as strict as for a forged one. Invariant: a
  * handed-off count is never released before the sender's window would have ended. The

@@ -1,4 +1,4 @@
-import { checkWindowAges, fixedWindowFromAges, windowLeaving, windowToAges } from "./ages.js";
+import { carriedStart, checkWindowAges, windowFromAges, windowLeaving, windowToAges } from "./ages.js";
 import { MAX_COUNT, settleCharge } from "./charge.js";
 import type { Algorithm, LimitState } from "./types.js";
 
@@ -7,16 +7,10 @@ export function fixedWindowStart(now: number, durationMs: number): number {
   return now - (now % durationMs);
 }
 
-/** The window a request at `now` counts in: the current one, or a later one a carried state holds. */
-function carriedStart(state: Readonly<LimitState> | null, now: number, durationMs: number): number {
-  const current = fixedWindowStart(now, durationMs);
-  return state !== null && state.a > current ? state.a : current;
-}
-
 /**
  * Up to `limit` requests per window, windows aligned to the Unix epoch: [k·D, (k+1)·D).
  * State: a = window start (ms), b = requests counted in that window. A start after the
- * current window's (a count carried past a skewed hand-off, fixedWindowFromAges) counts now
+ * current window's (a count carried past a skewed hand-off, ages.ts windowFromAges) counts now
  * too, and new requests join it there: it ends with the later window. Invariant: a
  * handed-off count is never released before the sender's window would have ended.
  */
@@ -96,12 +90,12 @@ export const fixedWindow: Algorithm<"fixed-window"> = {
   checkAged(aged, D, bounds) {
     // a = the window start's age, b = its count, c = 0; a window older than one counts nothing.
     // No start after the send beyond the tolerance, not even a carried one: windowLeaving
-    // sends those as begun at the send, and fixedWindowFromAges carries them here again.
+    // sends those as begun at the send, and windowFromAges carries them here again.
     if (aged.c !== 0) return "invalid";
     return checkWindowAges(aged, 1, D, bounds);
   },
 
   leaving: windowLeaving,
   toAges: windowToAges,
-  fromAges: fixedWindowFromAges,
+  fromAges: windowFromAges,
 };

@@ -110,8 +110,8 @@ export interface Algorithm<Name extends string = string> {
   expiresAt(state: Readonly<LimitState>, limit: number, durationMs: number): number;
   /**
    * The state as it leaves this node at `now` (a hand-off, a replica, a snapshot), before
-   * toAges: what this node alone may hold is put as another node must read it. A fixed window
-   * carried into a later window (fromAges) leaves as begun at `now` (ages.ts windowLeaving),
+   * toAges: what this node alone may hold is put as another node must read it. A
+   * window carried into a later one (fromAges) leaves as begun at `now` (ages.ts windowLeaving),
    * so no state on the wire or on disk is stamped after its send. Writes into `out`, which may alias `state`.
    */
   leaving(state: Readonly<LimitState>, now: number, out: LimitState): void;
@@ -123,9 +123,9 @@ export interface Algorithm<Name extends string = string> {
   toAges(state: Readonly<LimitState>, now: number, out: LimitState): void;
   /**
    * The inverse, on the reader's clock `now`. Buckets keep each age exactly; windows, which
-   * each node aligns to its own clock, keep how many whole windows ago they began (ages.ts);
-   * a fixed window whose sender's window ends after the reader's current one is carried into
-   * the reader's next window (fixedWindowFromAges).
+   * each node aligns to its own clock, keep how many whole windows ago they began, or are
+   * carried into the reader's next window when the sender's would end after the reader's
+   * current one (ages.ts windowFromAges).
    * Writes into `out`, which may alias `aged`.
    */
   fromAges(aged: Readonly<LimitState>, durationMs: number, now: number, out: LimitState): void;

@@ -9,6 +9,7 @@ import { CARRY_SLACK_MS } from "../../src/algorithms/ages.js";
 const D = 60_000;
 const T0 = 1_800_000_000_000; // a window start
 const SKEWS = [-300_000, -30_001, -1, 0, 1, 29_999, 30_000, 300_000];
+const BOUNDS = { maxLimit: 1000, maxDurationMs: 86_400_000, ageToleranceMs: 1000 };
 
 /** A state after `n` requests at `at`. */
 function used(code: number, n: number, at: number): LimitState {
@@ -57,22 +58,58 @@ t.test("buckets: read on a skewed clock, the next requests get exactly the answe
   }
 });
 
-t.test("sliding windows: the sender's current window is the reader's current window, whatever the skew and phase", async (t) => {
-  for (const code of [1]) {
-    const alg = ALGORITHMS[code]!;
-    for (const skew of SKEWS) {
-      for (const phase of [0, 1000, 30_000, D - 1]) {
+t.test("sliding windows: a handed-off count weighs on the reader, behind or ahead, at least as on the sender", async (t) => {
+  const alg = ALGORITHMS[1]!;
+  for (const skew of SKEWS) {
+    for (const phase of [0, 1000, 30_000, D - 1]) {
+      for (const [now, before] of [
+        [15, 0],
+        [6, 9],
+      ]) {
+        // `before` requests in the sender's previous window, `now` in its current one, sent at T0 + phase.
         const sentAt = T0 + phase;
-        const state = used(code, 15, sentAt);
-        const readAt = sentAt + skew;
-        const moved = carried(code, state, sentAt, readAt);
-        t.equal(moved.a, readAt - (readAt % D), `${alg.name} skew ${skew} phase ${phase}: the reader's current window`);
-        t.equal(moved.b, 15, "its count");
-        const here = run(alg, moved, 20, D, readAt);
-        t.equal(here.remaining, 4, "the same requests left as on the sender: 20 − 15 − this one");
+        let s: LimitState | null = before > 0 ? used(1, before, sentAt - D) : null;
+        for (let i = 0; i < now; i++) s = apply(s, run(alg, s, 20, D, sentAt));
+        const moved = carried(1, s!, sentAt, sentAt + skew);
+        const name = `skew ${skew} phase ${phase} (${before} + ${now})`;
+        t.ok(moved.a <= sentAt + skew - ((sentAt + skew) % D) + D, `${name}: at most the reader's next window`);
+        let wrong = "";
+        // Every 250 ms over the next two windows: no more admitted on the reader than on the sender a slack later.
+        for (let after = 0; after <= 2 * D && wrong === ""; after += 250) {
+          const here = run(alg, moved, 20, D, sentAt + skew + after).remaining;
+          const there = run(alg, s, 20, D, sentAt + after + CARRY_SLACK_MS).remaining;
+          if (here > there) wrong = `${after} ms after the send: ${here} left on the reader, ${there} on the sender`;
+        }
+        t.equal(wrong, "", `${name}: never released before the sender would release it`);
+        t.ok(run(alg, moved, 20, D, moved.a + 2 * D).remaining === 19, `${name}: released two windows after the window it landed in`);
       }
     }
   }
+});
+
+t.test("sliding windows: requests join a carried count at its start's weights, and merges keep all that weighs now", async (t) => {
+  const alg = ALGORITHMS[1]!;
+  const now = T0 + 40_000;
+  const carriedState = { a: T0 + D, b: 6, c: 9 }; // carried into the next window: 6 there, 9 in this one
+  const first = run(alg, carriedState, 20, D, now);
+  t.same([first.allowed, first.remaining, first.a, first.b, first.c], [true, 4, T0 + D, 7, 9], "counted into the carried window, both counts whole");
+  const full = { a: T0 + D, b: 11, c: 9 };
+  const blocked = run(alg, full, 20, D, now);
+  t.equal(blocked.allowed, false, "full until the carried window begins");
+  // From T0 + D the 9 fade: one more fits once 9 × (D − e) ≤ (20 − 1 − 11) × D, e = D − 8D/9.
+  t.equal(blocked.retryAfterMs, T0 + D + (D - Math.floor((8 * D) / 9)) - now, "retry counted from the carried window's start");
+  t.equal(run(alg, full, 20, D, now + blocked.retryAfterMs).allowed, true, "allowed then");
+  t.equal(run(alg, full, 20, D, now + blocked.retryAfterMs - 1).allowed, false, "not a millisecond before");
+  const merged = { a: 0, b: 0, c: 0 };
+  alg.merge(carriedState, { a: T0, b: 3, c: 2 }, D, now, merged);
+  t.same(merged, { a: T0 + D, b: 6, c: 14 }, "a current state beside a carried one: all it weighs now goes whole into the previous count");
+  alg.merge(carriedState, { a: T0 - D, b: 3, c: 2 }, D, now, merged);
+  t.same(merged, { a: T0 + D, b: 6, c: 12 }, "the previous window's count still weighs; the one before it does not");
+  alg.mergeCopies(carriedState, { a: T0, b: 12, c: 0 }, D, now, merged);
+  t.same(merged, { a: T0 + D, b: 6, c: 12 }, "copies: the larger count, window by window");
+  t.equal(alg.checkAged({ a: -D, b: 3, c: 1 }, D, BOUNDS), "invalid", "a carried start on the wire is refused like a forged one");
+  alg.leaving(carriedState, now, merged);
+  t.same(merged, { a: now, b: 6, c: 9 }, "it leaves as begun at the send");
 });
 
 t.test("windows keep how many whole windows ago they began; a start slightly ahead reads as current", async (t) => {
@@ -84,8 +121,6 @@ t.test("windows keep how many whole windows ago they began; a start slightly ahe
   alg.fromAges({ a: -500, b: 9, c: 2 }, D, readAt, out);
   t.same(out, { a: T0 + 7 * D, b: 9, c: 2 }, "a start 500 ms after the send is the current window");
 });
-
-const BOUNDS = { maxLimit: 1000, maxDurationMs: 86_400_000, ageToleranceMs: 1000 };
 
 t.test("fixed windows: a handed-off count holds until the sender's window ends, on a reader behind or ahead", async (t) => {
   const alg = ALGORITHMS[0]!;

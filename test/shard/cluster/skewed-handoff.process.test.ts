@@ -7,11 +7,13 @@ import { LIBFAKETIME } from "../../harness/faketime.js";
 
 // Issue 32, skewed hand-offs: node 0 fills a window of a key, then hands it to node 1, whose
 // clock is SKEW_S behind or ahead, so node 1's window ends while node 0's would still run.
-// Invariant (algorithms/ages.ts fixedWindowFromAges): a handed-off count is never released
+// Invariant (algorithms/ages.ts windowFromAges): a handed-off count is never released
 // before the sender's window would have ended. Before, node 1 put it into its own current
 // window and admitted the whole limit again when that ended: 2× the limit within node 0's window.
 
 t.teardown(closeAgents);
+// Four hand-offs, each waiting for a window end 22 to 70 s away (three tries each at most on a loaded machine).
+t.setTimeout(600_000);
 
 const SKEW_S = 30;
 const LIMIT = 20;
