@@ -3,6 +3,7 @@ import { closeAgents } from "../../harness/http-client.js";
 import { hit, metric, startCluster, waitForRing, type TestCluster } from "../../harness/cluster.js";
 import type { NodeProcess } from "../../harness/node-process.js";
 import { sleep } from "../../harness/wait.js";
+import { SHARE_MIN_LIMIT, shareOf } from "../../../src/shard/local/share-rule.js";
 import { LIBFAKETIME } from "../../harness/faketime.js";
 
 // Issue 32, skewed hand-offs: node 0 fills a window of a key, then hands it to node 1, whose
@@ -12,7 +13,7 @@ import { LIBFAKETIME } from "../../harness/faketime.js";
 // window and admitted the whole limit again when that ended: 2× the limit within node 0's window.
 
 t.teardown(closeAgents);
-// Four hand-offs, each waiting for a window end 22 to 70 s away (three tries each at most on a loaded machine).
+// Six hand-offs, each waiting for a window end 22 to 70 s away (three tries each at most on a loaded machine).
 t.setTimeout(600_000);
 
 const SKEW_S = 30;
@@ -49,6 +50,7 @@ async function geometry(sign: number, after: readonly [number, number]): Promise
 }
 
 interface HandedOff extends Geometry {
+  limit: number;
   cluster: TestCluster;
   node0: NodeProcess;
   id: string;
@@ -57,10 +59,10 @@ interface HandedOff extends Geometry {
 
 /**
  * Two real nodes, node 1 on a clock SKEW_S off (libfaketime). With node 1 away, node 0 decides
- * a key of node 1's and admits LIMIT in its window; node 1 comes back and receives the key
+ * a key of node 1's and admits `limit` in its window; node 1 comes back and receives the key
  * before its own window ends. undefined: the hand-off came too late on this machine.
  */
-async function handOff(t: Test, algorithm: string, sign: number, after: readonly [number, number]): Promise<HandedOff | undefined> {
+async function handOff(t: Test, algorithm: string, sign: number, after: readonly [number, number], limit = LIMIT): Promise<HandedOff | undefined> {
   const skewed = { LD_PRELOAD: LIBFAKETIME!, FAKETIME: `${sign < 0 ? "-" : "+"}${SKEW_S}s`, FAKETIME_DONT_FAKE_MONOTONIC: "1" };
   const cluster = await startCluster(2, { LOG_LEVEL: "info" }, (i) => (i === 1 ? skewed : {}));
   t.teardown(() => cluster.stop());
@@ -73,8 +75,8 @@ async function handOff(t: Test, algorithm: string, sign: number, after: readonly
   const g = await geometry(sign, after);
   const fw = { algorithm, duration: g.windowS };
   let filled = 0;
-  for (let i = 0; i < LIMIT + 5; i++) if ((await hit(node0, id, LIMIT, fw)).json.data.allowed === true) filled++;
-  t.equal(filled, LIMIT, "node 0 admits the limit in its window");
+  for (let i = 0; i < limit + 5; i++) if ((await hit(node0, id, limit, fw)).json.data.allowed === true) filled++;
+  t.equal(filled, limit, "node 0 admits the limit in its window");
 
   // Node 1 back: node 0 hands the key to it before node 1's window ends.
   const back = await cluster.restart(1);
@@ -86,17 +88,17 @@ async function handOff(t: Test, algorithm: string, sign: number, after: readonly
     return undefined;
   }
   t.equal(await metric(back, "ringlimit_stored_keys"), 1, "node 1 received the key");
-  const before = await hit(node0, id, LIMIT, { ...fw, cost: 0 });
+  const before = await hit(node0, id, limit, { ...fw, cost: 0 });
   t.notOk(before.json.data.degraded, "decided by node 1");
   t.not(before.json.data.allowed, true, "node 1 holds the count");
-  return { ...g, cluster, node0, id, fw };
+  return { ...g, limit, cluster, node0, id, fw };
 }
 
 /** Requests admitted undegraded, of `n` sent now. */
 async function admitted(h: HandedOff, n: number): Promise<number> {
   let count = 0;
   for (let i = 0; i < n; i++) {
-    const r = await hit(h.node0, h.id, LIMIT, h.fw);
+    const r = await hit(h.node0, h.id, h.limit, h.fw);
     if (r.json.data.allowed === true && !r.json.data.degraded) count++;
   }
   return count;
@@ -135,4 +137,27 @@ for (const sign of [-1, 1]) {
     t.equal(n, 0, "nothing admitted again within node 0's window");
     t.ok(Date.now() / 1000 < h.node0End, "asked within node 0's window");
   });
+}
+
+for (const sign of [-1, 1]) {
+  const direction = sign < 0 ? "behind" : "ahead";
+  t.test(
+    `shared fixed window (limit ${SHARE_MIN_LIMIT}) handed to node 1 ${SKEW_S} s ${direction}: at most node 0's share of node 1's next window`,
+    async (t) => {
+      if (LIBFAKETIME === undefined) return t.plan(0, "libfaketime not installed (Debian: apt-get install -y libfaketime)");
+      let h: HandedOff | undefined;
+      for (let attempt = 0; attempt < ATTEMPTS && h === undefined; attempt++) h = await handOff(t, "fixed-window", sign, [15, Infinity], SHARE_MIN_LIMIT);
+      if (h === undefined) throw new Error(`no hand-off before node 1's window ended in ${ATTEMPTS} attempts`);
+      await sleep(Math.max(0, (h.node1End + 1) * 1000 - Date.now()));
+      // Node 1 holds the carried count; node 0, now a member, may answer its share by rule of
+      // node 1's next window, which began (on node 1's clock) before node 0's window ends.
+      const n = await admitted(h, SHARE_MIN_LIMIT + 100);
+      const share = shareOf(0, SHARE_MIN_LIMIT);
+      t.comment(
+        `shared fixed window, skew ${sign * SKEW_S} s: admitted undegraded after node 1's window ended: ${n} of ${SHARE_MIN_LIMIT + 100} (a share is ${share})`,
+      );
+      t.ok(n <= share, "no more than node 0's share of node 1's next window");
+      t.ok(Date.now() / 1000 < h.node0End, "asked within node 0's window");
+    },
+  );
 }
