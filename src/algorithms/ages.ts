@@ -66,18 +66,22 @@ export function carriedStart(state: Readonly<LimitState> | null, now: number, D:
  * reader takes a window begun at `now`, which ends at now + D: not before the window the
  * count was carried for (its first sender's, which ended by the receive + D), so it carries
  * the count again where its own window would end first. It may hold it up to a window longer.
+ * Returns how far the start moved back (ms): the state's expiry moves back as far.
  */
-export function windowLeaving(state: Readonly<LimitState>, now: number, out: LimitState): void {
-  out.a = Math.min(state.a, now);
+export function windowLeaving(state: Readonly<LimitState>, now: number, out: LimitState): number {
+  const earlier = Math.max(0, state.a - now);
+  out.a = state.a - earlier;
   out.b = state.b;
   out.c = state.c;
+  return earlier;
 }
 
 /** Buckets and concurrency leases leave as they are: nothing carries them ahead (their checkAged bounds how far ahead a time may be). */
-export function timesAsTheyAre(state: Readonly<LimitState>, _now: number, out: LimitState): void {
+export function timesAsTheyAre(state: Readonly<LimitState>, _now: number, out: LimitState): number {
   out.a = state.a;
   out.b = state.b;
   out.c = state.c;
+  return 0;
 }
 
 /** Buckets (b = time of the level in a): that time's age. */

@@ -112,9 +112,11 @@ export interface Algorithm<Name extends string = string> {
    * The state as it leaves this node at `now` (a hand-off, a replica, a snapshot), before
    * toAges: what this node alone may hold is put as another node must read it. A
    * window carried into a later one (fromAges) leaves as begun at `now` (ages.ts windowLeaving),
-   * so no state on the wire or on disk is stamped after its send. Writes into `out`, which may alias `state`.
+   * so no state on the wire or on disk is stamped after its send. Writes into `out`, which may
+   * alias `state`; returns how many ms earlier its times were put (0: none), by which the
+   * caller moves the state's expiry back too (it ends as a state begun then would).
    */
-  leaving(state: Readonly<LimitState>, now: number, out: LimitState): void;
+  leaving(state: Readonly<LimitState>, now: number, out: LimitState): number;
   /**
    * The state with each time in it replaced by its age at `now` (ms before `now`, negative
    * for a time after it), for another node to read on its own clock with `fromAges`: nodes'

@@ -131,7 +131,9 @@ function convertInPlace(buf: Buffer, start: number, end: number, now: number, to
       scratch.a = buf.readDoubleBE(o);
       scratch.b = buf.readDoubleBE(o + 8);
       scratch.c = buf.readDoubleBE(o + 16);
-      algorithm.leaving(scratch, now, scratch);
+      // Put earlier: the expiry comes back as far, in whole seconds (never before the state's own).
+      const earlierS = Math.floor(algorithm.leaving(scratch, now, scratch) / 1000);
+      if (earlierS > 0) buf.writeUInt32BE(Math.max(0, buf.readUInt32BE(o + 24) - earlierS), o + 24);
       if (toAges) algorithm.toAges(scratch, now, scratch);
       buf.writeDoubleBE(scratch.a, o);
       buf.writeDoubleBE(scratch.b, o + 8);
