@@ -1,4 +1,5 @@
 import { settleCharge } from "./charge.js";
+import { timesAsTheyAre } from "./ages.js";
 import { ceilDiv, floorDiv } from "./integer.js";
 import type { AgedBounds, AgedVerdict, Algorithm, LimitState } from "./types.js";
 
@@ -252,6 +253,8 @@ export const concurrency: Algorithm<"concurrency"> = {
     const W = bucketMs(D);
     return lastLapse(decode(state, x0), W, 0);
   },
+
+  leaving: timesAsTheyAre,
 
   toAges(state, now, out) {
     // The newest lapse's age in whole seconds, rounded up (negative: still ahead); counts as they are.

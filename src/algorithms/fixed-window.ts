@@ -1,4 +1,4 @@
-import { checkWindowAges, windowFromAges, windowToAges } from "./ages.js";
+import { carriedStart, checkWindowAges, windowFromAges, windowLeaving, windowToAges } from "./ages.js";
 import { MAX_COUNT, settleCharge } from "./charge.js";
 import type { Algorithm, LimitState } from "./types.js";
 
@@ -9,14 +9,17 @@ export function fixedWindowStart(now: number, durationMs: number): number {
 
 /**
  * Up to `limit` requests per window, windows aligned to the Unix epoch: [k·D, (k+1)·D).
- * State: a = window start (ms), b = requests counted in that window.
+ * State: a = window start (ms), b = requests counted in that window. A start after the
+ * current window's (a count carried past a skewed hand-off, ages.ts windowFromAges) counts now
+ * too, and new requests join it there: it ends with the later window. Invariant: a
+ * handed-off count is never released before the sender's window would have ended.
  */
 export const fixedWindow: Algorithm<"fixed-window"> = {
   name: "fixed-window",
   code: 0,
 
   step(state, limit, durationMs, now, out, cost = 1) {
-    const windowStart = fixedWindowStart(now, durationMs);
+    const windowStart = carriedStart(state, now, durationMs);
     const windowEnd = windowStart + durationMs;
     const count = state !== null && state.a === windowStart ? state.b : 0;
     out.resetMs = windowEnd;
@@ -37,7 +40,7 @@ export const fixedWindow: Algorithm<"fixed-window"> = {
   },
 
   charge(state, limit, durationMs, now, out, cost) {
-    const windowStart = fixedWindowStart(now, durationMs);
+    const windowStart = carriedStart(state, now, durationMs);
     const count = state !== null && state.a === windowStart ? state.b : 0;
     const after = Math.min(MAX_COUNT, Math.max(0, count + cost));
     out.a = windowStart;
@@ -47,10 +50,12 @@ export const fixedWindow: Algorithm<"fixed-window"> = {
     settleCharge(this, limit, durationMs, now, out, after <= limit, after);
   },
 
-  merge(x, y, _durationMs, _now, out) {
-    // Counts of an older window no longer matter; counts of the same window add up.
-    if (x.a === y.a) {
-      out.a = x.a;
+  merge(x, y, durationMs, now, out) {
+    // Counts of an older window no longer matter; counts that both count now add up (the
+    // same window, or the current one beside one carried into the next), kept to the later end.
+    const current = fixedWindowStart(now, durationMs);
+    if (x.a === y.a || (x.a >= current && y.a >= current)) {
+      out.a = Math.max(x.a, y.a);
       out.b = x.b + y.b;
     } else {
       const later = x.a > y.a ? x : y;
@@ -60,14 +65,18 @@ export const fixedWindow: Algorithm<"fixed-window"> = {
     out.c = 0;
   },
 
-  mergeCopies(x, y, _durationMs, _now, out) {
-    // One history only moves forward: a later window, or more requests in the same one.
+  mergeCopies(x, y, durationMs, now, out) {
+    // One history only moves forward: a later window, or more requests in the same one (a
+    // count carried into the next window continues the current one's).
     const a = Math.max(x.a, y.a);
-    out.b = Math.max(x.a === a ? x.b : 0, y.a === a ? y.b : 0);
+    const floor = Math.min(a, fixedWindowStart(now, durationMs));
+    out.b = Math.max(x.a >= floor ? x.b : 0, y.a >= floor ? y.b : 0);
     out.a = a;
     out.c = 0;
   },
 
+  // A request counted into a carried window (its start after countedAt's window) is not given
+  // back: the count stays held, erring towards counting.
   refund(state, cost, countedAt, durationMs, _now, out) {
     out.a = state.a;
     out.b = state.a === countedAt - (countedAt % durationMs) ? Math.max(0, state.b - cost) : state.b;
@@ -80,10 +89,13 @@ export const fixedWindow: Algorithm<"fixed-window"> = {
 
   checkAged(aged, D, bounds) {
     // a = the window start's age, b = its count, c = 0; a window older than one counts nothing.
+    // No start after the send beyond the tolerance, not even a carried one: windowLeaving
+    // sends those as begun at the send, and windowFromAges carries them here again.
     if (aged.c !== 0) return "invalid";
     return checkWindowAges(aged, 1, D, bounds);
   },
 
+  leaving: windowLeaving,
   toAges: windowToAges,
   fromAges: windowFromAges,
 };

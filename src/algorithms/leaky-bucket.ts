@@ -1,6 +1,6 @@
 import { ceilDiv, floorDiv } from "./integer.js";
 import { settleCharge } from "./charge.js";
-import { bucketAgesSound, bucketFromAges, bucketToAges } from "./ages.js";
+import { bucketAgesSound, bucketFromAges, bucketToAges, timesAsTheyAre } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -87,6 +87,7 @@ export const leakyBucket: Algorithm<"leaky-bucket"> = {
     return "ok";
   },
 
+  leaving: timesAsTheyAre,
   toAges: bucketToAges,
   fromAges: bucketFromAges,
 };

@@ -1,6 +1,6 @@
 import { ceilDiv, floorDiv } from "./integer.js";
 import { settleCharge } from "./charge.js";
-import { bucketAgesSound, bucketFromAges, bucketToAges } from "./ages.js";
+import { bucketAgesSound, bucketFromAges, bucketToAges, timesAsTheyAre } from "./ages.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -93,6 +93,7 @@ export const tokenBucket: Algorithm<"token-bucket"> = {
     return "ok";
   },
 
+  leaving: timesAsTheyAre,
   toAges: bucketToAges,
   fromAges: bucketFromAges,
 };

@@ -109,6 +109,15 @@ export interface Algorithm<Name extends string = string> {
   /** unix ms at which `state` becomes equivalent to no state at all */
   expiresAt(state: Readonly<LimitState>, limit: number, durationMs: number): number;
   /**
+   * The state as it leaves this node at `now` (a hand-off, a replica, a snapshot), before
+   * toAges: what this node alone may hold is put as another node must read it. A
+   * window carried into a later one (fromAges) leaves as begun at `now` (ages.ts windowLeaving),
+   * so no state on the wire or on disk is stamped after its send. Writes into `out`, which may
+   * alias `state`; returns how many ms earlier its times were put (0: none), by which the
+   * caller moves the state's expiry back too (it ends as a state begun then would).
+   */
+  leaving(state: Readonly<LimitState>, now: number, out: LimitState): number;
+  /**
    * The state with each time in it replaced by its age at `now` (ms before `now`, negative
    * for a time after it), for another node to read on its own clock with `fromAges`: nodes'
    * clocks differ, ages do not (docs/peer-protocol.md). Writes into `out`, which may alias `state`.
@@ -116,7 +125,9 @@ export interface Algorithm<Name extends string = string> {
   toAges(state: Readonly<LimitState>, now: number, out: LimitState): void;
   /**
    * The inverse, on the reader's clock `now`. Buckets keep each age exactly; windows, which
-   * each node aligns to its own clock, keep how many whole windows ago they began (ages.ts).
+   * each node aligns to its own clock, keep how many whole windows ago they began, or are
+   * carried into the reader's next window when the sender's would end after the reader's
+   * current one (ages.ts windowFromAges).
    * Writes into `out`, which may alias `aged`.
    */
   fromAges(aged: Readonly<LimitState>, durationMs: number, now: number, out: LimitState): void;

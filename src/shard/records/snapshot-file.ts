@@ -2,7 +2,7 @@ import { createHmac, hkdfSync, randomBytes, timingSafeEqual, type Hmac } from "n
 import { open, rename, unlink, type FileHandle } from "node:fs/promises";
 import { constants as fsc } from "node:fs";
 import path from "node:path";
-import { forEachRecord, maxRecordBytes, recordBytes, recordLengthAt, writeRecord, MAX_KEY_BYTES } from "./state-records.js";
+import { forEachRecord, leavingInPlace, maxRecordBytes, recordBytes, recordLengthAt, writeRecord, MAX_KEY_BYTES } from "./state-records.js";
 import type { StoredState, TableCopy } from "../table/state-table.js";
 import { syncDirectory, writeFully } from "./durable-io.js";
 
@@ -19,7 +19,9 @@ import { syncDirectory, writeFully } from "./durable-io.js";
  *     then the tag: HMAC-SHA256(header key, header before the tag ‖ HMAC-SHA256(body key, body))
  *   body: the owned states' records, then the replica states' records (state-records.ts),
  *   with the table's absolute times, not the peer channel's ages: the file is read back by
- *   this node, on its own clock, after a downtime an age would not know about.
+ *   this node, on its own clock, after a downtime an age would not know about. Like the peer
+ *   channel's, its states are as they leave the node (Algorithm.leaving): none begins after
+ *   the file was written, so a record that does is refused on load like a forged one.
  *
  * Written to a temporary file of a unique name in the same directory (created with
  * O_EXCL|O_NOFOLLOW: a link planted at that name is never followed), every byte checked,
@@ -116,6 +118,8 @@ export async function writeSnapshot(
           if (o + maxRecordBytes(key) > CHUNK_BYTES) break;
           o = writeRecord(chunk, o, key, copy.a[i]!, copy.b[i]!, copy.c[i]!, copy.expiry[i]!, copy.origin[i]!, copy.born[i]!);
         }
+        // No window start after `now` in the file (a carried one is written as begun now).
+        leavingInPlace(chunk, 0, o, now);
         bodyMac.update(chunk.subarray(0, o));
         longestStepMs = Math.max(longestStepMs, performance.now() - started);
         await writeFully(fh, chunk, o, position);

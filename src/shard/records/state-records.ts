@@ -101,9 +101,24 @@ const scratch: LimitState = { a: 0, b: 0, c: 0 };
 /**
  * Turn the records in buf[start, end), written by writeRecord from this node's table, into
  * the peer channel's form as of `now`, in place: a batch filled over several turns is
- * converted once, when it is sent, so every age is measured at the send.
+ * converted once, when it is sent, so every age is measured at the send. Each state is
+ * first put as it may leave this node (Algorithm.leaving: no window start after the send).
  */
 export function agesInPlace(buf: Buffer, start: number, end: number, now: number): void {
+  convertInPlace(buf, start, end, now, true);
+}
+
+/**
+ * The records in buf[start, end), written by writeRecord from this node's table, as they
+ * may leave it at `now` for a snapshot file (Algorithm.leaving), in place: absolute times,
+ * none after `now` that nothing but a carry put there, so a snapshot read back is checked as
+ * strictly as a peer's state (state-check.ts admitSnapshotState).
+ */
+export function leavingInPlace(buf: Buffer, start: number, end: number, now: number): void {
+  convertInPlace(buf, start, end, now, false);
+}
+
+function convertInPlace(buf: Buffer, start: number, end: number, now: number, toAges: boolean): void {
   const nowS = now / 1000;
   const second = Math.floor(nowS);
   let o = start;
@@ -116,13 +131,18 @@ export function agesInPlace(buf: Buffer, start: number, end: number, now: number
       scratch.a = buf.readDoubleBE(o);
       scratch.b = buf.readDoubleBE(o + 8);
       scratch.c = buf.readDoubleBE(o + 16);
-      algorithm.toAges(scratch, now, scratch);
+      // Put earlier: the expiry comes back as far, in whole seconds (never before the state's own).
+      const earlierS = Math.floor(algorithm.leaving(scratch, now, scratch) / 1000);
+      if (earlierS > 0) buf.writeUInt32BE(Math.max(0, buf.readUInt32BE(o + 24) - earlierS), o + 24);
+      if (toAges) algorithm.toAges(scratch, now, scratch);
       buf.writeDoubleBE(scratch.a, o);
       buf.writeDoubleBE(scratch.b, o + 8);
       buf.writeDoubleBE(scratch.c, o + 16);
     }
-    buf.writeUInt32BE(Math.max(0, Math.ceil(buf.readUInt32BE(o + 24) - nowS)), o + 24);
-    buf.writeUInt32BE(Math.max(0, second - buf.readUInt32BE(o + 32)), o + 32);
+    if (toAges) {
+      buf.writeUInt32BE(Math.max(0, Math.ceil(buf.readUInt32BE(o + 24) - nowS)), o + 24);
+      buf.writeUInt32BE(Math.max(0, second - buf.readUInt32BE(o + 32)), o + 32);
+    }
     o += STATE_BYTES;
   }
 }
@@ -177,7 +197,9 @@ export function forEachRecord(buf: Buffer, start: number, end: number, visit: (k
  */
 export function decodeStates(buf: Buffer): AgedRecord[] {
   const records: AgedRecord[] = [];
-  forEachRecord(buf, 0, buf.length, (key, s) => records.push({ key, state: { a: s.a, b: s.b, c: s.c, expiresInS: s.expiresAt, origin: s.origin, bornAgoS: s.born } }));
+  forEachRecord(buf, 0, buf.length, (key, s) =>
+    records.push({ key, state: { a: s.a, b: s.b, c: s.c, expiresInS: s.expiresAt, origin: s.origin, bornAgoS: s.born } }),
+  );
   return records;
 }
 

@@ -8,7 +8,7 @@
  */
 import t from "tap";
 import { ALGORITHMS, ALGORITHM_NAMES, type Algorithm, type LimitState } from "../../../src/algorithms/index.js";
-import { checkWindowAges, windowFromAges, windowToAges } from "../../../src/algorithms/ages.js";
+import { checkWindowAges, windowFromAges, windowLeaving, windowToAges } from "../../../src/algorithms/ages.js";
 import { fixedWindow } from "../../../src/algorithms/fixed-window.js";
 import { registerForTest } from "../../../src/algorithms/registry.js";
 import { loadConfig } from "../../../src/config.js";
@@ -53,6 +53,7 @@ const tally: Algorithm = {
     swapInPlace(out);
   },
   expiresAt: (state, limit, D) => fixedWindow.expiresAt(swapped(state), limit, D),
+  leaving: windowLeaving,
   toAges: windowToAges,
   fromAges: windowFromAges,
   checkAged(aged, D, bounds) {

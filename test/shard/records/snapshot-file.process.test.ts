@@ -5,6 +5,7 @@ import t, { type Test } from "tap";
 import { canMountTmpfs, fillUpTo, mountTinyTmpfs } from "../../harness/tiny-tmpfs.js";
 import { ALGORITHMS, newStep } from "../../../src/algorithms/index.js";
 import { SNAPSHOT_FORMAT_VERSION, SnapshotRefused, readSnapshot, snapshotKey, writeSnapshot, type SnapshotIdentity } from "../../../src/shard/records/snapshot-file.js";
+import { admitSnapshotState } from "../../../src/shard/records/state-check.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { StateTable, type StoredState } from "../../../src/shard/table/state-table.js";
 
@@ -55,6 +56,36 @@ t.test("owned and replica states round-trip exactly, origins included; no tempor
   t.same(back.replicas, contentsOf(replicas), "replica states, exactly, and told apart");
   t.match(back.contents, { nodeId: "127.0.0.1:7001", writtenAt: T0, owned: 5000, replicas: 300, bytes: written.bytes });
 });
+
+t.test(
+  "a window carried into the next one (a skewed hand-off) is written as begun at the write and read back into that window; a start after the write is refused",
+  async (t) => {
+    const dir = tempDir(t);
+    const file = path.join(dir, "ringlimit.snapshot");
+    const D = 60_000;
+    const now = T0 + 40_000; // T0 is a window start
+    const table = new StateTable(10, T0);
+    const fw = stateKeyOf(0, 60, ringKeyOf("ns", "carried"));
+    const sw = stateKeyOf(1, 60, ringKeyOf("ns", "carried"));
+    table.set(fw, { a: T0 + D, b: 15, c: 0, expiresAt: (T0 + 2 * D) / 1000, origin: 7, born: T0 / 1000 });
+    table.set(sw, { a: T0 + D, b: 6, c: 9, expiresAt: (T0 + 3 * D) / 1000, origin: 7, born: T0 / 1000 });
+    await writeSnapshot(file, IDENTITY, table.copy(), undefined, now);
+    const back = (await readAll(file)).owned;
+    t.equal(back.get(fw)!.a, now, "no start after the write in the file");
+    t.equal(back.get(sw)!.a, now, "sliding windows too");
+    for (const key of [fw, sw]) {
+      const restored = admitSnapshotState(key, back.get(key)!, now + 5000);
+      t.not(restored, "invalid", "loaded");
+      t.equal((restored as StoredState).a, T0 + D, "back in the window it was carried into, counted until its end");
+      t.equal((restored as StoredState).b, key === fw ? 15 : 6, "with its count");
+    }
+    t.equal(
+      admitSnapshotState(fw, { a: T0 + D, b: 15, c: 0, expiresAt: (T0 + 2 * D) / 1000, origin: 7, born: T0 / 1000 }, now + 5000),
+      "invalid",
+      "a record stamped a window ahead of the load is refused, like a peer's",
+    );
+  },
+);
 
 t.test("an empty table writes a valid empty snapshot; a missing file is no snapshot", async (t) => {
   const dir = tempDir(t);

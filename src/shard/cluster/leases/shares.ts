@@ -285,9 +285,11 @@ export class Shares {
       const D = parsed.duration * 1000;
       const windowStart = fixedWindowStart(now, D);
       const s = owned.get(stateKey);
-      const b = (s !== undefined && s.a === windowStart ? s.b : 0) + requests;
-      const expiresAt = Math.ceil((windowStart + D) / 1000);
-      owned.set(stateKey, { a: windowStart, b, c: 0, expiresAt, origin: s?.origin ?? 0, born: s?.born ?? Math.floor(now / 1000) });
+      // A count carried into the next window (a skewed hand-off: algorithms/ages.ts) stays there, with these added.
+      const a = s !== undefined && s.a > windowStart ? s.a : windowStart;
+      const b = (s !== undefined && s.a === a ? s.b : 0) + requests;
+      const expiresAt = Math.ceil((a + D) / 1000);
+      owned.set(stateKey, { a, b, c: 0, expiresAt, origin: s?.origin ?? 0, born: s?.born ?? Math.floor(now / 1000) });
     });
   }
 
