@@ -30,7 +30,12 @@ Needs wrk and the build (npm run build).`,
     seconds: { type: 'number', min: 1, default: 8, help: 'measured seconds per row and round' },
     rounds: { type: 'number', min: 1, default: 3, help: 'rounds; each runs every row once' },
     baseline: { type: 'string', arg: 'DIR', defaultText: 'none', help: "also a 2-node cluster of another checkout's build (DIR/dist/src/main.js)" },
-    replicas: { type: 'number', min: 1, default: 1, help: 'REPLICAS of the 2-node clusters (2 is the default a user runs: each decision also replicated to the other node)' },
+    replicas: {
+      type: 'number',
+      min: 1,
+      default: 1,
+      help: 'REPLICAS of the 2-node clusters (2 is the default a user runs: each decision also replicated to the other node)',
+    },
   },
 })
 const SECONDS = args.seconds

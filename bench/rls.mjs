@@ -353,7 +353,18 @@ async function measure(row) {
   }
 }
 
-const ALL_ROWS = ['limit', 'h2floor', 'h2floor-ringlimit', 'rls1', 'rls1-node', 'rls3', 'rls1-service3', 'rls1-check', 'rls1-charge', ...(BASELINE ? ['rls1-baseline'] : [])]
+const ALL_ROWS = [
+  'limit',
+  'h2floor',
+  'h2floor-ringlimit',
+  'rls1',
+  'rls1-node',
+  'rls3',
+  'rls1-service3',
+  'rls1-check',
+  'rls1-charge',
+  ...(BASELINE ? ['rls1-baseline'] : []),
+]
 const ROWS = args.only ? ALL_ROWS.filter((r) => r === 'limit' || args.only.split(',').includes(r)) : ALL_ROWS
 const results = Object.fromEntries(ROWS.map((r) => [r, []]))
 try {
@@ -399,10 +410,12 @@ if (has('rls1-check') && has('rls1-charge')) {
 }
 if (BASELINE) console.log(`one descriptor, this build / the baseline build: ${(one / med('rls1-baseline', 'usPerCall')).toFixed(2)}×`)
 if (has('h2floor')) console.log(`node:http2 floor (constant gRPC answer) / one POST /limit decision: ${(med('h2floor', 'usPerCall') / limit).toFixed(2)}×`)
-if (has('h2floor-ringlimit')) console.log(`src/rls/h2 floor (constant gRPC answer) / one POST /limit decision: ${(med('h2floor-ringlimit', 'usPerCall') / limit).toFixed(2)}×`)
+if (has('h2floor-ringlimit'))
+  console.log(`src/rls/h2 floor (constant gRPC answer) / one POST /limit decision: ${(med('h2floor-ringlimit', 'usPerCall') / limit).toFixed(2)}×`)
 if (has('rls1-node'))
   console.log(
-  `one descriptor on node:http2 (GRPC_SERVER_IMPL=node-http2) / one POST /limit decision: ${(med('rls1-node', 'usPerCall') / limit).toFixed(2)}×; / its floor: ${(med('rls1-node', 'usPerCall') / med('h2floor', 'usPerCall')).toFixed(2)}×`,
-)
-if (has('rls1') && has('h2floor-ringlimit')) console.log(`one descriptor on src/rls/h2 / its floor: ${(one / med('h2floor-ringlimit', 'usPerCall')).toFixed(2)}×`)
+    `one descriptor on node:http2 (GRPC_SERVER_IMPL=node-http2) / one POST /limit decision: ${(med('rls1-node', 'usPerCall') / limit).toFixed(2)}×; / its floor: ${(med('rls1-node', 'usPerCall') / med('h2floor', 'usPerCall')).toFixed(2)}×`,
+  )
+if (has('rls1') && has('h2floor-ringlimit'))
+  console.log(`one descriptor on src/rls/h2 / its floor: ${(one / med('h2floor-ringlimit', 'usPerCall')).toFixed(2)}×`)
 loadLine()

@@ -12,9 +12,18 @@ list with the real secret at position --position, two ways: the handshake of pro
 (HKDF-SHA256 straight over the secret's bytes) and this build's (scrypt first: clusterKey),
 and prints the cost per guess and the time to reach the secret.`,
   options: {
-    secret: { type: 'string', default: 'ringlimit-production-cluster-secret-do-not-share-2026', help: 'the passphrase to find (it passes the CLUSTER_SECRET rule)' },
+    secret: {
+      type: 'string',
+      default: 'ringlimit-production-cluster-secret-do-not-share-2026',
+      help: 'the passphrase to find (it passes the CLUSTER_SECRET rule)',
+    },
     position: { type: 'number', default: 2183, min: 1, help: 'where the secret sits in the guess list (2,183: where a dictionary attack found it)' },
-    'scrypt-guesses': { type: 'number', default: 8, min: 2, help: "guesses tried with this build's derivation (each costs one scrypt); the time to the secret is extrapolated from them" },
+    'scrypt-guesses': {
+      type: 'number',
+      default: 8,
+      min: 2,
+      help: "guesses tried with this build's derivation (each costs one scrypt); the time to the secret is extrapolated from them",
+    },
   },
 }).values
 const conditions = new RunConditions()
@@ -54,21 +63,30 @@ function attack(transcript, list, rootOf) {
 // that derivation (this build's server no longer answers with it).
 const rawKey = (s) => createSecretKey(Buffer.from(s, 'utf8'))
 const before = attack(capture(rawKey(args.secret)), guesses(args.position), rawKey)
-console.log(`before (protocol 6, HKDF of the secret): found at guess ${before.found + 1} of ${args.position}, ${(before.msPerGuess * 1000).toFixed(1)} µs per guess, ${((before.msPerGuess * args.position) / 1000).toFixed(2)} s to the secret`)
+console.log(
+  `before (protocol 6, HKDF of the secret): found at guess ${before.found + 1} of ${args.position}, ${(before.msPerGuess * 1000).toFixed(1)} µs per guess, ${((before.msPerGuess * args.position) / 1000).toFixed(2)} s to the secret`,
+)
 
 // After: this build's server, keyed by secretKey (scrypt once, cached for the process).
 const startup = performance.now()
 const serverKey = secretKey(args.secret)
-console.log(`start-up: the node derives its cluster key once: ${(performance.now() - startup).toFixed(0)} ms (scrypt N=${CLUSTER_KEY_SCRYPT.N}, r=${CLUSTER_KEY_SCRYPT.r}, p=${CLUSTER_KEY_SCRYPT.p}, ${(128 * CLUSTER_KEY_SCRYPT.N * CLUSTER_KEY_SCRYPT.r) / 2 ** 20} MiB)`)
+console.log(
+  `start-up: the node derives its cluster key once: ${(performance.now() - startup).toFixed(0)} ms (scrypt N=${CLUSTER_KEY_SCRYPT.N}, r=${CLUSTER_KEY_SCRYPT.r}, p=${CLUSTER_KEY_SCRYPT.p}, ${(128 * CLUSTER_KEY_SCRYPT.N * CLUSTER_KEY_SCRYPT.r) / 2 ** 20} MiB)`,
+)
 const transcript = capture(serverKey)
 const rawMiss = attack(transcript, [args.secret], rawKey)
-console.log(`the protocol 6 guess of the right secret against this build's transcript: ${rawMiss.found === 0 ? 'MATCHES (the oracle is still cheap)' : 'no match: a guess needs scrypt'}`)
+console.log(
+  `the protocol 6 guess of the right secret against this build's transcript: ${rawMiss.found === 0 ? 'MATCHES (the oracle is still cheap)' : 'no match: a guess needs scrypt'}`,
+)
 // Guesses bypass the process cache: each is a fresh scrypt, as for an attacker.
 const { scryptSync } = await import('node:crypto')
 const stretched = (s) => createSecretKey(scryptSync(Buffer.from(s, 'utf8'), 'ringlimit cluster key v1', 32, CLUSTER_KEY_SCRYPT))
 const after = attack(transcript, guesses(args['scrypt-guesses']), stretched)
-if (after.found !== args['scrypt-guesses'] - 1) throw new Error('the right guess did not match this build\'s transcript: the bench and the handshake disagree')
-if (!clusterKey(args.secret).equals(scryptSync(Buffer.from(args.secret, 'utf8'), 'ringlimit cluster key v1', 32, CLUSTER_KEY_SCRYPT))) throw new Error('clusterKey differs from the bench\'s scrypt')
-console.log(`after (scrypt, then HKDF): ${after.msPerGuess.toFixed(1)} ms per guess (${args['scrypt-guesses']} guesses, the secret found at the last), ${((after.msPerGuess * args.position) / 1000).toFixed(0)} s to reach guess ${args.position} on one core`)
+if (after.found !== args['scrypt-guesses'] - 1) throw new Error("the right guess did not match this build's transcript: the bench and the handshake disagree")
+if (!clusterKey(args.secret).equals(scryptSync(Buffer.from(args.secret, 'utf8'), 'ringlimit cluster key v1', 32, CLUSTER_KEY_SCRYPT)))
+  throw new Error("clusterKey differs from the bench's scrypt")
+console.log(
+  `after (scrypt, then HKDF): ${after.msPerGuess.toFixed(1)} ms per guess (${args['scrypt-guesses']} guesses, the secret found at the last), ${((after.msPerGuess * args.position) / 1000).toFixed(0)} s to reach guess ${args.position} on one core`,
+)
 console.log(`cost per guess: ×${Math.round(after.msPerGuess / before.msPerGuess).toLocaleString('en')}`)
 conditions.print()

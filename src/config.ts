@@ -139,7 +139,11 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
     "ms after a silent or slow peer leaves this node's ring during which its keys answer degraded here (it may still be counting them); 0: taken over at once (unset: FAILURE_TIMEOUT_MS)",
   ],
   maxClockSkewMs: ["MAX_CLOCK_SKEW_MS", int(1, 3_600_000), "warn when a peer's wall clock differs from this node's by more than this many ms"],
-  peerProtocolMax: ["PEER_PROTOCOL_MAX", int(PROTOCOL_MIN, PROTOCOL_VERSION), `newest peer protocol version this node speaks, ${PROTOCOL_MIN} to ${PROTOCOL_VERSION} (docs/operations.md, Rolling upgrades)`],
+  peerProtocolMax: [
+    "PEER_PROTOCOL_MAX",
+    int(PROTOCOL_MIN, PROTOCOL_VERSION),
+    `newest peer protocol version this node speaks, ${PROTOCOL_MIN} to ${PROTOCOL_VERSION} (docs/operations.md, Rolling upgrades)`,
+  ],
   dnsIntervalMs: ["DNS_INTERVAL_MS", int(100, 3_600_000), "ms between PEERS_DNS lookups"],
   dnsServer: ["DNS_SERVER", str, "host:port of the DNS server for PEERS_DNS (unset: the system resolver)"],
   drainTimeoutMs: ["DRAIN_TIMEOUT_MS", int(0, 3_600_000), "on SIGTERM, ms to finish requests and hand states over"],

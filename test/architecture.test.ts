@@ -74,7 +74,10 @@ t.test("only tests register an algorithm beside the offered ones", async (t) => 
 });
 
 t.test("config.ts reads settings and imports nothing from shard/: every arrow runs down to it", async (t) => {
-  t.same(violations((f) => f === path.join(SRC, "config.ts"), inside("shard")), []);
+  t.same(
+    violations((f) => f === path.join(SRC, "config.ts"), inside("shard")),
+    [],
+  );
 });
 
 t.test("shard/: the ring, the table, the owner's decisions and records never import the cluster", async (t) => {
@@ -125,7 +128,10 @@ t.test("rls/ (Envoy's rate limit service) reaches shard/ only through the compos
 
 t.test("rls/ imports nothing from http/; auth/ imports nothing of src/", async (t) => {
   t.same(violations(inside("rls"), inside("http")), []);
-  t.same(violations(inside("auth"), (d) => d.startsWith(SRC) && !inside("auth")(d)), []);
+  t.same(
+    violations(inside("auth"), (d) => d.startsWith(SRC) && !inside("auth")(d)),
+    [],
+  );
 });
 
 t.test(`src/ root holds at most ${MAX_ROOT_FILES} files`, async (t) => {

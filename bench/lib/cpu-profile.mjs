@@ -9,8 +9,19 @@ const RULES = [
   ['GC', (f) => f === '(garbage collector)'],
   ['native, outside JS (uWS HTTP, libuv, syscalls)', (f) => f === '(program)'],
   ['frame tags (HMAC-SHA256)', (f, u) => u.includes('node:internal/crypto') || u.endsWith('/peer/link/session.js')],
-  ['socket writes (write syscalls; on loopback they carry the TCP delivery too)', (f, u) => (u.includes('stream_base_commons') && f !== 'onStreamRead') || f === 'Socket._writeGeneric' || f === 'Socket._write' || f === 'writeOrBuffer' || f === 'Writable.write'],
-  ['socket reads (node:net, stream events)', (f, u) => u.includes('stream_base_commons') || u === 'node:net' || u.includes('node:internal/streams') || u.includes('node:internal/net')],
+  [
+    'socket writes (write syscalls; on loopback they carry the TCP delivery too)',
+    (f, u) =>
+      (u.includes('stream_base_commons') && f !== 'onStreamRead') ||
+      f === 'Socket._writeGeneric' ||
+      f === 'Socket._write' ||
+      f === 'writeOrBuffer' ||
+      f === 'Writable.write',
+  ],
+  [
+    'socket reads (node:net, stream events)',
+    (f, u) => u.includes('stream_base_commons') || u === 'node:net' || u.includes('node:internal/streams') || u.includes('node:internal/net'),
+  ],
   ['timers', (f, u) => u.includes('node:internal/timers') || u === 'node:timers'],
   ['setImmediate', (f) => f === 'processImmediate'],
   ['promises, nextTick', (f, u) => f === 'processTicksAndRejections' || f === 'runMicrotasks' || u.includes('node:internal/process/task_queues')],

@@ -102,7 +102,13 @@ const tick = setInterval(() => {
     measuring = false
     process.stdout.write(
       'BENCHJSON ' +
-        JSON.stringify({ completed, status, wallSec, late, latencyUs: { p50: hist.percentile(50), p99: hist.percentile(99), p999: hist.percentile(99.9), max: hist.max } }) +
+        JSON.stringify({
+          completed,
+          status,
+          wallSec,
+          late,
+          latencyUs: { p50: hist.percentile(50), p99: hist.percentile(99), p999: hist.percentile(99.9), max: hist.max },
+        }) +
         '\n',
     )
     for (const c of conns) c.socket.destroy()

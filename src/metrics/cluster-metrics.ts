@@ -91,7 +91,12 @@ export class ClusterMetrics {
       registry,
     );
     pulledGauge(registry, "ringlimit_ring_members", "Members on this node's ring (itself included): the ones it believes alive", sources.members);
-    pulledGauge(registry, "ringlimit_configured_members", "Members from PEERS / PEERS_DNS (itself included), less those that left gracefully (SIGTERM)", sources.configured);
+    pulledGauge(
+      registry,
+      "ringlimit_configured_members",
+      "Members from PEERS / PEERS_DNS (itself included), less those that left gracefully (SIGTERM)",
+      sources.configured,
+    );
     pulledGauge(
       registry,
       "ringlimit_cluster_quorum",

@@ -271,7 +271,7 @@ export class GlobIndex<T> {
     const prefixCan = (this.firstUnits[unit >> 5]! & (1 << (unit & 31))) !== 0;
     const end = exactToo ? n : prefixCan ? Math.min(n, this.longestPrefix) : 0;
     let h = FNV_OFFSET;
-    for (let i = 0; i < end; ) {
+    for (let i = 0; i < end;) {
       h = Math.imul(h ^ value.charCodeAt(i), FNV_PRIME);
       if ((marks[++i]! & STAR) === 0 || !prefixCan) continue;
       const group = this.prefixes.find(finish(h), i, value);

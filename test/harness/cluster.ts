@@ -68,11 +68,7 @@ export async function startCluster(
   }
 }
 
-async function startClusterOnce(
-  n: number,
-  extraEnv: Record<string, string>,
-  perNode: (index: number) => Record<string, string>,
-): Promise<TestCluster> {
+async function startClusterOnce(n: number, extraEnv: Record<string, string>, perNode: (index: number) => Record<string, string>): Promise<TestCluster> {
   const httpPorts: number[] = [];
   const peerPorts: number[] = [];
   for (let i = 0; i < n; i++) {

@@ -60,9 +60,14 @@ t.test("3 nodes: 50 abusers among 10,000 identifiers ranked exactly, merged acro
     Array.from({ length: ABUSERS }, (_, i) => `abuser-${ABUSERS - 1 - i}`),
     "the 50 abusers first, most blocked first",
   );
-  const off = top.slice(0, ABUSERS).filter((e) => !(e.blocked - e.error <= blocked(Number(e.identifier.slice(7))) && e.blocked >= blocked(Number(e.identifier.slice(7)))));
+  const off = top
+    .slice(0, ABUSERS)
+    .filter((e) => !(e.blocked - e.error <= blocked(Number(e.identifier.slice(7))) && e.blocked >= blocked(Number(e.identifier.slice(7)))));
   t.same(off, [], "each count within its error of the truth");
-  t.ok(top.slice(ABUSERS).every((e) => e.identifier.startsWith("user-") && e.blocked <= 1 + e.error), "then well-behaved ones, blocked once");
+  t.ok(
+    top.slice(ABUSERS).every((e) => e.identifier.startsWith("user-") && e.blocked <= 1 + e.error),
+    "then well-behaved ones, blocked once",
+  );
 
   const n5 = await request(nodes[1]!.url + "/top?namespace=api&n=5", { headers: AUTH_HEADER });
   t.same(
@@ -78,6 +83,7 @@ t.test("3 nodes: 50 abusers among 10,000 identifiers ranked exactly, merged acro
   t.equal(mine.status, 200);
   t.same(mine.json.data.top, [], "a key scoped to other. sees none of api's");
   t.equal((await request(nodes[0]!.url + "/top?namespace=api", { headers: asScoped })).status, 403);
-  for (const bad of ["0", "1001", "x", "-1", "1.5"]) t.equal((await request(nodes[0]!.url + `/top?n=${bad}`, { headers: AUTH_HEADER })).status, 400, `n=${bad}`);
+  for (const bad of ["0", "1001", "x", "-1", "1.5"])
+    t.equal((await request(nodes[0]!.url + `/top?n=${bad}`, { headers: AUTH_HEADER })).status, 400, `n=${bad}`);
   t.equal((await request(nodes[0]!.url + "/top")).status, 401);
 });

@@ -190,7 +190,10 @@ t.test("two texts whose hashes collide are told apart, as exact texts and as pre
   one.add(compileGlob(a + "*"), 0, "a*");
   t.equal(one.best(b + "-x"), undefined, "a prefix does not match a value starting with another text of its hash");
   const both = new GlobIndex<string>();
-  for (const [text, name] of [[a, "a"], [b, "b"]] as const) {
+  for (const [text, name] of [
+    [a, "a"],
+    [b, "b"],
+  ] as const) {
     both.add(compileGlob(text), 1, name);
     both.add(compileGlob(text + "*"), 0, name + "*");
   }

@@ -69,7 +69,11 @@ t.test("3 nodes under load: a raised limit lands from a file edit, no restart, n
   for (const node of nodes) t.equal(node.child.exitCode, null, "still running");
   for (const key of keys) {
     const replies = answers.get(key)!;
-    t.same(replies.filter((r) => r.status !== 200 && r.status !== 429).map((r) => r.status), [], `${key}: only 200 and 429`);
+    t.same(
+      replies.filter((r) => r.status !== 200 && r.status !== 429).map((r) => r.status),
+      [],
+      `${key}: only 200 and 429`,
+    );
     t.equal(replies.filter((r) => r.json?.data?.degraded === true).length, 0, `${key}: nothing degraded`);
     const allowed = replies.filter((r) => r.status === 200);
     t.equal(allowed.length, 80, `${key}: exactly the raised limit admitted in all`);

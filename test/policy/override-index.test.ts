@@ -124,7 +124,16 @@ t.test("10,000 entries answer as a scan of all of them would", async (t) => {
 });
 
 /** `*` as any run of characters, nothing else special: the reference reads patterns independently of glob.ts. */
-const asRegExp = (pattern: string) => new RegExp("^" + pattern.split("*").map((p) => p.replace(/[.*+?^${}()|[\]\\/-]/g, "\\$&")).join(".*") + "$", "s");
+const asRegExp = (pattern: string) =>
+  new RegExp(
+    "^" +
+      pattern
+        .split("*")
+        .map((p) => p.replace(/[.*+?^${}()|[\]\\/-]/g, "\\$&"))
+        .join(".*") +
+      "$",
+    "s",
+  );
 
 /**
  * The most specific entry by docs/policy.md's four steps, compared one by one: identifier
@@ -177,8 +186,7 @@ t.test("random policies answer as the four steps of docs/policy.md say, with and
       entries.push({ ns, id });
     }
     const yaml = (list: typeof entries) =>
-      "overrides:\n" +
-      list.map((e, i) => `  - {namespace: "${e.ns}"${e.id === undefined ? "" : `, identifier: "${e.id}"`}, limit: ${i + 1}}`).join("\n");
+      "overrides:\n" + list.map((e, i) => `  - {namespace: "${e.ns}"${e.id === undefined ? "" : `, identifier: "${e.id}"`}, limit: ${i + 1}}`).join("\n");
     // Drop the later entry of each tie until the policy loads, as an operator would have to.
     let policy;
     for (;;) {

@@ -30,7 +30,14 @@ const BROKEN: [string, string, string, string][] = [
 
 t.test("a broken policy file stops start-up with one line naming the file and the problem", async (t) => {
   await pool(BROKEN, 4, async ([what, policyPath, file, problem]) => {
-    const run = await runMain([], { HOST: "127.0.0.1", PORT: "0", API_KEYS: TEST_KEY, LOG_LEVEL: "info", GRPC_PORT: "0", POLICY_PATH: path.join(FIXTURES, policyPath) });
+    const run = await runMain([], {
+      HOST: "127.0.0.1",
+      PORT: "0",
+      API_KEYS: TEST_KEY,
+      LOG_LEVEL: "info",
+      GRPC_PORT: "0",
+      POLICY_PATH: path.join(FIXTURES, policyPath),
+    });
     t.not(run.code, 0, `${what}: non-zero exit (${run.code})`);
     t.equal(run.signal, null, `${what}: exited by itself`);
     const lines = run.stderr.split("\n").filter((l) => l !== "");

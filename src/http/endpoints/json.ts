@@ -67,7 +67,12 @@ export function jsonEndpoint(service: RlsDecisions): Endpoint<RlsRequest, JsonOu
     answer(a, _request, outcome) {
       if (outcome.failure !== undefined) return FAILURE_ERRORS[outcome.failure.kind];
       const response = outcome.response!;
-      return a.set(isOverLimit(response) ? 429 : 200, isOverLimit(response) ? TOO_MANY_REQUESTS : undefined, jsonHeaders(a.ringVersion), rlsResponseJson(response));
+      return a.set(
+        isOverLimit(response) ? 429 : 200,
+        isOverLimit(response) ? TOO_MANY_REQUESTS : undefined,
+        jsonHeaders(a.ringVersion),
+        rlsResponseJson(response),
+      );
     },
     countAnswer: (metrics, a) => metrics.countEndpoint("/json", a.status),
     countRefusal: (metrics, status) => metrics.countEndpoint("/json", status),

@@ -46,7 +46,12 @@ export function topEndpoint(verifier: ApiKeyVerifier, ids: IdGenerator, clock: (
     top({ n, namespace, prefixes: scope.prefixes === null ? null : [...scope.prefixes] }).then(
       (result) => {
         if (aborted) return;
-        res.cork(() => res.writeStatus("200 OK").writeHeader("Content-Type", "application/json").end(topBody(ids.ok(), clock(), result)));
+        res.cork(() =>
+          res
+            .writeStatus("200 OK")
+            .writeHeader("Content-Type", "application/json")
+            .end(topBody(ids.ok(), clock(), result)),
+        );
       },
       () => {
         if (aborted) return;

@@ -124,7 +124,14 @@ function standingViews(
   return decisions.map((d, i) => {
     if (!d.allowed || d.shadow) return d;
     const q = effective(queries[i]!, items?.[i]);
-    q.algorithm.step(table.get(stateKeyOf(q.algorithm.code, q.duration, ringKeys[i]!)) ?? null, ownerLimitAt(q.algorithm.code, q.limit, q.duration, now, sharers), q.duration * 1000, now, step, 0);
+    q.algorithm.step(
+      table.get(stateKeyOf(q.algorithm.code, q.duration, ringKeys[i]!)) ?? null,
+      ownerLimitAt(q.algorithm.code, q.limit, q.duration, now, sharers),
+      q.duration * 1000,
+      now,
+      step,
+      0,
+    );
     const view = toDecision(true, step.remaining, step.resetMs, 0);
     view.applied = d.applied;
     return view;

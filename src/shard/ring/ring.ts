@@ -131,7 +131,13 @@ export class HashRing {
   }
 
   without(member: string): HashRing {
-    return this.has(member) ? new HashRing(this.members.filter((m) => m !== member), this.virtualNodes, this.zones) : this;
+    return this.has(member)
+      ? new HashRing(
+          this.members.filter((m) => m !== member),
+          this.virtualNodes,
+          this.zones,
+        )
+      : this;
   }
 
   private readonly virtualNodes: number;

@@ -92,7 +92,8 @@ t.test("every bench/*.mjs: --help prints its options with their defaults, exit 0
       options.some((l) => l.startsWith("  --help")),
       `${bench}: --help is listed`,
     );
-    for (const line of options.filter((l) => /^ {2}--[\w-]+ [^ ]/.test(l))) t.match(line, /\(default: [^)]+\)$/, `${bench}: ${line.trim().split(" ")[0]} shows its default`);
+    for (const line of options.filter((l) => /^ {2}--[\w-]+ [^ ]/.test(l)))
+      t.match(line, /\(default: [^)]+\)$/, `${bench}: ${line.trim().split(" ")[0]} shows its default`);
     t.equal(r.started, "", `${bench} --help started nothing`);
   }
 });

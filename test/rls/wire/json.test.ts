@@ -17,12 +17,20 @@ t.test("a request by JSON names and by .proto names reads the same", async (t) =
     hits_addend: "3",
     descriptors: [{ entries: [{ key: "k", value: "v" }], limit: { requests_per_unit: "5", unit: 2 }, hits_addend: 0 }],
   });
-  const expected = { domain: "d", hits_addend: 3, descriptors: [{ entries: [{ key: "k", value: "v" }], limit: { requests_per_unit: 5, unit: 2 }, hits_addend: { value: 0 } }] };
+  const expected = {
+    domain: "d",
+    hits_addend: 3,
+    descriptors: [{ entries: [{ key: "k", value: "v" }], limit: { requests_per_unit: 5, unit: 2 }, hits_addend: { value: 0 } }],
+  };
   t.same(byJson, expected);
   t.same(byProto, expected);
-  t.same(rlsRequestFromJson({ domain: null, descriptors: [{ entries: [{ key: "k", value: null }], limit: null, hitsAddend: null }] }), {
-    descriptors: [{ entries: [{ key: "k" }] }],
-  }, "null is unset");
+  t.same(
+    rlsRequestFromJson({ domain: null, descriptors: [{ entries: [{ key: "k", value: null }], limit: null, hitsAddend: null }] }),
+    {
+      descriptors: [{ entries: [{ key: "k" }] }],
+    },
+    "null is unset",
+  );
 });
 
 t.test("a bad field is named by its .proto path", async (t) => {

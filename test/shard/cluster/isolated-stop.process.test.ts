@@ -61,9 +61,13 @@ t.test("SIGTERM of a node whose peers hang: its states go to STATE_DIR, come bac
 
   // The snapshot written at stop holds every state n3 owned.
   const owned = new Set<string>();
-  await readSnapshot(path.join(dirs[2]!, SNAPSHOT_FILE), { key: snapshotKey(clusterKey(CLUSTER_SECRET)), nodeId: cluster.members[2]! }, (key, _state, replica) => {
-    if (!replica) owned.add(key);
-  });
+  await readSnapshot(
+    path.join(dirs[2]!, SNAPSHOT_FILE),
+    { key: snapshotKey(clusterKey(CLUSTER_SECRET)), nodeId: cluster.members[2]! },
+    (key, _state, replica) => {
+      if (!replica) owned.add(key);
+    },
+  );
   t.same(
     keys.filter((k) => !owned.has(stateKeyOf(k.algorithm.code, YEAR, ringKeyOf("test", k.id)))).map((k) => k.id),
     [],

@@ -41,7 +41,11 @@ for (const signal of ["SIGTERM", "SIGKILL"] as const) {
     a!.signal(signal);
     await a!.exited;
     await waitForRing([b!, c!], 2);
-    t.equal(await allowedOf(t, b!, id, 15, `after the owner's ${signal}`), 0, "the new owner refuses every request: the 10 counted since the reset moved with it");
+    t.equal(
+      await allowedOf(t, b!, id, 15, `after the owner's ${signal}`),
+      0,
+      "the new owner refuses every request: the 10 counted since the reset moved with it",
+    );
     t.equal(await allowedOf(t, c!, id, 3, "through the other survivor"), 0, "and so does the other survivor");
   });
 }

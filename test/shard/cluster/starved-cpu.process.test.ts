@@ -81,9 +81,23 @@ t.test("three nodes under a CPU hog keep their ring and over-admit nothing", asy
   const ms = Date.now() - started;
   const downs = nodes.map((n) => n.output().split("peer down").length - 1);
   const small = sizes.filter((s) => s !== 3).length;
-  t.comment(`${ms} ms, load ${os.loadavg()[0]!.toFixed(1)}; ring samples under 3: ${small} of ${sizes.length}; "peer down" per node: ${downs.join(",")}; allowed ${allowed.join(",")}; degraded ${degraded.join(",")}`);
+  t.comment(
+    `${ms} ms, load ${os.loadavg()[0]!.toFixed(1)}; ring samples under 3: ${small} of ${sizes.length}; "peer down" per node: ${downs.join(",")}; allowed ${allowed.join(",")}; degraded ${degraded.join(",")}`,
+  );
   t.equal(small, 0, "every node's ring kept 3 members");
   t.same(downs, [0, 0, 0], "no node suspected a peer");
-  if (downs.some((d) => d > 0)) t.comment(nodes.map((n, i) => `node ${i}:\n${n.output().split("\n").filter((l) => l.includes("peer down")).join("\n")}`).join("\n"));
+  if (downs.some((d) => d > 0))
+    t.comment(
+      nodes
+        .map(
+          (n, i) =>
+            `node ${i}:\n${n
+              .output()
+              .split("\n")
+              .filter((l) => l.includes("peer down"))
+              .join("\n")}`,
+        )
+        .join("\n"),
+    );
   for (let k = 0; k < KEYS; k++) t.ok(allowed[k]! <= LIMIT + degraded[k]!, `key ${k}: ${allowed[k]} allowed ≤ ${LIMIT} + ${degraded[k]} degraded`);
 });

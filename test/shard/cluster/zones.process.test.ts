@@ -42,7 +42,11 @@ t.test("losing one zone of two keeps a copy of every count", async (t) => {
     "replication caught up",
   );
   const replicaStates = await Promise.all(nodes.map((n) => metric(n, "ringlimit_replica_states")));
-  t.equal(replicaStates.reduce((a, b) => a! + b!, 0), KEYS, "one replica per key");
+  t.equal(
+    replicaStates.reduce((a, b) => a! + b!, 0),
+    KEYS,
+    "one replica per key",
+  );
 
   // One node of zone-a first: its keys' next owner on the ring is often the other node of
   // zone-a, which holds no copy (the copy is in zone-b); the copy's holder sends it over.

@@ -46,7 +46,11 @@ t.test("an override's limit replaces the asked one; no override: the asked one",
   const d = decider();
   t.same(run(d, query("big"), 6), [1, 1, 1, 1, 1, 0], "limit 5 applied to a caller asking for 2");
   const one = d.decideSync(query("big", { cost: 0 }), NOW);
-  t.same(one.applied && { limit: one.applied.limit, duration: one.applied.duration, algorithm: one.applied.algorithm.name }, { limit: 5, duration: 60, algorithm: "fixed-window" });
+  t.same(one.applied && { limit: one.applied.limit, duration: one.applied.duration, algorithm: one.applied.algorithm.name }, {
+    limit: 5,
+    duration: 60,
+    algorithm: "fixed-window",
+  });
   t.same(run(d, query("plain"), 3), [1, 1, 0], "no override: the caller's limit");
   t.equal(d.decideSync(query("plain"), NOW).applied, null, "and nothing applied");
 });
@@ -100,7 +104,7 @@ t.test("shadow: decided and counted as usual, a block answered allowed and marke
   t.equal(d.decideSync(query("x", { namespace: "quiet" }), NOW).shadow, true);
   t.same(run(d, query("y", { namespace: "quiet" }), 2), [1, 1]);
   // Counted as usual: without shadow, the same key is over its limit.
-  d.setPolicy(policyOf("overrides:\n  - {namespace: api, identifier: \"trial-*\", limit: 1}\n"), false);
+  d.setPolicy(policyOf('overrides:\n  - {namespace: api, identifier: "trial-*", limit: 1}\n'), false);
   t.same(run(d, query("trial-1"), 1), [0], "the same policy without shadow blocks it: the count went on");
 });
 

@@ -50,7 +50,10 @@ t.test(
     t.ok(await eventually(async () => ((await metric(second, "ringlimit_snapshot_failures_total")) ?? 0) >= 1, 15_000), "the failed write is counted");
     const good = readFileSync(file);
     t.ok(await eventually(async () => ((await metric(second, "ringlimit_snapshot_failures_total")) ?? 0) >= 2, 15_000), "and the next one");
-    const failures = second.output().split("\n").filter((l) => l.includes("snapshot write failed; the previous snapshot stays in place"));
+    const failures = second
+      .output()
+      .split("\n")
+      .filter((l) => l.includes("snapshot write failed; the previous snapshot stays in place"));
     t.ok(failures.length >= 2, `one log line per failed write (${failures.length})`);
     t.match(failures[0], /"code":"ENOSPC"/, "saying the disk is full");
     const now = readFileSync(file);

@@ -4,7 +4,14 @@ import path from "node:path";
 import t, { type Test } from "tap";
 import { canMountTmpfs, fillUpTo, mountTinyTmpfs } from "../../harness/tiny-tmpfs.js";
 import { ALGORITHMS, newStep } from "../../../src/algorithms/index.js";
-import { SNAPSHOT_FORMAT_VERSION, SnapshotRefused, readSnapshot, snapshotKey, writeSnapshot, type SnapshotIdentity } from "../../../src/shard/records/snapshot-file.js";
+import {
+  SNAPSHOT_FORMAT_VERSION,
+  SnapshotRefused,
+  readSnapshot,
+  snapshotKey,
+  writeSnapshot,
+  type SnapshotIdentity,
+} from "../../../src/shard/records/snapshot-file.js";
 import { admitSnapshotState } from "../../../src/shard/records/state-check.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { StateTable, type StoredState } from "../../../src/shard/table/state-table.js";

@@ -128,7 +128,10 @@ t.test("successors with zones: replicas on other zones first, then ring order; l
     // The replica is the first member clockwise of the other zone: the plain order's first such member.
     const full: string[] = [];
     plain.successors(key, 4, full);
-    t.equal(out[1], full.find((m) => zones.get(m) !== zones.get(out[0]!)));
+    t.equal(
+      out[1],
+      full.find((m) => zones.get(m) !== zones.get(out[0]!)),
+    );
   }
   t.ok(sameZoneInPlainOrder > 500, `ring order alone put both copies in one zone for ${sameZoneInPlainOrder} of 2000 keys`);
   // Three copies on two zones: one per zone, then the ring order among the rest.
@@ -136,7 +139,11 @@ t.test("successors with zones: replicas on other zones first, then ring order; l
   t.not(zones.get(out[0]!), zones.get(out[1]!));
   const full: string[] = [];
   plain.successors("k", 4, full);
-  t.equal(out[2], full.find((m) => m !== out[0] && m !== out[1]), "the third copy: next in ring order");
+  t.equal(
+    out[2],
+    full.find((m) => m !== out[0] && m !== out[1]),
+    "the third copy: next in ring order",
+  );
   // Without zones (or unset ones), placement is the plain ring order.
   const unset = new HashRing(members, undefined, new Map(members.map((m) => [m, ""])));
   for (let i = 0; i < 200; i++) {

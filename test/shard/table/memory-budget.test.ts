@@ -6,7 +6,18 @@ import t from "tap";
 import { newStep } from "../../../src/algorithms/index.js";
 import { fixedWindow } from "../../../src/algorithms/fixed-window.js";
 import { MIN_BYTES } from "../../../src/shard/table/key-bytes.js";
-import { BLOCKED_CACHE_SHARE, CHARGE_IDS_SHARE, RELEASED_LEASES_SHARE, SHARES_SHARE, TOP_BLOCKED_SHARE, memoryBudget, oldSpaceBytes, STATES_HEAP_SHARE, YOUNG_GENERATION_BYTES, youngGenerationBytes } from "../../../src/shard/table/memory-budget.js";
+import {
+  BLOCKED_CACHE_SHARE,
+  CHARGE_IDS_SHARE,
+  RELEASED_LEASES_SHARE,
+  SHARES_SHARE,
+  TOP_BLOCKED_SHARE,
+  memoryBudget,
+  oldSpaceBytes,
+  STATES_HEAP_SHARE,
+  YOUNG_GENERATION_BYTES,
+  youngGenerationBytes,
+} from "../../../src/shard/table/memory-budget.js";
 import { mergeStates } from "../../../src/shard/records/merge-states.js";
 import { stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { StateTable } from "../../../src/shard/table/state-table.js";
@@ -15,16 +26,20 @@ const MiB = 1024 * 1024;
 const T0 = 1_800_000_000_000;
 
 t.test("alone: all of it for the owned table", async (t) => {
-  t.same(memoryBudget(64, { clustered: false, replicas: 1 }), {
-    totalBytes: 64 * MiB,
-    ownedBytes: 64 * MiB - 3 * MiB,
-    replicaBytes: 0,
-    blockedCacheBytes: 0,
-    topBlockedBytes: MiB,
-    sharesBytes: 0,
-    releasedLeasesBytes: MiB,
-    chargeIdsBytes: MiB,
-  }, "the owned table, the top offenders' 1/64, released leases' 1/64 and charge ids' 1/64");
+  t.same(
+    memoryBudget(64, { clustered: false, replicas: 1 }),
+    {
+      totalBytes: 64 * MiB,
+      ownedBytes: 64 * MiB - 3 * MiB,
+      replicaBytes: 0,
+      blockedCacheBytes: 0,
+      topBlockedBytes: MiB,
+      sharesBytes: 0,
+      releasedLeasesBytes: MiB,
+      chargeIdsBytes: MiB,
+    },
+    "the owned table, the top offenders' 1/64, released leases' 1/64 and charge ids' 1/64",
+  );
 });
 
 t.test("unset: a share of the old space, the heap limit less the young generation", async (t) => {
@@ -36,7 +51,6 @@ t.test("unset: a share of the old space, the heap limit less the young generatio
   t.equal(oldSpaceBytes(67 * MiB, youngGenerationBytes(24, "--max-semi-space-size=1")), 64 * MiB);
   t.equal(oldSpaceBytes(100 * MiB, 192 * MiB), 50 * MiB, "a limit below the young generation (never seen): half of it");
 });
-
 
 t.test("the young generation: three semi-spaces, 16 MiB by default on Node 22, 64 MiB on 24, else as set", async (t) => {
   t.equal(youngGenerationBytes(22, ""), 48 * MiB, "Node 22: --max-old-space-size=64 reads 112 MiB");
@@ -53,7 +67,11 @@ t.test("clustered: the blocked cache's share, then owned : replicas = 1 : R - 1"
     t.equal(b.sharesBytes, 160 * MiB * SHARES_SHARE, `R=${replicas}: shares of other owners' keys`);
     t.equal(b.releasedLeasesBytes, 160 * MiB * RELEASED_LEASES_SHARE, `R=${replicas}: released concurrency leases`);
     t.equal(b.chargeIdsBytes, 160 * MiB * CHARGE_IDS_SHARE, `R=${replicas}: charge ids`);
-    t.equal(b.ownedBytes + b.replicaBytes + b.blockedCacheBytes + b.sharesBytes + b.topBlockedBytes + b.releasedLeasesBytes + b.chargeIdsBytes, 160 * MiB, `R=${replicas}: the shares add up to MAX_MEMORY_MB`);
+    t.equal(
+      b.ownedBytes + b.replicaBytes + b.blockedCacheBytes + b.sharesBytes + b.topBlockedBytes + b.releasedLeasesBytes + b.chargeIdsBytes,
+      160 * MiB,
+      `R=${replicas}: the shares add up to MAX_MEMORY_MB`,
+    );
     t.ok(Math.abs(b.replicaBytes - b.ownedBytes * (replicas - 1)) <= replicas, `R=${replicas}: replicas get R - 1 times the owned share`);
   }
 });

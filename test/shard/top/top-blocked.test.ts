@@ -36,7 +36,10 @@ t.test("a stream that overflows the summary: heavy hitters kept, counts within t
     if (!(e.count >= real && e.count - e.error <= real)) t.fail(`${e.identifier}: count ${e.count} error ${e.error}, true ${real}`);
     if (e.error > n / monitored) t.fail(`${e.identifier}: error ${e.error} above N/m = ${n / monitored}`);
   }
-  const heavy = top.top(20, ANY, T0).map((e) => e.identifier).sort();
+  const heavy = top
+    .top(20, ANY, T0)
+    .map((e) => e.identifier)
+    .sort();
   t.same(heavy, Array.from({ length: 20 }, (_, i) => `heavy-${i}`).sort(), "the 20 heavy hitters are the top 20");
 });
 
@@ -44,10 +47,24 @@ t.test("two rotating intervals: a block counts for one to two intervals, then is
   const top = new TopBlocked(1024 * 1024, T0, 60_000);
   top.blocked("ns", "a", T0);
   top.blocked("ns", "a", T0 + 59_000);
-  t.same(top.top(5, ANY, T0 + 59_000).map((e) => [e.identifier, e.count]), [["a", 2]]);
+  t.same(
+    top.top(5, ANY, T0 + 59_000).map((e) => [e.identifier, e.count]),
+    [["a", 2]],
+  );
   top.blocked("ns", "b", T0 + 61_000);
-  t.same(top.top(5, ANY, T0 + 61_000).map((e) => [e.identifier, e.count]), [["a", 2], ["b", 1]], "the previous interval still counts");
-  t.same(top.top(5, ANY, T0 + 122_000).map((e) => [e.identifier, e.count]), [["b", 1]], "two rotations later a is gone");
+  t.same(
+    top.top(5, ANY, T0 + 61_000).map((e) => [e.identifier, e.count]),
+    [
+      ["a", 2],
+      ["b", 1],
+    ],
+    "the previous interval still counts",
+  );
+  t.same(
+    top.top(5, ANY, T0 + 122_000).map((e) => [e.identifier, e.count]),
+    [["b", 1]],
+    "two rotations later a is gone",
+  );
   t.same(top.top(5, ANY, T0 + 400_000), [], "a long quiet: nothing");
 });
 

@@ -103,7 +103,17 @@ export class ShareTable {
    * the owner's grants only (a grant is counted on the owner, so it needs no rule). Returns
    * what is left after the request, or NO_SHARE when it must go to the owner.
    */
-  take(stateKey: string, windowStart: number, keepUntil: number, limit: number, share: number, cost: number, byRule: boolean, now: number, epoch: number): number {
+  take(
+    stateKey: string,
+    windowStart: number,
+    keepUntil: number,
+    limit: number,
+    share: number,
+    cost: number,
+    byRule: boolean,
+    now: number,
+    epoch: number,
+  ): number {
     let s = this.shares.get(stateKey);
     if (s !== undefined && s.epoch !== epoch) this.void(stateKey, s, epoch);
     if (s === undefined || s.windowStart !== windowStart) {

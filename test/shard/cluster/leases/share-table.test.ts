@@ -15,7 +15,11 @@ t.test("a share is taken once per window; a new window opens a fresh one", async
   t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 1, true, T0, 1), NO_SHARE, "used up: ask the owner");
   t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 0, true, T0, 1), NO_SHARE, "a peek too");
   t.equal(table.take("k", T0 + W, keepUntil(T0 + W), 2048, 16, 1, true, T0 + W, 1), 15, "the next window");
-  t.equal(table.take("k", T0, keepUntil(T0), 2048, 16, 1, true, T0 + W, 1), NO_SHARE, "an earlier window once a later one is open (the owner's clock read back)");
+  t.equal(
+    table.take("k", T0, keepUntil(T0), 2048, 16, 1, true, T0 + W, 1),
+    NO_SHARE,
+    "an earlier window once a later one is open (the owner's clock read back)",
+  );
   t.equal(table.take("k", T0 + W, keepUntil(T0 + W), 4096, 32, 1, true, T0 + W, 1), NO_SHARE, "another limit asks the owner");
   t.equal(table.take("new", T0, keepUntil(T0), 2048, 16, 1, false, T0, 1), NO_SHARE, "without the rule, the share opens empty");
   t.ok(table.grant("new", T0, 16, T0 + 1, 1), "and a grant fills it");

@@ -16,8 +16,8 @@ import { compilePolicy } from "../../../../src/policy/index.js";
 
 t.teardown(closeAgents);
 
-const BASE = "overrides:\n  - {namespace: test, identifier: \"vip-*\", limit: 40}\n";
-const RAISED = "overrides:\n  - {namespace: test, identifier: \"vip-*\", limit: 90}\n";
+const BASE = 'overrides:\n  - {namespace: test, identifier: "vip-*", limit: 40}\n';
+const RAISED = 'overrides:\n  - {namespace: test, identifier: "vip-*", limit: 90}\n';
 const versionOf = (text: string) => compilePolicy([{ path: "policy.yaml", name: "policy.yaml", text }]).version;
 
 /** Replace the file as an editor or a ConfigMap swap does: a new file renamed over the old. */
@@ -63,9 +63,15 @@ t.test("3 nodes: versions exchanged with the heartbeat, listed, logged once and 
 
   // Heartbeats keep coming; the difference is logged once per change, not per beat.
   await new Promise((r) => setTimeout(r, 1000));
-  const warnings = (i: number) => nodes[i]!.output().split("\n").filter((l) => l.includes(`runs policy ${raised}, this node ${base}`)).length;
+  const warnings = (i: number) =>
+    nodes[i]!.output()
+      .split("\n")
+      .filter((l) => l.includes(`runs policy ${raised}, this node ${base}`)).length;
   t.equal(warnings(0), 1, "node 0 logged node 2's version once");
-  const ownWarnings = nodes[2]!.output().split("\n").filter((l) => l.includes(`this node now runs policy ${raised}; 2 member(s) run another`)).length;
+  const ownWarnings = nodes[2]!
+    .output()
+    .split("\n")
+    .filter((l) => l.includes(`this node now runs policy ${raised}; 2 member(s) run another`)).length;
   t.equal(ownWarnings, 1, "node 2 logged once that the others differ");
 
   // Back in step: the gauge falls to 0 everywhere.

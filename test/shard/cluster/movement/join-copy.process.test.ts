@@ -135,7 +135,10 @@ t.test("a joining member decides a moved key only on the state its previous owne
 
   // 5 requests the replica's copy holds, then 5 more it does not.
   for (let i = 1; i <= 5; i++) t.equal((await hit(owner!, id, 100, { duration: YEAR })).json.data.count, i);
-  await until("the owner's changes are on the replica", async () => (await metric(owner!, "ringlimit_replication_backlog_states")) === 0 && (await metric(replica!, "ringlimit_replica_states")) === 1);
+  await until(
+    "the owner's changes are on the replica",
+    async () => (await metric(owner!, "ringlimit_replication_backlog_states")) === 0 && (await metric(replica!, "ringlimit_replica_states")) === 1,
+  );
   for (const conn of replicaConns) toReplica.hold(conn);
   for (let i = 6; i <= 10; i++) t.equal((await hit(owner!, id, 100, { duration: YEAR })).json.data.count, i);
 
@@ -146,7 +149,15 @@ t.test("a joining member decides a moved key only on the state its previous owne
   await until("the owner sent its hand-off", () => handOff.held.size > 0, 20_000);
   // The replica's pass over its copies after the ring change (it drops its copy of the key)
   // is where a copy would go to the joiner; every REPLICATE that went is applied before asking.
-  await until("the replica re-read its copies on the new ring", () => replica!.output().split("\n").some((l) => l.includes("replicas: promoted the states") && l.includes('"dropped":1')), 20_000);
+  await until(
+    "the replica re-read its copies on the new ring",
+    () =>
+      replica!
+        .output()
+        .split("\n")
+        .some((l) => l.includes("replicas: promoted the states") && l.includes('"dropped":1')),
+    20_000,
+  );
   await until("every REPLICATE to the joiner answered", () => replicatesAnswered === replicatesSent, 20_000);
   await waitForRing([joiner, replica!], 3);
 

@@ -61,7 +61,11 @@ t.test("a pipelining client cut off by uWebSockets.js: the forwarded decision it
   t.ok(await eventually(async () => (await givenBack()) - before === ids.length, 10_000), "A gave back each forwarded decision");
   // The GIVE_BACK calls cross the same slow link: B applies them a moment later.
   await eventually(async () => (await counts(ids)).every((c) => c === 0), 10_000);
-  t.same(await counts(ids), ids.map(() => 0), "B's count holds none of them");
+  t.same(
+    await counts(ids),
+    ids.map(() => 0),
+    "B's count holds none of them",
+  );
 });
 
 t.test("a caller that closes its connection while its forward is on the way: not counted", async (t) => {
@@ -77,7 +81,11 @@ t.test("a caller that closes its connection while its forward is on the way: not
   t.ok(await eventually(async () => (await givenBack()) - before === ids.length, 10_000), "A gave back each one");
   // The GIVE_BACK calls cross the same slow link: B applies them a moment later.
   await eventually(async () => (await counts(ids)).every((c) => c === 0), 10_000);
-  t.same(await counts(ids), ids.map(() => 0), "B's count holds none of them");
+  t.same(
+    await counts(ids),
+    ids.map(() => 0),
+    "B's count holds none of them",
+  );
 });
 
 t.test("answers delivered stay counted, after and beside the ones given back", async (t) => {

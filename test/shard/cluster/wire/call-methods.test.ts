@@ -9,7 +9,10 @@ const T0 = 1_800_000_000_000;
 
 t.test("state records round-trip, non-ASCII keys included; times (expiry, birth) travel as ages at the send", async (t) => {
   const records = [
-    { key: stateKeyOf(2, 60, ringKeyOf("ns.prodé", "用户-1")), state: { a: -12.5e9, b: T0 - 1500, c: 7, expiresAt: 1_800_000_060, origin: 0xfeedbeef, born: 1_799_999_990 } },
+    {
+      key: stateKeyOf(2, 60, ringKeyOf("ns.prodé", "用户-1")),
+      state: { a: -12.5e9, b: T0 - 1500, c: 7, expiresAt: 1_800_000_060, origin: 0xfeedbeef, born: 1_799_999_990 },
+    },
     { key: stateKeyOf(0, 1, ringKeyOf("n", "x".repeat(512))), state: { a: T0, b: 3, c: 0, expiresAt: 1_800_000_001, origin: 1, born: 1_800_000_000 } },
   ];
   t.same(decodeStates(encodeStates(records, T0 + 250)), [
