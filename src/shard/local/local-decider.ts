@@ -10,7 +10,6 @@ import { itemPoliciesOf } from "./item-policy.js";
 import { Reservations } from "./reservations.js";
 import { ResetQueue } from "./reset-queue.js";
 import { NO_SHARERS, ownerLimitAt, shareOf, type Sharers } from "./share-rule.js";
-import { fixedWindowStart } from "../../algorithms/fixed-window.js";
 import { ringKeyOf, stateKeyOf } from "../ring/state-key.js";
 import type { StateTable } from "../table/state-table.js";
 import { ChargeIds, chargeIdKey } from "./charge-ids.js";
@@ -221,7 +220,9 @@ export class LocalDecider implements Decider {
     if (charge && cost < 0) this.refunded?.(ringKey);
     // Into debt from within the limit (a fixed window: the count before is what it counts less
     // the cost): members answer from their shares no more. Once per crossing, not per charge.
-    else if (shared && step.used > limit && step.used - cost <= limit) this.indebted?.(stateKey, fixedWindowStart(now, duration * 1000));
+    // The window named is the one the charge was counted in (it ends at resetMs), which is a
+    // later one than now's when a skewed hand-off carried the count (algorithms/ages.ts).
+    else if (shared && step.used > limit && step.used - cost <= limit) this.indebted?.(stateKey, step.resetMs - duration * 1000);
     const d = this.decision;
     d.allowed = step.allowed;
     d.remaining = step.remaining;
