@@ -58,6 +58,29 @@ export interface Share {
   indebted: boolean;
 }
 
+/** A share of nothing yet for a window: nothing left, spent, granted or asked. */
+function newShare(windowStart: number, limit: number, keepUntil: number, now: number, epoch: number): Share {
+  return {
+    windowStart,
+    limit,
+    left: 0,
+    keepUntil,
+    asking: false,
+    refused: false,
+    spent: 0,
+    granted: 0,
+    grantedAt: 0,
+    usedAt: now,
+    misses: 0,
+    missedAt: 0,
+    ruled: false,
+    opened: false,
+    keep: false,
+    epoch,
+    indebted: false,
+  };
+}
+
 /** Misses further apart than this start a new run: a key asked for about once a second or less is not hot. */
 export const MISS_RUN_MS = 100;
 
@@ -121,29 +144,10 @@ export class ShareTable {
       if (s !== undefined && s.windowStart > windowStart) return NO_SHARE;
       const opening = byRule ? share : 0;
       if (s === undefined) {
-        const bytes = stringBytes(stateKey) + ENTRY_OVERHEAD_BYTES;
-        if (this.heldBytes + bytes > this.maxBytes && (this.sweep(now), this.heldBytes + bytes > this.maxBytes)) return NO_SHARE;
-        s = {
-          windowStart,
-          limit,
-          left: opening,
-          keepUntil,
-          asking: false,
-          refused: false,
-          spent: 0,
-          granted: 0,
-          grantedAt: 0,
-          usedAt: now,
-          misses: 0,
-          missedAt: 0,
-          ruled: byRule,
-          opened: false,
-          keep: false,
-          epoch,
-          indebted: false,
-        };
-        this.shares.set(stateKey, s);
-        this.heldBytes += bytes;
+        s = this.insert(stateKey, now, newShare(windowStart, limit, keepUntil, now, epoch));
+        if (s === undefined) return NO_SHARE;
+        s.left = opening;
+        s.ruled = byRule;
       } else {
         if (s.keep) this.unkeep(stateKey);
         s.windowStart = windowStart;
@@ -264,29 +268,11 @@ export class ShareTable {
     if (s !== undefined && s.windowStart > windowStart) return;
     if (s === undefined) {
       // No room: take() cannot open a share of it either, so nothing is answered here anyway.
-      const bytes = stringBytes(stateKey) + ENTRY_OVERHEAD_BYTES;
-      if (this.heldBytes + bytes > this.maxBytes && (this.sweep(now), this.heldBytes + bytes > this.maxBytes)) return;
-      s = {
-        windowStart,
-        limit: 0,
-        left: 0,
-        keepUntil,
-        asking: false,
-        refused: true,
-        spent: 0,
-        granted: 0,
-        grantedAt: 0,
-        usedAt: now,
-        misses: 0,
-        missedAt: 0,
-        ruled: false,
-        opened: true,
-        keep: false,
-        epoch: 0,
-        indebted: true,
-      };
-      this.shares.set(stateKey, s);
-      this.heldBytes += bytes;
+      s = this.insert(stateKey, now, newShare(windowStart, 0, keepUntil, now, 0));
+      if (s === undefined) return;
+      s.refused = true;
+      s.opened = true;
+      s.indebted = true;
       return;
     }
     if (s.windowStart < windowStart) {
@@ -303,6 +289,18 @@ export class ShareTable {
     s.keep = false;
     s.refused = true;
     s.indebted = true;
+  }
+
+  /**
+   * Holds `entry` for `stateKey`, its bytes counted; undefined, and nothing held, when the
+   * table is full even after a sweep of what has expired (the table's bound in bytes).
+   */
+  private insert(stateKey: string, now: number, entry: Share): Share | undefined {
+    const bytes = stringBytes(stateKey) + ENTRY_OVERHEAD_BYTES;
+    if (this.heldBytes + bytes > this.maxBytes && (this.sweep(now), this.heldBytes + bytes > this.maxBytes)) return undefined;
+    this.shares.set(stateKey, entry);
+    this.heldBytes += bytes;
+    return entry;
   }
 
   /**
