@@ -2,30 +2,16 @@
 // STATE_DIR, keys of every algorithm charged past their limit, restarted from its snapshot
 // after SIGTERM (written at stop) and after SIGKILL (the periodic one): the debt is intact,
 // a refund after the restart is paid back once, and the next restart keeps it paid back.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import t, { type Test } from "tap";
 import { metric } from "../../harness/cluster.js";
 import { clearOfWindowEnd } from "../../harness/contract.js";
 import { closeAgents } from "../../harness/http-client.js";
-import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
+import type { NodeProcess } from "../../harness/node-process.js";
 import { eventually } from "../../harness/wait.js";
 import { DEBT_ALGORITHMS, chargeIntoDebt, debtKey, expectCountNext, expectRefundOnce, expectStillInDebt, YEAR } from "../../harness/debt.js";
+import { node, stateDir } from "./snapshot-node.js";
 
 t.teardown(closeAgents);
-
-function stateDir(t: Test): string {
-  const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-debt-"));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-async function node(t: Test, env: Record<string, string>): Promise<NodeProcess> {
-  const n = await spawnNode({ LOG_LEVEL: "info", ...env });
-  t.teardown(() => n.kill());
-  return n;
-}
 
 async function stop(t: Test, n: NodeProcess): Promise<void> {
   n.signal("SIGTERM");

@@ -2,21 +2,15 @@
 // 64 KiB tmpfs that fills up mid-write (write(2) returns short, then ENOSPC).
 import { readFileSync, readdirSync } from "node:fs";
 import path from "node:path";
-import t, { type Test } from "tap";
+import t from "tap";
 import { closeAgents } from "../../harness/http-client.js";
 import { hit, metric } from "../../harness/cluster.js";
-import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
 import { canMountTmpfs, fillUpTo, mountTinyTmpfs } from "../../harness/tiny-tmpfs.js";
 import { eventually } from "../../harness/wait.js";
 import { SNAPSHOT_FILE } from "../../../src/shard/records/snapshotter.js";
+import { node } from "./snapshot-node.js";
 
 t.teardown(closeAgents);
-
-async function node(t: Test, env: Record<string, string>): Promise<NodeProcess> {
-  const n = await spawnNode({ LOG_LEVEL: "info", ...env });
-  t.teardown(() => n.kill());
-  return n;
-}
 
 /** The body length a snapshot's header declares, and the header's own length: a whole file is exactly their sum. */
 function declaredBytes(file: Buffer): number {

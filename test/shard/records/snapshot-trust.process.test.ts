@@ -1,33 +1,21 @@
 // Issue 22, item 6: whoever can write STATE_DIR can neither forge counts nor stop a node from
 // becoming ready. Each case starts a real node on a crafted STATE_DIR: real files, links, FIFOs.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import t, { type Test } from "tap";
+import t from "tap";
 import { closeAgents } from "../../harness/http-client.js";
 import { hit } from "../../harness/cluster.js";
-import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
 import { generateClusterSecret, clusterKey } from "../../../src/peer/link/cluster-secret.js";
 import { snapshotKey, writeSnapshot } from "../../../src/shard/records/snapshot-file.js";
 import { NODE_KEY_FILE } from "../../../src/shard/records/node-key.js";
 import { SNAPSHOT_FILE } from "../../../src/shard/records/snapshotter.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import type { TableCopy } from "../../../src/shard/table/state-table.js";
+import type { NodeProcess } from "../../harness/node-process.js";
+import { node, stateDir } from "./snapshot-node.js";
 
 t.teardown(closeAgents);
-
-function stateDir(t: Test): string {
-  const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-trust-"));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-async function node(t: Test, env: Record<string, string>, timeoutMs = 30_000): Promise<NodeProcess> {
-  const n = await spawnNode({ LOG_LEVEL: "info", ...env }, { timeoutMs });
-  t.teardown(() => n.kill());
-  return n;
-}
 
 /** Ten requests at limit 5: how many were allowed. */
 async function allowedOfTen(n: NodeProcess, id: string): Promise<number> {

@@ -1,30 +1,18 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import t, { type Test } from "tap";
 import { closeAgents } from "../../harness/http-client.js";
 import { CLUSTER_SECRET, hit, metric } from "../../harness/cluster.js";
-import { spawnNode, type NodeProcess } from "../../harness/node-process.js";
+import type { NodeProcess } from "../../harness/node-process.js";
 import { sleep } from "../../harness/wait.js";
 import { ALGORITHM_NAMES } from "../../../src/algorithms/index.js";
+import { node, stateDir } from "./snapshot-node.js";
 
 t.teardown(closeAgents);
 
 const ALGORITHMS = ALGORITHM_NAMES;
 const YEAR = 31536000; // no window boundary or refill worth a request during the test
 const KEYS = ALGORITHMS.flatMap((algorithm) => [0, 1, 2].map((k) => ({ algorithm, id: `${algorithm}-${k}`, used: 2 + k * 3 })));
-
-function stateDir(t: Test): string {
-  const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-state-"));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-async function node(t: Test, env: Record<string, string>): Promise<NodeProcess> {
-  const n = await spawnNode({ LOG_LEVEL: "info", ...env });
-  t.teardown(() => n.kill());
-  return n;
-}
 
 async function count(t: Test, n: NodeProcess): Promise<void> {
   for (const key of KEYS) {
