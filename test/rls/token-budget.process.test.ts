@@ -13,6 +13,7 @@ import { freePort } from "../harness/ports.js";
 import { limit, post, TEST_KEY } from "../harness/http-client.js";
 import { clearOfWindowEnd, uniqueId } from "../harness/contract.js";
 import { eventually } from "../harness/wait.js";
+import { spawnNode } from "../harness/node-process.js";
 import { rlsClient, type RlsClient } from "./rls-client.js";
 
 async function grpcCluster(t: Test): Promise<{ cluster: TestCluster; clients: RlsClient[] }> {
@@ -98,3 +99,32 @@ t.test("three nodes: POST /limit/charge from any node reaches the owner, debt bl
     "and through the node that remembered the block",
   );
 });
+
+t.test(
+  "one node: the two-call flow, the issue's own case (a budget of 1,000, a charge of 50,000; a day's window, clear of its end), and the boundary",
+  async (t) => {
+    await clearOfWindowEnd(86_400, 120_000);
+    const grpcPort = await freePort();
+    const node = await spawnNode({ GRPC_PORT: String(grpcPort) });
+    t.teardown(() => node.kill());
+    const rls = rlsClient(`127.0.0.1:${grpcPort}`, { key: TEST_KEY });
+    t.teardown(() => rls.close());
+    const remaining = async (value: string, hits: number) => {
+      const r = await rls.shouldRateLimit(budget(value, 1000, hits));
+      return [r.overall_code, r.statuses[0].limit_remaining ?? 0]; // proto3 leaves a 0 out
+    };
+
+    // Before: the charge past what remained answered OVER_LIMIT and counted nothing, so the next
+    // check passed with 1,000 remaining. Now it is debt, and the check is over.
+    t.same(await remaining("big", 0), ["OK", 1000], "a check counts nothing");
+    t.same((await remaining("big", 50_000))[0], "OVER_LIMIT", "the charge past the budget is answered over");
+    t.same(await remaining("big", 0), ["OVER_LIMIT", 0], "and counted: the next check is over");
+
+    // A 0-hit check at exactly the limit passes (over only once the count is past it).
+    t.same(await remaining("edge", 999), ["OK", 1], "999 charged");
+    t.same(await remaining("edge", 1), ["OK", 0], "1,000 charged: at the limit");
+    t.same(await remaining("edge", 0), ["OK", 0], "a check at exactly the limit passes");
+    t.same((await remaining("edge", 1))[0], "OVER_LIMIT", "one past it is debt");
+    t.same(await remaining("edge", 0), ["OVER_LIMIT", 0], "and the next check is over");
+  },
+);
