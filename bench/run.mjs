@@ -367,6 +367,11 @@ for (const loader of loaders) {
   // fail-open 200 (degraded) costs less than a decision, and its ratio would flatter the row.
   for (const r of rows) {
     if (!r.scenario.all200) continue
+    // autocannon counts HTTP statuses, and gubernator's decision is in a 200's body.
+    if (loader !== 'wrk' && r.scenario.body.format === 'gubernator') {
+      r.checked = 'not checked (only wrk reads the body)'
+      continue
+    }
     const blocked = Math.round((r.s.blockedShare ?? 0) * r.s.completed)
     const bad = { 429: blocked, 'other statuses': r.s.otherStatus, errors: r.s.errors, degraded: r.s.degraded ?? 0 }
     const seen = Object.entries(bad).filter(([, n]) => n > 0)
