@@ -112,7 +112,19 @@ if (args.only) {
 if (args.baseline) {
   const main = srv.buildMain(args.baseline)
   selected = selected.flatMap((s) =>
-    s.server.kind === 'ringlimit' ? [s, { ...s, name: `${s.name}@base`, desc: `${s.desc} [${args.baseline}]`, server: { ...s.server, main } }] : [s],
+    s.server.kind === 'ringlimit'
+      ? [
+          s,
+          {
+            ...s,
+            name: `${s.name}@base`,
+            desc: `${s.desc} [${args.baseline}]`,
+            server: { ...s.server, main },
+            // the twin's cluster is divided by the twin's one node: a before/after of the ratio
+            ...(s.oneNode ? { oneNode: `${s.oneNode}@base` } : {}),
+          },
+        ]
+      : [s],
   )
 }
 
