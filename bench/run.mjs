@@ -5,6 +5,7 @@
 //
 //   node bench/run.mjs [--quick] [--runs N] [--only a,b] [--loader autocannon|wrk|both]
 //                      [--duration S] [--warmup S] [--connections N] [--memory] [--list]
+//                      [--gubernator PATH]
 //
 // See bench/README.md for what each row is and how to read CPU per request.
 import { existsSync, mkdirSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs'
@@ -40,6 +41,12 @@ writes bench/results/latest.json. See bench/README.md for the rows and how to re
       defaultText: 'none',
       help: 'also run every selected ringlimit row on the build of another checkout (DIR/dist/src/main.js, rows named <row>@base)',
     },
+    gubernator: {
+      type: 'string',
+      arg: 'PATH',
+      defaultText: 'none: the gubernator-* rows are skipped',
+      help: 'a gubernator v2 binary built by hand (bench/README.md); its rows run 1 and 3 daemons (needs root for unshare --uts)',
+    },
     list: { type: 'boolean', help: 'list the scenarios and exit' },
   },
 })
@@ -60,7 +67,8 @@ const { runLoad, wrkVersion } = await import('./lib/load.mjs')
 const { get, postJson } = await import('./lib/net.mjs')
 const srv = await import('./lib/servers.mjs')
 const { SCENARIOS, BASELINE, LOCAL } = await import('./lib/scenarios.mjs')
-const { summarise, table, markdown } = await import('./lib/report.mjs')
+const { summarise, table, markdown, clusterRatios } = await import('./lib/report.mjs')
+const { bodyParts } = await import('./lib/bodies.mjs')
 
 if (args.list) {
   for (const s of SCENARIOS) process.stdout.write(`${s.name.padEnd(26)}${s.quick ? 'quick ' : '      '}${s.desc}\n`)
@@ -104,7 +112,19 @@ if (args.only) {
 if (args.baseline) {
   const main = srv.buildMain(args.baseline)
   selected = selected.flatMap((s) =>
-    s.server.kind === 'ringlimit' ? [s, { ...s, name: `${s.name}@base`, desc: `${s.desc} [${args.baseline}]`, server: { ...s.server, main } }] : [s],
+    s.server.kind === 'ringlimit'
+      ? [
+          s,
+          {
+            ...s,
+            name: `${s.name}@base`,
+            desc: `${s.desc} [${args.baseline}]`,
+            server: { ...s.server, main },
+            // the twin's cluster is divided by the twin's one node: a before/after of the ratio
+            ...(s.oneNode ? { oneNode: `${s.oneNode}@base` } : {}),
+          },
+        ]
+      : [s],
   )
 }
 
@@ -133,6 +153,8 @@ for (const s of selected) {
   else if (s.server.kind === 'fastify' && s.server.store === 'redis' && !redisVersion)
     skipped.set(s.name, 'redis-server not on PATH (apt-get install redis-server)')
   else if (s.server.tls && !tlsFiles) skipped.set(s.name, 'no TLS certificate (see the notes)')
+  else if (s.server.kind === 'gubernator' && !args.gubernator) skipped.set(s.name, 'no --gubernator PATH (bench/README.md: building gubernator by hand)')
+  else if (s.server.kind === 'gubernator' && !existsSync(args.gubernator)) skipped.set(s.name, `--gubernator ${args.gubernator}: no such file`)
 }
 
 function log(msg) {
@@ -171,6 +193,7 @@ async function startServer(s) {
   const tls = k.tls ? tlsFiles : undefined
   if (k.kind === 'floor') return srv.startFloor({ tls })
   if (k.kind === 'fastify') return srv.startFastify({ store: k.store, apiKey })
+  if (k.kind === 'gubernator') return srv.startGubernator({ bin: args.gubernator, nodes: k.nodes ?? 1 })
   if (k.kind === 'ringlimit')
     return srv.startRinglimit({
       apiKey,
@@ -288,9 +311,12 @@ for (let run = 1; run <= runs; run++) {
         ...(s.body.algorithm ? { algorithm: s.body.algorithm } : {}),
         ...(s.body.cost !== undefined ? { cost: s.body.cost } : {}),
       }
-      const probe = await postJson(server.urls[0] + (s.body.path ?? '/limit'), probeBody, authHeaders)
+      const gubernator = s.body.format === 'gubernator'
+      const probe = await postJson(server.urls[0] + (s.body.path ?? '/limit'), gubernator ? bodyParts(s.body).join(`probe-${run}`) : probeBody, authHeaders)
       if (run === 1) entry.probe = { status: probe.status, headers: probe.headers, body: probe.body.slice(0, 800) }
       if (probe.status !== 200) throw new Error(`probe request answered ${probe.status}: ${probe.body.slice(0, 200)}`)
+      // gubernator answers 200 whatever happened: the decision and any error are in the body.
+      if (gubernator && !/"status":"UNDER_LIMIT"/.test(probe.body)) throw new Error(`probe request not allowed: ${probe.body.slice(0, 200)}`)
       if (warmupSec > 0) {
         await runLoad({
           loader: loaders[0],
@@ -338,16 +364,36 @@ for (const loader of loaders) {
   for (const s of selected) {
     const e = results.get(s.name)
     if (e.runs[loader].length === 0) continue
-    rows.push({ name: s.name, s: summarise(e.runs[loader]) })
+    rows.push({ name: s.name, scenario: s, s: summarise(e.runs[loader]) })
   }
   const base = rows.find((r) => r.name === BASELINE)?.s.cpuUsPerReq
   const local = rows.find((r) => r.name === LOCAL)?.s.cpuUsPerReq
   for (const r of rows) {
     r.vsFloor = base ? r.s.cpuUsPerReq / base : null
     r.vsLocal = local ? r.s.cpuUsPerReq / local : null
+    const own = r.scenario.oneNode && rows.find((o) => o.name === r.scenario.oneNode)?.s.cpuUsPerReq
+    r.vsOneNode = own ? r.s.cpuUsPerReq / own : null
   }
   tables[loader] = rows
-  summary[loader] = Object.fromEntries(rows.map((r) => [r.name, { ...r.s, cpuVsFloor: r.vsFloor, cpuVsLocal: r.vsLocal }]))
+  // A row priced as decisions that allow must have answered nothing else: a 429, an error or a
+  // fail-open 200 (degraded) costs less than a decision, and its ratio would flatter the row.
+  for (const r of rows) {
+    if (!r.scenario.all200) continue
+    // autocannon counts HTTP statuses, and gubernator's decision is in a 200's body.
+    if (loader !== 'wrk' && r.scenario.body.format === 'gubernator') {
+      r.checked = 'not checked (only wrk reads the body)'
+      continue
+    }
+    const blocked = Math.round((r.s.blockedShare ?? 0) * r.s.completed)
+    const bad = { 429: blocked, 'other statuses': r.s.otherStatus, errors: r.s.errors, degraded: r.s.degraded ?? 0 }
+    const seen = Object.entries(bad).filter(([, n]) => n > 0)
+    if (seen.length)
+      notes.push(
+        `${r.name} (${loader}): not all answers were undegraded 200s (${seen.map(([k, n]) => `${k} ${n}`).join(', ')}): its CPU per decision is not a decision's price`,
+      )
+    else r.checked = `all ${r.s.completed.toLocaleString('en-US')} allowed${r.s.degraded != null ? ', none degraded' : ', no error'}`
+  }
+  summary[loader] = Object.fromEntries(rows.map((r) => [r.name, { ...r.s, cpuVsFloor: r.vsFloor, cpuVsLocal: r.vsLocal, cpuVsOneNode: r.vsOneNode }]))
 }
 
 let memory = null
@@ -363,12 +409,16 @@ const out = process.stdout
 out.write(`\nringlimit bench — ${new Date().toISOString()} — ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}\n`)
 out.write(`${connections} connections, ${durationSec}s measured per run, median of ${runs} run(s)\n${conditions.lines().join('\n')}\n`)
 out.write(
-  "CPU µs/req = server processes' utime+stime (/proc) ÷ responses; ×floor and ×rl-local divide it by the floor's and by ringlimit-allowed's, same loader.\n",
+  "CPU µs/req = server processes' utime+stime (/proc) ÷ responses; ×floor and ×rl-local divide it by the floor's and by ringlimit-allowed's, same loader;\n" +
+    "×1-node divides a cluster's by that of the same keys on one node of the same server.\n",
 )
 for (const loader of loaders) {
   if (!tables[loader].length) continue
   out.write(`\n${loader}\n${table(tables[loader])}\n`)
   if (args.markdown) out.write(`\n${markdown(tables[loader])}\n`)
+  for (const line of clusterRatios(tables[loader])) out.write(line + '\n')
+  const checked = tables[loader].filter((r) => r.checked)
+  if (checked.length) out.write(`checked: ${checked.map((r) => `${r.name} ${r.checked}`).join('; ')}\n`)
   // A charge with an id against one without, same run, same key, same body size (issue 29 item 6).
   const [withId, noId] = ['ringlimit-charge-id', 'ringlimit-charge-noid'].map((n) => tables[loader].find((r) => r.name === n)?.s.cpuUsPerReq)
   if (withId && noId) out.write(`a charge with a charge_id / one without, CPU µs per request: ${(withId / noId).toFixed(2)}×\n`)

@@ -3,8 +3,12 @@
 // Each load run gets its own idPrefix, so warm-up and measurement (and two loaders)
 // never share identifiers unless the scenario wants them to (idSpace small).
 //
-// spec: { namespace, limit, duration, algorithm?, cost?, path?, idPrefix, idSpace, ids?, varyField?, identifier? }
+// spec: { namespace, limit, duration, algorithm?, cost?, path?, idPrefix, idSpace, ids?, varyField?, identifier?, format? }
 // path: the route the bodies go to (default /limit; /limit/charge for the charge row).
+// format 'gubernator': the same key, limit and window as gubernator's POST /v1/GetRateLimits
+// asks them (one request in the batch, duration in milliseconds). Its default algorithm,
+// TOKEN_BUCKET, refills the whole limit once `duration` after a key's first hit: a fixed
+// window begun by the key, the nearest of its two to our fixed window.
 // ids: a list of identifiers to cycle through instead (keys picked for their owner).
 
 /**
@@ -13,6 +17,11 @@
  * one, a field the service ignores (`ref`) prices the same bytes without an id.
  */
 export function bodyParts(spec) {
+  if (spec.format === 'gubernator') {
+    const head = `{"requests":[{"name":${JSON.stringify(spec.namespace)},"unique_key":"`
+    const tail = `","hits":1,"limit":${spec.limit},"duration":${spec.duration * 1000}}]}`
+    return [head, tail]
+  }
   if (spec.varyField !== undefined) {
     let head = `{"namespace":${JSON.stringify(spec.namespace)},"identifier":${JSON.stringify(spec.identifier)},"limit":${spec.limit},"duration":${spec.duration}`
     if (spec.cost !== undefined) head += `,"cost":${spec.cost}`

@@ -122,7 +122,14 @@ function request ()
 end
 
 function response (status, hdrs, body)
-  if status == 200 then c200 = c200 + 1 elseif status == 429 then c429 = c429 + 1 else cother = cother + 1 end
+${
+  bodySpec.format === 'gubernator'
+    ? `  -- gubernator answers 200 with the decision in the body: OVER_LIMIT counts as a 429 and an
+  -- answer with an error (a peer it could not ask) as another status.
+  if status ~= 200 or not string.find(body, '"error":""', 1, true) then cother = cother + 1
+  elseif string.find(body, 'OVER_LIMIT', 1, true) then c429 = c429 + 1 else c200 = c200 + 1 end`
+    : `  if status == 200 then c200 = c200 + 1 elseif status == 429 then c429 = c429 + 1 else cother = cother + 1 end`
+}
   if amount > 0 and c200 + c429 + cother == amount then
     -- wrk only ends at its duration or on SIGINT: tell the runner, which sends SIGINT.
     io.stderr:write("BENCHDONE\\n")

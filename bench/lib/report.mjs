@@ -56,11 +56,12 @@ const COLUMNS = [
   ['±', (r) => (r.s.runs > 1 && r.s.cpuUsPerReq ? '±' + ((50 * (r.s.cpuUsPerReqMax - r.s.cpuUsPerReqMin)) / r.s.cpuUsPerReq).toFixed(0) + '%' : '–')],
   ['×floor', (r) => fmt.ratio(r.vsFloor)],
   ['×rl-local', (r) => fmt.ratio(r.vsLocal)],
+  ['×1-node', (r) => fmt.ratio(r.vsOneNode)],
   ['srv cores', (r) => fmt.num(2)(r.s.serverCores)],
   ['peak RSS MB', (r) => fmt.int(r.s.peakRssMb)],
 ]
 
-/** rows: [{ name, s: summary, vsFloor, vsLocal }] → aligned text table. */
+/** rows: [{ name, s: summary, vsFloor, vsLocal, vsOneNode }] → aligned text table. */
 export function table(rows) {
   const cells = rows.map((r) => COLUMNS.map(([, f]) => String(f(r))))
   const heads = COLUMNS.map(([h]) => h)
@@ -75,4 +76,23 @@ export function markdown(rows) {
   const out = ['| ' + heads.join(' | ') + ' |', '|' + COLUMNS.map(([, , a]) => (a === 'l' ? ':--' : '--:')).join('|') + '|']
   for (const r of rows) out.push('| ' + COLUMNS.map(([, f]) => String(f(r))).join(' | ') + ' |')
   return out.join('\n')
+}
+
+/**
+ * Each cluster's CPU per decision over its own one node's, grouped by limit so that ours and
+ * gubernator's on the same keys stand on one line: the comparison issue 39 asks for, read
+ * from one table (one loader, one run set). → lines (none when no row names a oneNode).
+ */
+export function clusterRatios(rows) {
+  const byLimit = new Map()
+  for (const r of rows) {
+    if (r.vsOneNode == null) continue
+    const limit = r.scenario.body.limit
+    if (!byLimit.has(limit)) byLimit.set(limit, [])
+    byLimit.get(limit).push(`${r.name} ÷ ${r.scenario.oneNode} = ${fmt.ratio(r.vsOneNode)}`)
+  }
+  if (byLimit.size === 0) return []
+  const lines = ['cluster ÷ its own one node, CPU µs per decision (same run):']
+  for (const [limit, parts] of byLimit) lines.push(`  limit ${limit.toLocaleString('en-US')}: ${parts.join('   ')}`)
+  return lines
 }

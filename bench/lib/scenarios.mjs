@@ -1,11 +1,16 @@
 // The rows of the benchmark. Each names its server, its request bodies and whether
 // it is part of --quick. Bodies: identifier = idPrefix + (counter % idSpace), see bodies.mjs.
 //
-// server kinds: floor | ringlimit | fastify
+// server kinds: floor | ringlimit | fastify | gubernator
+// all200: every answer must be an undegraded 200 (the run checks it and says so).
+// oneNode: the row of the same keys on one node; the table prints this row's CPU per
+// decision over that one's (a cluster over its own one node).
 export const ALGORITHMS = ['fixed-window', 'sliding-window', 'token-bucket', 'leaky-bucket']
 
 // Many identifiers, a limit nobody reaches: every answer is a 200 on an existing key.
 const ALLOWED = { namespace: 'bench', limit: 1000000, duration: 60, idSpace: 10000 }
+// A limit only an owner decides, in windows of a second, on as many identifiers.
+const SMALL = { namespace: 'bench', limit: 100, duration: 1, idSpace: 10000 }
 
 export const SCENARIOS = [
   {
@@ -25,6 +30,7 @@ export const SCENARIOS = [
     name: 'ringlimit-allowed',
     desc: 'one node, 10 k identifiers, limit never reached: all 200 (the local path)',
     server: { kind: 'ringlimit' },
+    all200: true,
     body: ALLOWED,
     quick: true,
   },
@@ -97,8 +103,59 @@ export const SCENARIOS = [
     name: 'ringlimit-service3',
     desc: '3 nodes behind a round-robin Service, defaults (REPLICAS=2): connections spread over the nodes, 30,000 identifiers; ×rl-local is what a team pays for a Service over one node (issue 23: <= 1.6x)',
     server: { kind: 'ringlimit', nodes: 3, env: { REPLICAS: '2' } },
+    all200: true,
     body: { ...ALLOWED, idSpace: 30000 },
+    oneNode: 'ringlimit-allowed',
     quick: true,
+  },
+  // Limit 100 per second: an owner must decide every request (shares answer large limits only),
+  // and these rows reach a few requests per identifier per second on this machine (10 at 100,000/s):
+  // nobody is ever blocked, so the 429 column must read 0.
+  {
+    name: 'ringlimit-allowed-100',
+    desc: 'one node, 10,000 identifiers, limit 100 per 1 s, never reached: the one-node reference of ringlimit-service3-100',
+    server: { kind: 'ringlimit' },
+    all200: true,
+    body: SMALL,
+  },
+  {
+    name: 'ringlimit-service3-100',
+    desc: '3 nodes round-robin, defaults (REPLICAS=2), 10,000 identifiers, limit 100 per 1 s: every decision by its owner, ~2/3 forwarded (issue 39: <= 1.6x its one node)',
+    server: { kind: 'ringlimit', nodes: 3, env: { REPLICAS: '2' } },
+    all200: true,
+    body: SMALL,
+    oneNode: 'ringlimit-allowed-100',
+  },
+  // gubernator v2 (--gubernator PATH): the same keys, limits and windows through its JSON door.
+  {
+    name: 'gubernator-1node',
+    desc: 'gubernator v2, one daemon, defaults, POST /v1/GetRateLimits: the keys and limit of ringlimit-allowed',
+    server: { kind: 'gubernator', nodes: 1 },
+    all200: true,
+    body: { ...ALLOWED, format: 'gubernator', path: '/v1/GetRateLimits' },
+  },
+  {
+    name: 'gubernator-service3',
+    desc: 'gubernator v2, 3 daemons (member-list), connections spread evenly over their HTTP ports: the keys and limit of ringlimit-service3',
+    server: { kind: 'gubernator', nodes: 3 },
+    all200: true,
+    body: { ...ALLOWED, idSpace: 30000, format: 'gubernator', path: '/v1/GetRateLimits' },
+    oneNode: 'gubernator-1node',
+  },
+  {
+    name: 'gubernator-1node-100',
+    desc: 'gubernator v2, one daemon: the keys and limit of ringlimit-allowed-100',
+    server: { kind: 'gubernator', nodes: 1 },
+    all200: true,
+    body: { ...SMALL, format: 'gubernator', path: '/v1/GetRateLimits' },
+  },
+  {
+    name: 'gubernator-service3-100',
+    desc: 'gubernator v2, 3 daemons round-robin: the keys and limit of ringlimit-service3-100',
+    server: { kind: 'gubernator', nodes: 3 },
+    all200: true,
+    body: { ...SMALL, format: 'gubernator', path: '/v1/GetRateLimits' },
+    oneNode: 'gubernator-1node-100',
   },
   {
     name: 'ringlimit-policy-miss',

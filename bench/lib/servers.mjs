@@ -5,9 +5,9 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
-import { connect } from 'node:net'
+import { connect, createServer } from 'node:net'
 import { spawnTracked, stopTracked } from './children.mjs'
-import { freePort, waitReady } from './net.mjs'
+import { freePort, get, waitReady } from './net.mjs'
 
 const benchDir = new URL('..', import.meta.url).pathname
 export const repoRoot = join(benchDir, '..')
@@ -195,6 +195,70 @@ export async function startRinglimit({ apiKey, nodes = 1, tls, maxKeys = 5000000
   const urls = ports.map((p) => `${scheme}://127.0.0.1:${p.http}`)
   return guarded(recs, async () => {
     await Promise.all(urls.map((u, i) => waitReady(u + '/ready', recs[i], 30000)))
+    return server(recs, urls)
+  })
+}
+
+/** A port that was free a moment ago on `host` (a loopback address other than 127.0.0.1). */
+function freePortOn(host) {
+  return new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.once('error', reject)
+    srv.listen(0, host, () => {
+      const { port } = srv.address()
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+/**
+ * gubernator v2 from a binary built by hand (`--gubernator PATH`, bench/README.md says how),
+ * `nodes` daemons with its defaults. A cluster of them on one machine needs what a cluster of
+ * machines has: memberlist names a member by its hostname, so each daemon runs in its own UTS
+ * namespace (`unshare --uts`, root) under the name guber-n<i>, and each has its own loopback
+ * address (127.0.0.2, .3, ...: gubernator advertises and gossips an address, not a port range).
+ * Ready when every daemon's /v1/HealthCheck is healthy and counts all `nodes` peers.
+ */
+export async function startGubernator({ bin, nodes = 1 }) {
+  const hosts = Array.from({ length: nodes }, (_, i) => `127.0.0.${2 + i}`)
+  const ports = []
+  for (const h of hosts) ports.push({ http: await freePortOn(h), grpc: await freePortOn(h), gossip: await freePortOn(h) })
+  const known = `${hosts[0]}:${ports[0].gossip}`
+  const recs = hosts.map((h, i) =>
+    spawnTracked(`gubernator n${i + 1}`, 'unshare', ['--uts', 'sh', '-c', `hostname guber-n${i + 1} && exec "$0"`, bin], {
+      env: {
+        GUBER_HTTP_ADDRESS: `${h}:${ports[i].http}`,
+        GUBER_GRPC_ADDRESS: `${h}:${ports[i].grpc}`,
+        GUBER_ADVERTISE_ADDRESS: `${h}:${ports[i].grpc}`,
+        GUBER_PEER_DISCOVERY_TYPE: 'member-list',
+        GUBER_MEMBERLIST_ADDRESS: `${h}:${ports[i].gossip}`,
+        // Without it memberlist binds 0.0.0.0:7946 whatever it advertises: one daemon per machine.
+        GUBER_MEMBERLIST_BIND_ADDRESS: `${h}:${ports[i].gossip}`,
+        GUBER_MEMBERLIST_KNOWN_NODES: known,
+        GUBER_LOG_LEVEL: 'warn',
+      },
+    }),
+  )
+  const urls = hosts.map((h, i) => `http://${h}:${ports[i].http}`)
+  return guarded(recs, async () => {
+    const deadline = Date.now() + 30000
+    for (const [i, u] of urls.entries()) {
+      let last = 'no answer'
+      for (;;) {
+        if (recs[i].exitCode !== undefined)
+          throw new Error(`${recs[i].name} exited (${recs[i].exitCode}): ${(recs[i].err || recs[i].out).trim().split('\n').slice(-3).join(' | ')}`)
+        if (Date.now() > deadline) throw new Error(`${recs[i].name} not ready after 30 s (${last})`)
+        try {
+          const r = await get(u + '/v1/HealthCheck', 1000)
+          const h = JSON.parse(r.body)
+          if (r.status === 200 && h.status === 'healthy' && Number(h.peer_count) === nodes) break
+          last = r.body.slice(0, 200)
+        } catch (e) {
+          last = e.code || e.message
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+    }
     return server(recs, urls)
   })
 }
