@@ -2,7 +2,7 @@ import type { Logger } from "../../../logger.js";
 import type { ReplicationMetrics } from "../../../metrics/replication-metrics.js";
 import { mergeState, storeReplica } from "../../records/merge-states.js";
 import { ringKeyOfStateKey } from "../../ring/state-key.js";
-import { removalRecord, agesInPlace, decodeStates, isRemoval, maxRecordBytes, writeRecord, bornHere } from "../../records/state-records.js";
+import { removalRecord, agesInPlace, forEachAgedRecord, isRemoval, maxRecordBytes, writeRecord, bornHere } from "../../records/state-records.js";
 import type { StateTable, StoredState } from "../../table/state-table.js";
 import type { ChangeLog } from "../../table/change-log.js";
 import { CallMethod, MAX_BATCH_BYTES } from "../wire/call-methods.js";
@@ -158,26 +158,26 @@ export class Replicator {
     const self = pool.self;
     let kept = 0;
     let refused = 0;
-    for (const { key, state: aged } of decodeStates(payload)) {
+    forEachAgedRecord(payload, (key, aged) => {
       // Sent with ages: put on this node's clock here, whatever the sender's reads.
       const state = admitState(key, aged, now);
       if (state === "invalid") {
         refused++;
-        continue;
+        return;
       }
       if (isRemoval(aged)) {
         this.applyRemoval(key, bornHere(aged.bornAgoS, now) * 1000, now);
         kept++;
-        continue;
+        return;
       }
-      if (state === "expired") continue;
+      if (state === "expired") return;
       // The sender's ring is behind this one's (an owner back from a pause): a copy of a
       // state this node owns now merges as a copy, so its stale counts change nothing.
       const owner = ring.owner(ringKeyOfStateKey(key));
       if (owner === self) mergeState(owned, key, state, now);
       else storeReplica(replicaTable, key, state, now, owner === from);
       kept++;
-    }
+    });
     if (refused > 0) this.o.logger.warn({ from, refused }, "replicated states out of bounds: not kept");
     return kept;
   }
