@@ -218,9 +218,13 @@ export class Replicator {
     const ringKey = ringKeyOfStateKey(key);
     // Gone since it changed: a reset's removal goes to the replicas (StateTable.remove);
     // a state that moved or lapsed is not sent, its replicas follow the ring or expire.
-    const resetAt = owned.resetAt(ringKey, Date.now());
-    const state = owned.get(key) ?? (resetAt !== undefined ? removalRecord(resetAt) : undefined);
-    if (state === undefined) return;
+    // The reset's memory is asked only for a key gone: a clock read and a lookup fewer per state sent.
+    let state = owned.get(key);
+    if (state === undefined) {
+      const resetAt = owned.resetAt(ringKey, Date.now());
+      if (resetAt === undefined) return;
+      state = removalRecord(resetAt);
+    }
     const targets = this.targets;
     const n = ring.successors(ringKey, replicas, targets);
     // Only the owner replicates: a stray state goes to its owner by the hand-off instead.
