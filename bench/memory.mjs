@@ -5,10 +5,16 @@
 //     ringlimit_stored_keys gauge;
 //  2. flood: never-repeating identifiers for 60 s with MAX_KEYS=100000, RSS sampled every
 //     second: does it stay flat once the table is full (the bound and eviction work)?
+//  3. with --cluster: bytes per key of a 3-node cluster with REPLICAS=2 (issue 39, item 5):
+//     N distinct keys of limit 10 (no share answers them: every key is owned on one node and
+//     copied on another) spread over the three nodes, RSS summed over the nodes once settled,
+//     before and after, divided by N. Only this scenario runs then.
 //
 //   node bench/memory.mjs [--quick] [--keys N] [--flood S] [--loader autocannon|wrk]
 //                         [--node-args=--max-old-space-size=128]  (flood only: tells a leak
 //                         from a lazy GC — a leak dies at the cap, a lazy heap stays under it)
+//   node bench/memory.mjs --cluster [--keys 300000] [--build DIR]  (DIR: also another checkout's
+//                         build, filled after this one in the same run: before/after)
 // Also run by `node bench/run.mjs --memory`. Standalone, it writes bench/results/memory.json.
 import { existsSync, mkdirSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
@@ -239,6 +245,106 @@ export async function runMemory(opts) {
   return out
 }
 
+/**
+ * The nodes' RSS once it stops falling: read every 500 ms until four readings in a row are
+ * within 1 % of the lowest (at most 20 s). Read at once after a fill, RSS still holds that
+ * load's garbage and a young generation grown to it, which V8 gives back after a few idle
+ * seconds (bench/replication.mjs measured a factor of two between runs read too early).
+ */
+async function settledRss(L, pgids) {
+  const watch = new L.GroupWatch(pgids)
+  const t0 = performance.now()
+  let lowest = Infinity
+  let steady = 0
+  for (;;) {
+    watch.refresh()
+    const rss = watch.rssKb() * 1024
+    steady = rss < lowest * 0.99 ? 0 : steady + 1
+    lowest = Math.min(lowest, rss)
+    if (steady >= 4 || performance.now() - t0 > 20_000) return lowest
+    await sleep(500)
+  }
+}
+
+/**
+ * Scenario 3: bytes per key of a 3-node cluster with REPLICAS=2, for each build in `builds`
+ * ([{ label, main }]). Returns { rows, lines }.
+ */
+export async function runClusterMemory(opts) {
+  const L = await loadLibs()
+  const log = opts.log ?? ((m) => process.stderr.write(m + '\n'))
+  const keys = opts.keys ?? 300000
+  const apiKey = opts.apiKey ?? L.makeApiKey()
+  const headers = { authorization: `Bearer ${apiKey}` }
+  const conditions = new L.RunConditions()
+  const rows = []
+  const lines = []
+  for (const { label, main } of opts.builds) {
+    log(`memory: 3 nodes, REPLICAS=2, ${keys.toLocaleString('en-US')} distinct keys of limit 10 (${label})`)
+    const server = await L.startRinglimit({ apiKey, nodes: 3, main, extraEnv: { REPLICAS: '2' } })
+    try {
+      // Warm up on a few keys (JIT, buffers, peer links), then settle.
+      await L.runLoad({
+        loader: 'autocannon',
+        urls: server.urls,
+        connections: 48,
+        durationSec: 3,
+        headers,
+        bodySpec: { namespace: 'mem', limit: 1000000, duration: 3600, idSpace: 1000, idPrefix: 'warm-' },
+        tmpDir: opts.tmpDir,
+      })
+      const rss0 = await settledRss(L, server.pgids)
+      const watch = new L.GroupWatch(server.pgids)
+      watch.refresh()
+      const ticks0 = watch.cpuTicks()
+      const t0 = performance.now()
+      const r = await L.runLoad({
+        loader: 'autocannon',
+        urls: server.urls,
+        connections: 48,
+        amount: keys,
+        headers,
+        timeoutSec: 30,
+        // limit 10: below any share's threshold, so owners decide; an hour: nothing expires meanwhile
+        bodySpec: { namespace: 'mem', limit: 10, duration: 3600, idSpace: keys, idPrefix: 'k-' },
+        tmpDir: opts.tmpDir,
+      })
+      conditions.add(`memory: cluster fill (${label})`, (watch.cpuTicks() - ticks0) / L.clockTicks(), (performance.now() - t0) / 1000, 3)
+      const rss1 = await settledRss(L, server.pgids)
+      let owned = 0
+      let copies = 0
+      for (const url of server.urls) {
+        const m = await scrape(L, url)
+        owned += m.ringlimit_stored_keys ?? 0
+        copies += m.ringlimit_replica_states ?? 0
+      }
+      const row = {
+        label,
+        keys,
+        requests: r.completed,
+        status: r.status,
+        owned,
+        copies,
+        rssBeforeMb: rss0 / 2 ** 20,
+        rssAfterMb: rss1 / 2 ** 20,
+        bytesPerKey: (rss1 - rss0) / keys,
+        bytesPerStateHeld: (rss1 - rss0) / Math.max(1, owned + copies),
+      }
+      rows.push(row)
+      lines.push(
+        `3 nodes, REPLICAS=2, ${label}: ${row.bytesPerKey.toFixed(0)} B RSS per key (target ≤ 400 B), ${row.bytesPerStateHeld.toFixed(0)} B per state held ` +
+          `(RSS of the 3 nodes ${row.rssBeforeMb.toFixed(0)} → ${row.rssAfterMb.toFixed(0)} MiB, settled; ${owned.toLocaleString('en-US')} owned states + ` +
+          `${copies.toLocaleString('en-US')} copies for ${keys.toLocaleString('en-US')} keys; statuses ${JSON.stringify(r.status)})`,
+      )
+      log(`memory: ${lines.at(-1)}`)
+    } finally {
+      await server.stop()
+    }
+  }
+  lines.push(...conditions.lines())
+  return { rows, lines }
+}
+
 // Standalone.
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { values: args } = benchOptions(import.meta.url, {
@@ -247,6 +353,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
 flat once the table is full?). Writes bench/results/memory.json. Needs the build (npm run build).`,
     options: {
       quick: { type: 'boolean', help: '200,000 keys and a 20 s flood' },
+      cluster: { type: 'boolean', help: 'only bytes per key of a 3-node cluster with REPLICAS=2 (default 300,000 keys)' },
+      build: { type: 'string', arg: 'DIR', defaultText: 'none', help: "with --cluster: also another checkout's build (DIR/dist/src/main.js), same run" },
       keys: { type: 'number', min: 1, defaultText: '1000000; 200000 with --quick', help: 'distinct identifiers for bytes per key' },
       flood: { type: 'number', min: 1, arg: 'S', defaultText: '60; 20 with --quick', help: 'seconds of flood' },
       loader: { type: 'string', arg: 'L', choices: ['autocannon', 'wrk'], defaultText: 'wrk when installed, else autocannon', help: 'autocannon or wrk' },
@@ -269,6 +377,15 @@ flat once the table is full?). Writes bench/results/memory.json. Needs the build
   }
   const tmp = mkdtempSync(join(tmpdir(), 'ringlimit-mem-'))
   installCleanup(() => rmSync(tmp, { recursive: true, force: true }))
+  if (args.cluster) {
+    const { ringlimitMain, buildMain } = await import('./lib/servers.mjs')
+    const builds = [{ label: 'this build', main: ringlimitMain }]
+    if (args.build !== undefined) builds.push({ label: args.build, main: buildMain(args.build, '--build') })
+    const res = await runClusterMemory({ keys: args.keys, builds, tmpDir: tmp })
+    process.stdout.write(res.lines.join('\n') + '\n')
+    rmSync(tmp, { recursive: true, force: true })
+    process.exit(0)
+  }
   const res = await runMemory({
     quick: args.quick,
     keys: args.keys,

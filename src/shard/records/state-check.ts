@@ -1,6 +1,6 @@
 import { algorithmByCode, type AgedBounds, type AgedVerdict, type LimitState } from "../../algorithms/index.js";
 import { REQUEST_BOUNDS } from "../../decision.js";
-import { parseStateKey, stateKeyOf } from "../ring/state-key.js";
+import { parseStateKey, type ParsedStateKey } from "../ring/state-key.js";
 import type { StoredState } from "../table/state-table.js";
 import { rebaseState, type AgedState } from "./state-records.js";
 
@@ -40,11 +40,15 @@ const AGED_BOUNDS: AgedBounds = Object.freeze({ maxLimit: REQUEST_BOUNDS.chargeL
  */
 export function checkState(key: string, state: Omit<AgedState, "origin" | "bornAgoS">): StateVerdict {
   const parsed = parseStateKey(key);
-  if (parsed === undefined) return "invalid";
-  const { algorithmCode, duration, ringKey } = parsed;
+  return parsed === undefined ? "invalid" : checkParsed(parsed, state);
+}
+
+/** checkState on a key parseStateKey took apart: parsed once per record on the receive path. */
+function checkParsed({ algorithmCode, duration, ringKey }: ParsedStateKey, state: Omit<AgedState, "origin" | "bornAgoS">): StateVerdict {
   const algorithm = algorithmByCode(algorithmCode);
   if (algorithm === undefined || !(duration >= REQUEST_BOUNDS.duration.min && duration <= REQUEST_BOUNDS.duration.max)) return "invalid";
-  if (stateKeyOf(algorithmCode, duration, ringKey) !== key || !validRingKey(ringKey)) return "invalid";
+  // Canonical by parseStateKey (one digit, then the duration as String() writes it, a colon): stateKeyOf rebuilt it.
+  if (!validRingKey(ringKey)) return "invalid";
   const D = duration * 1000;
   if (!Number.isInteger(state.expiresInS) || state.expiresInS * 1000 > 2 * D + AGE_TOLERANCE_MS + EXPIRY_ROUNDING_MS) return "invalid";
   if (state.expiresInS <= 0) return "expired";
@@ -57,10 +61,10 @@ export function checkState(key: string, state: Omit<AgedState, "origin" | "bornA
  * `now` (rebaseState): the state to merge, or why there is none.
  */
 export function admitState(key: string, aged: AgedState, now: number): StoredState | Exclude<StateVerdict, "ok"> {
-  const verdict = checkState(key, aged);
+  const parsed = parseStateKey(key);
+  const verdict = parsed === undefined ? "invalid" : checkParsed(parsed, aged);
   if (verdict !== "ok") return verdict;
-  const { algorithmCode, duration } = parseStateKey(key)!;
-  return rebaseState(algorithmCode, duration * 1000, aged, now);
+  return rebaseState(parsed!.algorithmCode, parsed!.duration * 1000, aged, now);
 }
 
 /** `${ns.length}:${ns}${identifier}` with both parts within the contract's lower bounds and the identifier within its upper one. */

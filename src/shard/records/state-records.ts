@@ -203,6 +203,37 @@ export function decodeStates(buf: Buffer): AgedRecord[] {
   return records;
 }
 
+const agedScratch: AgedState = { a: 0, b: 0, c: 0, expiresInS: 0, origin: 0, bornAgoS: 0 };
+
+/**
+ * A peer's records as sent, each visited in one reused AgedState (valid during the visit
+ * only: what is kept must be copied, as rebaseState does). Checks the whole batch splits into
+ * records first, so a batch that cannot is refused (RangeError) before anything is applied,
+ * as decodeStates; the replication receive path, where an array and two objects per record
+ * were most of the allocations (docs/durability.md, "The replication cost").
+ */
+export function forEachAgedRecord(buf: Buffer, visit: (key: string, state: AgedState) => void): void {
+  for (let o = 0; o < buf.length; o += recordLengthAt(buf, o)) {
+    if (o + 2 > buf.length || buf.readUInt16BE(o) > MAX_KEY_BYTES || o + recordLengthAt(buf, o) > buf.length) throw new RangeError("truncated state record");
+  }
+  const s = agedScratch;
+  for (let o = 0; o < buf.length;) {
+    const n = buf.readUInt16BE(o);
+    let key = buf.toString("utf8", o + 2, o + 2 + n);
+    // Lossy decoding would give two byte strings one key: what is not UTF-8 becomes "", an invalid key.
+    if (key.includes("\ufffd") && !isUtf8(buf.subarray(o + 2, o + 2 + n))) key = "";
+    o += 2 + n;
+    s.a = buf.readDoubleBE(o);
+    s.b = buf.readDoubleBE(o + 8);
+    s.c = buf.readDoubleBE(o + 16);
+    s.expiresInS = buf.readUInt32BE(o + 24);
+    s.origin = buf.readUInt32BE(o + 28);
+    s.bornAgoS = buf.readUInt32BE(o + 32);
+    o += STATE_BYTES;
+    visit(key, s);
+  }
+}
+
 /** A birth sent as whole seconds ago (see above), as a unix second on this node's clock `now`. */
 export function bornHere(bornAgoS: number, now: number): number {
   return Math.max(0, Math.floor(now / 1000) - bornAgoS);

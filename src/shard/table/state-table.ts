@@ -59,12 +59,10 @@ export interface TableCopy {
 /**
  * Limit states of the keys this node owns (or, as the replica table, copies of other owners').
  *
- * Memory per key is what bounds a node, so states live in parallel typed arrays indexed
- * by a dense slot number (a removed slot is filled by moving the last one into it), and
- * the only per-key object is the key string, found through an open-addressing index
- * (KeyIndex). A key costs 56 bytes of arrays + ~12 of index + ~16 of identifier index
- * (IdentifierIndex: a reset finds its states without a scan) + its string; bounded in
- * states (MAX_KEYS) and in bytes (MAX_MEMORY_MB), since callers choose the keys.
+ * Memory per key is what bounds a node, so states live in parallel typed arrays indexed by a dense slot number (a
+ * removed slot is filled by moving the last one into it), and the only per-key object is the key string, found through
+ * an open-addressing index (KeyIndex). A key costs 56 bytes of arrays + ~12 of index + ~16 of identifier index (owned
+ * table only) + its string; bounded in states (MAX_KEYS) and in bytes (MAX_MEMORY_MB), since callers choose the keys.
  * Expiry is a per-second sweep over lists of slots by second (SweepLists): no timer per key.
  */
 export class StateTable {
@@ -90,8 +88,11 @@ export class StateTable {
   private readonly lists: SweepLists;
   private count = 0;
 
-  /** ring key → its states' slots: a reset finds what it removes without a scan */
-  private readonly identifiers: IdentifierIndex;
+  /**
+   * ring key → its states' slots: a reset finds what it removes without a scan. None (and no keysOf) with `resettable: false`,
+   * the replica table: 16 B a slot saved, and a replica never resets an identifier (its owner sends a removal per state).
+   */
+  private readonly identifiers: IdentifierIndex | undefined;
   private changes: ChangeLog | undefined; // see trackChanges
   /** the node's one memory of resets (made here; heard of from owners: the blocked cache, the shares), in `bytes` */
   readonly resets: ResetMemory;
@@ -99,8 +100,8 @@ export class StateTable {
   /** scratch view handed to algorithms, refilled per decision */
   private readonly view: LimitState = { a: 0, b: 0, c: 0 };
 
-  /** `maxBytes`: bound on `bytes` (MAX_MEMORY_MB); states are evicted to stay under it. */
-  constructor(maxKeys: number, now: number, maxBytes = Infinity) {
+  /** `maxBytes`: bound on `bytes` (MAX_MEMORY_MB); states are evicted to stay under it. `resettable`: see `identifiers`. */
+  constructor(maxKeys: number, now: number, maxBytes = Infinity, { resettable = true }: { resettable?: boolean } = {}) {
     if (!(maxKeys >= 1 && maxBytes >= MIN_BYTES)) throw new RangeError(`maxKeys must be at least 1 and maxBytes at least ${MIN_BYTES}`);
     this.maxKeys = maxKeys;
     this.maxBytes = maxBytes;
@@ -114,7 +115,7 @@ export class StateTable {
     this.born = new Uint32Array(capacity);
     this.costs = new SlotCosts(capacity);
     this.lists = new SweepLists(capacity, now);
-    this.identifiers = new IdentifierIndex(capacity);
+    this.identifiers = resettable ? new IdentifierIndex(capacity) : undefined;
   }
 
   get size(): number {
@@ -126,7 +127,7 @@ export class StateTable {
    * the change log when tracked (replication), remembered resets. bench/table-bytes.mjs: within 1 % of measured.
    */
   get bytes(): number {
-    const indexes = this.index.bytes + this.identifiers.bytes;
+    const indexes = this.index.bytes + (this.identifiers?.bytes ?? 0);
     return this.costs.keyBytes + this.a.length * this.slotBytes + indexes + (this.changes?.pendingBytes ?? 0) + this.resets.bytes;
   }
 
@@ -238,6 +239,7 @@ export class StateTable {
 
   /** The state keys of one identifier (its ring key), found through the identifier index: no scan. */
   keysOf(ringKey: string): string[] {
+    if (this.identifiers === undefined) throw new Error("keysOf on a table made with resettable: false");
     return this.identifiers.slotsOf(ringKey, this.keyOf).map(this.keyOf);
   }
   private readonly keyOf = (slot: number): string => this.keys[slot]!;
@@ -302,7 +304,7 @@ export class StateTable {
     if (this.index.size !== this.count) return `index has ${this.index.size} keys for ${this.count} slots`;
     for (let i = 0; i < this.count; i++) if (this.index.get(this.keys[i]!) !== i) return `slot ${i} not indexed`;
     for (let i = 0; i < this.count; i++) if (this.keys.indexOf(this.keys[i]!) !== i) return `key of slot ${i} stored twice`;
-    for (let i = 0; i < this.count; i++)
+    for (let i = 0; i < this.count && this.identifiers !== undefined; i++)
       if (!this.identifiers.slotsOf(ringKeyOfStateKey(this.keys[i]!), this.keyOf).includes(i)) return `slot ${i} not in its identifier's chain`;
     return this.lists.check(this.count);
   }
@@ -340,7 +342,7 @@ export class StateTable {
     const slot = this.count++;
     this.keys[slot] = key;
     this.index.add(key, slot);
-    this.identifiers.add(slot, key);
+    this.identifiers?.add(slot, key);
     this.lists.reset(slot);
     this.changes?.reset(slot);
     this.costs.add(slot, cost);
@@ -357,7 +359,7 @@ export class StateTable {
     const last = this.count - 1;
     this.lists.unlink(slot);
     this.index.remove(this.keys[slot]!, slot);
-    this.identifiers.remove(slot);
+    this.identifiers?.remove(slot);
     this.costs.remove(slot);
     if (slot !== last) {
       const movedKey = this.keys[last]!;
@@ -372,7 +374,7 @@ export class StateTable {
       this.changes?.move(last, slot);
       this.lists.move(last, slot);
       this.index.move(movedKey, last, slot);
-      this.identifiers.move(last, slot);
+      this.identifiers?.move(last, slot);
     }
     this.keys.length = last;
     this.count = last;
@@ -380,7 +382,7 @@ export class StateTable {
 
   /** Double the arrays, or less when the byte bound leaves less room; false when not one more slot fits. */
   private grow(nextKeyCost: number): boolean {
-    const room = Math.floor((this.maxBytes - this.bytes - nextKeyCost) / (this.slotBytes + IdentifierIndex.SLOT_BYTES));
+    const room = Math.floor((this.maxBytes - this.bytes - nextKeyCost) / (this.slotBytes + (this.identifiers ? IdentifierIndex.SLOT_BYTES : 0)));
     const capacity = Math.min(this.maxKeys, this.a.length * 2, this.a.length + room);
     if (capacity <= this.a.length) return false;
     this.a = widened(this.a, capacity);
@@ -392,7 +394,7 @@ export class StateTable {
     this.changes?.grow(capacity);
     this.lists.grow(capacity);
     this.costs.grow(capacity);
-    this.identifiers.grow(capacity, this.count);
+    this.identifiers?.grow(capacity, this.count);
     return true;
   }
 }

@@ -161,3 +161,21 @@ t.test("trackChanges: each changed key once per take, through moves and growth; 
   t.same(table.takeChanges(), ["g2999", "x"], "a moved slot is listed once; a set() is a change too");
   t.equal(announced, 3);
 });
+
+t.test("a table made with resettable: false (the replica table) keeps no identifier index: fewer bytes, no keysOf", async (t) => {
+  const owned = new StateTable(10_000, T0);
+  const copies = new StateTable(10_000, T0, Infinity, { resettable: false });
+  for (let i = 0; i < 3000; i++) {
+    const state = { a: T0, b: 1, c: 0, expiresAt: T0 / 1000 + 60, origin: 9, born: T0 / 1000 };
+    owned.set(stateKeyOf(0, 60, ringKeyOf("ns", `u${i}`)), state);
+    copies.set(stateKeyOf(0, 60, ringKeyOf("ns", `u${i}`)), state);
+  }
+  t.equal(copies.checkInvariants(), undefined, "consistent without it");
+  // 4,096 slots of capacity: next, prev and hash (12 B) a slot, and 4,096 buckets of 4 B.
+  t.equal(owned.bytes - copies.bytes, 4096 * 16, "16 bytes a slot of capacity fewer");
+  t.throws(() => copies.keysOf(ringKeyOf("ns", "u1")), /resettable/, "keysOf says why it is not there");
+  t.same(owned.keysOf(ringKeyOf("ns", "u1")), [stateKeyOf(0, 60, ringKeyOf("ns", "u1"))]);
+  copies.delete(stateKeyOf(0, 60, ringKeyOf("ns", "u1")));
+  t.equal(copies.get(stateKeyOf(0, 60, ringKeyOf("ns", "u1"))), undefined, "a copy is still removed by its state key");
+  t.equal(copies.checkInvariants(), undefined);
+});

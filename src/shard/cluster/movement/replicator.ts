@@ -2,7 +2,7 @@ import type { Logger } from "../../../logger.js";
 import type { ReplicationMetrics } from "../../../metrics/replication-metrics.js";
 import { mergeState, storeReplica } from "../../records/merge-states.js";
 import { ringKeyOfStateKey } from "../../ring/state-key.js";
-import { removalRecord, agesInPlace, decodeStates, isRemoval, maxRecordBytes, writeRecord, bornHere } from "../../records/state-records.js";
+import { removalRecord, agesInPlace, forEachAgedRecord, isRemoval, maxRecordBytes, writeRecord, bornHere } from "../../records/state-records.js";
 import type { StateTable, StoredState } from "../../table/state-table.js";
 import type { ChangeLog } from "../../table/change-log.js";
 import { CallMethod, MAX_BATCH_BYTES } from "../wire/call-methods.js";
@@ -158,26 +158,26 @@ export class Replicator {
     const self = pool.self;
     let kept = 0;
     let refused = 0;
-    for (const { key, state: aged } of decodeStates(payload)) {
+    forEachAgedRecord(payload, (key, aged) => {
       // Sent with ages: put on this node's clock here, whatever the sender's reads.
       const state = admitState(key, aged, now);
       if (state === "invalid") {
         refused++;
-        continue;
+        return;
       }
       if (isRemoval(aged)) {
         this.applyRemoval(key, bornHere(aged.bornAgoS, now) * 1000, now);
         kept++;
-        continue;
+        return;
       }
-      if (state === "expired") continue;
+      if (state === "expired") return;
       // The sender's ring is behind this one's (an owner back from a pause): a copy of a
       // state this node owns now merges as a copy, so its stale counts change nothing.
       const owner = ring.owner(ringKeyOfStateKey(key));
       if (owner === self) mergeState(owned, key, state, now);
       else storeReplica(replicaTable, key, state, now, owner === from);
       kept++;
-    }
+    });
     if (refused > 0) this.o.logger.warn({ from, refused }, "replicated states out of bounds: not kept");
     return kept;
   }
@@ -218,9 +218,13 @@ export class Replicator {
     const ringKey = ringKeyOfStateKey(key);
     // Gone since it changed: a reset's removal goes to the replicas (StateTable.remove);
     // a state that moved or lapsed is not sent, its replicas follow the ring or expire.
-    const resetAt = owned.resetAt(ringKey, Date.now());
-    const state = owned.get(key) ?? (resetAt !== undefined ? removalRecord(resetAt) : undefined);
-    if (state === undefined) return;
+    // The reset's memory is asked only for a key gone: a clock read and a lookup fewer per state sent.
+    let state = owned.get(key);
+    if (state === undefined) {
+      const resetAt = owned.resetAt(ringKey, Date.now());
+      if (resetAt === undefined) return;
+      state = removalRecord(resetAt);
+    }
     const targets = this.targets;
     const n = ring.successors(ringKey, replicas, targets);
     // Only the owner replicates: a stray state goes to its owner by the hand-off instead.
