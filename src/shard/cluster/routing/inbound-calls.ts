@@ -9,6 +9,7 @@ import { CALLS, mergeStates, type CallName, type CallRequest, type StateRecord }
 import { encodeLeaseReply } from "../wire/lease-wire.js";
 import { admitState } from "../wire/peer-data.js";
 import { encodeReleaseReply } from "../wire/release-wire.js";
+import type { TopRequest } from "../wire/top-wire.js";
 import { grantShare } from "../leases/grants.js";
 import { ownership, type OwnershipView } from "./ownership.js";
 
@@ -34,10 +35,10 @@ export interface InboundEvents {
   resetApplied(ringKey: string): Promise<void>;
   /** RESET_NOTICE: the owner of a ring key reset it */
   resetNotice(payload: Buffer, from: string): void;
-  /** DEBT_NOTICE: the owner of a shared key charged it past its limit (leases/debt-notices.ts) */
-  debtNotice(payload: Buffer, from: string): void;
+  /** DEBT_NOTICE: the owner of a shared key charged it past its limit in the window starting `windowStart` (leases/debt-notices.ts) */
+  debtNotice(notice: { stateKey: string; windowStart: number }, from: string): void;
   /** TOP: this node's identifiers blocked most, as GET /top asks a member (top-offenders.ts) */
-  top(payload: Buffer): Buffer;
+  top(request: TopRequest): Buffer;
   /** REPLICATE: states their owner sent to keep as replicas; returns how many were kept (throws when this node keeps none) */
   replicate(payload: Buffer, from: string): number;
 }
@@ -141,7 +142,7 @@ const HANDLERS: { readonly [K in CallName]: Handler<K> } = {
     giveBack(c.local.table, stateKeyOf(q.algorithm.code, q.duration, ringKey), q.algorithm.code, q.duration, q.cost, countedAt, now);
     return NOTHING;
   },
-  TOP: (payload, c) => c.events.top(payload),
+  TOP: (request, c) => c.events.top(request),
   RESET_NOTICE: (payload, c) => {
     c.events.resetNotice(payload, c.from);
     return NOTHING;
@@ -162,8 +163,8 @@ const HANDLERS: { readonly [K in CallName]: Handler<K> } = {
     if (verdict.kind !== "decide") throw new Error(verdict.kind === "fail_open" ? verdict.why : "not the owner");
     return encodeReleaseReply(c.local.releaseSync(rq, now));
   },
-  DEBT_NOTICE: (payload, c) => {
-    c.events.debtNotice(payload, c.from);
+  DEBT_NOTICE: (notice, c) => {
+    c.events.debtNotice(notice, c.from);
     return NOTHING;
   },
 };

@@ -2,7 +2,8 @@ import type { ProtocolFeature } from "../../../peer/index.js";
 import { encodeStates, decodeStates, recordBytes, type StateRecord } from "../../records/state-records.js";
 import { mergeStates } from "../../records/merge-states.js";
 import { decodeBatchRequest, decodeGiveBack, decodeReservation, decodeResetRequest } from "./batch-wire.js";
-import { decodeLeaseRequest } from "./lease-wire.js";
+import { decodeDebtNotice, decodeLeaseRequest } from "./lease-wire.js";
+import { decodeTopRequest } from "./top-wire.js";
 import { decodeRelease } from "./release-wire.js";
 
 export { encodeStates, decodeStates, recordBytes, mergeStates, type StateRecord };
@@ -59,7 +60,12 @@ export const CALLS = Object.freeze({
       "u32 ms since the sender sent the decision, then its query as a one-item BATCH body: the owner gives back what it counted, its caller having left before the answer was written",
     reply: "empty",
   },
-  TOP: { method: 15, decode: raw, payload: "what GET /top asks (top-wire.ts)", reply: "this member's identifiers blocked most that the filter admits" },
+  TOP: {
+    method: 15,
+    decode: decodeTopRequest,
+    payload: "what GET /top asks (top-wire.ts)",
+    reply: "this member's identifiers blocked most that the filter admits",
+  },
   RESET_NOTICE: {
     method: 16,
     decode: raw,
@@ -91,7 +97,7 @@ export const CALLS = Object.freeze({
   DEBT_NOTICE: {
     method: 20,
     feature: "CHARGE",
-    decode: raw,
+    decode: decodeDebtNotice,
     payload:
       "f64 a window's start (unix ms, the owner's clock), then a state key (UTF-8) a charge took past its limit in that window (lease-wire.ts); receivers answer nothing of it from their shares until the window ends (docs/shares.md, Debt)",
     reply: "empty",

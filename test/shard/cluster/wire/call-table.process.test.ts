@@ -41,6 +41,8 @@ t.test("a real node answers each CALL by its row, and refuses what no row or dec
     "the handler refuses a leave in another member's name",
   );
   t.equal(await metric(cluster.nodes[0]!, "ringlimit_ring_members"), 2, "and nobody left the ring");
+  t.match(await refusal(peer.call(CallMethod.TOP, Buffer.from([0]))), /^remote: /, "a TOP that does not decode is refused");
+  t.match(await refusal(peer.call(CallMethod.DEBT_NOTICE, Buffer.alloc(8))), /^remote: /, "so is a DEBT_NOTICE without a state key");
 
   // Rows that answer: HOLD's reply decodes, MERGE_STATES of no records merges none.
   const hold = decodeHoldReply(await peer.call(CallMethod.HOLD, Buffer.alloc(0)));
