@@ -20,7 +20,7 @@ const utf8 = (payload: Buffer): string => payload.toString("utf8");
  * (FEATURE_VERSIONS in peer/wire/constants.ts; none: every version this build speaks), the
  * decoder of its payload, and what payload and reply hold. The receiver's handler of each
  * row is in routing/inbound-calls.ts, typed by the row's decoder, so a row without a handler
- * does not compile; test/shard/cluster/wire/call-methods.test.ts holds the docs and the
+ * does not compile; test/shard/cluster/wire/call-table.test.ts holds the docs and the
  * features to this table. Numbers are never reused: a node of another version may send any.
  */
 export const CALLS = Object.freeze({
