@@ -5,6 +5,7 @@ import { problemOfPolicy } from "./policy/index.js";
 import { clusterSecretWeakness } from "./peer/link/cluster-secret.js";
 import { PROTOCOL_MIN, PROTOCOL_VERSION } from "./peer/wire/constants.js";
 import { fileDescriptorLimit } from "./config/fd-limit.js";
+import { CHARGE_ID_MEMORY_MS } from "./decision.js";
 
 /** Every setting and its default, in one place (docs/operations.md; `ringlimit --help` prints them). Units are in the names. */
 export const DEFAULTS = Object.freeze({
@@ -40,7 +41,7 @@ export const DEFAULTS = Object.freeze({
   failOpen: true as boolean,
   maxKeys: 5_000_000 as number,
   maxMemoryMb: undefined as number | undefined, // MiB for limit states (tables + blocked cache); default 30 % of V8's old space, shared as shard/table/memory-budget.ts says
-  chargeIdMemoryMs: 120_000 as number, // ms a key's owner remembers a charge id and its answer (docs/api.md, Charge ids)
+  chargeIdMemoryMs: CHARGE_ID_MEMORY_MS as number, // ms a key's owner remembers a charge id and its answer (docs/api.md, Charge ids)
   metricsPort: undefined as number | undefined, // set: /metrics moves to this port
   advertiseUrl: undefined as string | undefined, // the URL clients reach this node at (GET /cluster); default: http(s)://host:port, see defaultAdvertiseUrl
   metricsToken: undefined as string | undefined, // set: /metrics requires `Authorization: Bearer <token>`

@@ -62,6 +62,12 @@ export const CHARGE_ID_PATTERN = "^[!-~]{1,64}$";
 const CHARGE_ID_RE = new RegExp(CHARGE_ID_PATTERN);
 /** Whether `id` is a charge id the contract accepts (a peer's is checked like a caller's). */
 export const isChargeId = (id: string): boolean => CHARGE_ID_RE.test(id);
+/**
+ * How long (ms) a key's owner remembers a charge id and its answer by default (docs/api.md, Charge
+ * ids; CHARGE_ID_MEMORY_MS). Here rather than in config.ts so that the owner's decider, which
+ * needs a default, does not load the settings' loader.
+ */
+export const CHARGE_ID_MEMORY_MS = 120_000;
 
 // The product slug is part of a key's effective namespace (`namespace.slug`), so the
 // ring-aware client (src/client) computes it with this same code.

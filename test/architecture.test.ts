@@ -97,6 +97,24 @@ t.test("shard/: the ring, the table, the owner's decisions and records never imp
   );
 });
 
+t.test("shard/ imports nothing from http/, not even a type: the front end sits above the shard", async (t) => {
+  t.same(violations(inside("shard"), inside("http")), []);
+});
+
+t.test("shard/local (the owner's decisions) never loads the settings' loader, directly or through another module", async (t) => {
+  // config.ts and config/ read the environment and pull in the policy files' checks: a decision needs none of it.
+  const loader = (f: string) => f === path.join(SRC, "config.ts") || inside("config")(f);
+  const reached = new Set<string>();
+  const visit = (file: string) => {
+    if (reached.has(file)) return;
+    reached.add(file);
+    for (const d of graph.get(file) ?? []) visit(d);
+  };
+  for (const f of files.filter(inside("shard/local"))) visit(f);
+  t.ok(reached.size > 10, `${reached.size} modules reached from shard/local`);
+  t.same([...reached].filter(loader).map(rel), []);
+});
+
 t.test("shard/cluster/: wire formats sit below routing, membership and movement", async (t) => {
   const cluster = (sub: string) => inside(`shard/cluster/${sub}`);
   t.same(

@@ -1,5 +1,5 @@
 /**
- * The split between unit tests and process tests (README, Development): a test file that
+ * The split between unit tests and process tests (docs/development.md): a test file that
  * starts node processes is named `*.process.test.ts`; every other test file is a unit test,
  * run by `npm run test:unit`, and must not reach `node:child_process` through anything it
  * imports (the harness's node-process.ts, cluster.ts and run-main.ts all do). Read from the

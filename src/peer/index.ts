@@ -13,7 +13,7 @@ export type { PeerErrorCode } from "./errors.js";
 export type { PeerLogger } from "./logger.js";
 export type { PeerTlsOptions } from "./link/transport.js";
 export { ownRange, rangeText, sharedVersion, supportsAt } from "./link/versions.js";
-export type { ProtocolRange } from "./link/versions.js";
+export type { ProtocolRange, SoftwareFacts } from "./link/versions.js";
 export type { ProtocolFeature } from "./wire/constants.js";
 export {
   DecideCode,

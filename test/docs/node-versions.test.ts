@@ -1,11 +1,11 @@
 /**
  * The supported Node.js versions are said in several places that must agree: `engines` in
- * package.json, README's "Supported Node.js versions" table, the Dockerfile's base image, the
+ * package.json, the "Supported Node.js versions" table of docs/node-versions.md (and README's short one), the Dockerfile's base image, the
  * Nodes that `.ci/run` installs, and the native binaries the two uWebSockets.js builds
  * actually ship (one per Node ABI), whose checksums docs/node-versions.md records.
  */
 import { createHash } from "node:crypto";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import t from "tap";
@@ -55,7 +55,7 @@ t.test("the builds ship what the table says", async (t) => {
   for (const odd of inRange.filter((m) => !supported.includes(m))) {
     t.notOk(preferred.has(ABI[odd]!) || fallback.has(ABI[odd]!), `Node ${odd} (ABI ${ABI[odd]}) has no binary: it does not start`);
   }
-  t.ok(preferred.has(ABI[20]!) && fallback.has(ABI[20]!), "both ship Node 20's ABI 115: on 20 the server starts (README says so)");
+  t.ok(preferred.has(ABI[20]!) && fallback.has(ABI[20]!), "both ship Node 20's ABI 115: on 20 the server starts (docs/node-versions.md says so)");
 });
 
 t.test("every installed Linux binary has the checksum docs/node-versions.md records", async (t) => {
@@ -72,30 +72,45 @@ t.test("every installed Linux binary has the checksum docs/node-versions.md reco
   }
 });
 
-t.test("README's table says what engines says", async (t) => {
-  const readme = read("README.md");
-  const section = readme.slice(readme.indexOf("## Supported Node.js versions"));
-  const rows = section
+/** A "| Node.js | Status |" table's rows after `heading` in `text`, as cells. */
+function statusRows(text: string, heading: string): string[][] {
+  const section = text.slice(text.indexOf(heading));
+  return section
     .slice(0, section.indexOf("\n\n", section.indexOf("| Node.js |")))
     .split("\n")
     .filter((l) => l.startsWith("|") && !l.startsWith("| ---") && !l.startsWith("| Node.js"))
     .map((l) => l.split("|").map((c) => c.trim()));
+}
+const supportedIn = (rows: string[][]) =>
+  rows
+    .filter((r) => r[2]!.startsWith("**supported**"))
+    .map((r) => Number.parseInt(r[1]!, 10))
+    .sort((a, b) => a - b);
+
+t.test("docs/node-versions.md's table says what engines says", async (t) => {
+  const doc = read("docs/node-versions.md");
+  const heading = "## Supported Node.js versions";
+  t.ok(doc.includes("\n" + heading + "\n"), "the page has the section");
+  const section = doc.slice(doc.indexOf(heading));
+  const rows = statusRows(doc, heading);
   const row = (major: number) => rows.find((r) => Number.parseInt(r[1]!, 10) === major)?.[2] ?? "";
-  t.same(
-    rows
-      .filter((r) => r[2]!.startsWith("**supported**"))
-      .map((r) => Number.parseInt(r[1]!, 10))
-      .sort((a, b) => a - b),
-    supported,
-    "the rows marked supported are the LTS majors engines allows",
-  );
+  t.same(supportedIn(rows), supported, "the rows marked supported are the LTS majors engines allows");
   t.match(row(24), /glibc 2\.38/, "Node 24's row says it needs glibc 2.38");
   t.match(row(23), /^\*\*not supported\*\*.*does not start/, "Node 23 is in the range but does not start, and the table says so");
   t.match(row(low - 2), /^\*\*not supported\*\*.*end of life/, `Node ${low - 2} is not supported, and the row says why`);
   t.match(row(low - 2), /EBADENGINE[\s\S]*starts and answers/, `and what truly happens on Node ${low - 2}`);
   t.match(row(high), /^\*\*not yet\*\*/, `Node ${high} and later are listed as not yet supported`);
   t.ok(section.includes("`engines` in package.json says `" + engines + "`"), "the text quotes engines");
-  t.ok(existsSync(path.join(ROOT, "docs/node-versions.md")) && section.includes("docs/node-versions.md"), "and points at where the binaries were checked");
+});
+
+t.test("README's short table marks the same majors supported and links the page", async (t) => {
+  const readme = read("README.md");
+  const heading = "## Supported Node.js versions";
+  const rows = statusRows(readme, heading);
+  t.same(supportedIn(rows), supported);
+  t.match(rows.find((r) => r[1]!.startsWith("24"))?.[2] ?? "", /glibc 2\.38/, "Node 24's row says it needs glibc 2.38");
+  const section = readme.slice(readme.indexOf(heading), readme.indexOf("\n## ", readme.indexOf(heading) + 1));
+  t.ok(section.includes("(docs/node-versions.md)"), "and links docs/node-versions.md");
 });
 
 t.test("the Dockerfile and .ci/run run the supported majors", async (t) => {

@@ -3,6 +3,7 @@ import type { ApiKeyVerifier } from "../../auth/api-keys.js";
 import { ENVELOPE, envelopeHead, errorBody, jsonString, RING_VERSION_HEADER } from "../envelope.js";
 import { endWithError, Errors } from "../errors.js";
 import type { IdGenerator } from "../ids.js";
+import type { SoftwareFacts } from "../../peer/index.js";
 
 export interface ClusterMemberView {
   readonly id: string;
@@ -18,13 +19,6 @@ export interface RingDirectory {
   policyVersionOf(member: string): string | null;
   /** this node's build and the peer protocol versions it speaks and its ring runs at (docs/operations.md, Rolling upgrades) */
   software?: () => SoftwareFacts;
-}
-
-/** What GET /cluster tells of the software: the build, and the peer protocol versions. */
-export interface SoftwareFacts {
-  readonly build: string;
-  /** the versions this node speaks, and the one its ring runs at (the lowest its members share) */
-  readonly protocol: { readonly min: number; readonly max: number; readonly ring: number };
 }
 
 /**

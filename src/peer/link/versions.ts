@@ -9,6 +9,16 @@ export interface ProtocolRange {
   readonly max: number;
 }
 
+/**
+ * What a node tells of its software (GET /cluster, docs/operations.md, Rolling upgrades): its
+ * build, the versions it speaks and the one its ring runs at (the lowest its members share).
+ * Here, below both the front end that shows it and the cluster that fills it in.
+ */
+export interface SoftwareFacts {
+  readonly build: string;
+  readonly protocol: ProtocolRange & { readonly ring: number };
+}
+
 /** This build's range, its top held at `max` (PEER_PROTOCOL_MAX) when given. */
 export function ownRange(max: number = PROTOCOL_VERSION): ProtocolRange {
   if (!Number.isInteger(max) || max < PROTOCOL_MIN || max > PROTOCOL_VERSION) {

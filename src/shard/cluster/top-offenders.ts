@@ -1,7 +1,7 @@
 import { byCount, type TopBlocked, type TopEntry } from "../top/top-blocked.js";
 import type { PeerClient } from "../../peer/index.js";
 import { CallMethod } from "./wire/call-methods.js";
-import { decodeTopReply, decodeTopRequest, encodeTopReply, encodeTopRequest, MAX_TOP_ENTRIES, type TopRequest } from "./wire/top-wire.js";
+import { decodeTopReply, encodeTopReply, encodeTopRequest, MAX_TOP_ENTRIES, type TopRequest } from "./wire/top-wire.js";
 
 /** What GET /top answers: the merged entries, and how many members were asked and answered. */
 export interface TopAnswer {
@@ -21,9 +21,8 @@ export function admitsOf(q: TopRequest): (namespace: string) => boolean {
   return (namespace) => (q.namespace === undefined || namespace === q.namespace) && (q.prefixes === null || q.prefixes.some((p) => namespace.startsWith(p)));
 }
 
-/** A member's TOP call: this node's summary, filtered as asked. */
-export function answerTop(payload: Buffer, summary: TopBlocked): Buffer {
-  const q = decodeTopRequest(payload);
+/** A member's TOP call (decoded by its row in wire/call-methods.ts): this node's summary, filtered as asked. */
+export function answerTop(q: TopRequest, summary: TopBlocked): Buffer {
   return encodeTopReply(summary.top(q.n, admitsOf(q)));
 }
 

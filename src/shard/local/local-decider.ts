@@ -13,7 +13,7 @@ import { NO_SHARERS, ownerLimitAt, shareOf, type Sharers } from "./share-rule.js
 import { ringKeyOf, stateKeyOf } from "../ring/state-key.js";
 import type { StateTable } from "../table/state-table.js";
 import { ChargeIds, chargeIdKey } from "./charge-ids.js";
-import { DEFAULTS } from "../../config.js";
+import { CHARGE_ID_MEMORY_MS } from "../../decision.js";
 
 /** One decision of the owner, on fields (a forwarded item has no LimitQuery). */
 type DecideItem = (
@@ -76,7 +76,7 @@ export class LocalDecider implements Decider {
   constructor(
     readonly table: StateTable,
     releasedBytes = 1024 * 1024,
-    readonly chargeIds = new ChargeIds(1024 * 1024, DEFAULTS.chargeIdMemoryMs),
+    readonly chargeIds = new ChargeIds(1024 * 1024, CHARGE_ID_MEMORY_MS),
   ) {
     this.released = new ReleasedLeases(releasedBytes);
     this.reservations = new Reservations(table);

@@ -1,7 +1,7 @@
 import type { PeerClient } from "../../../peer/index.js";
 import type { HashRing } from "../../ring/ring.js";
 import { CallMethod } from "../wire/call-methods.js";
-import { decodeDebtNotice, encodeDebtNotice } from "../wire/lease-wire.js";
+import { encodeDebtNotice } from "../wire/lease-wire.js";
 import type { Shares } from "./shares.js";
 
 interface NoticeView {
@@ -31,8 +31,7 @@ export function announceDebt(view: NoticeView, stateKey: string, windowStart: nu
   }
 }
 
-/** DEBT_NOTICE from `from`: checked like any peer data (a notice out of bounds is refused whole), then applied to this node's shares. */
-export function receiveDebtNotice(shares: Shares, payload: Buffer, from: string): void {
-  const { stateKey, windowStart } = decodeDebtNotice(payload);
+/** DEBT_NOTICE from `from`: checked like any peer data by its row's decoder (a notice out of bounds is refused whole), then applied to this node's shares. */
+export function receiveDebtNotice(shares: Shares, { stateKey, windowStart }: { stateKey: string; windowStart: number }, from: string): void {
   shares.indebted(stateKey, windowStart, from, Date.now());
 }

@@ -332,7 +332,7 @@ export class Shares {
     if (now - s.grantedAt >= MAX_GIVE_BACK_AGE_MS - 1000) return;
     const query: LimitQuery = { namespace, identifier, limit: s.limit, duration: parsed.duration, algorithm, cost: requests };
     // Asked at grantedAt, counted after: the owner refunds only into a state that held it then
-    // (inbound-batch.ts: none reset or begun since).
+    // (inbound-calls.ts, GIVE_BACK: none reset or begun since).
     const ageMs = now - s.grantedAt;
     this.returned += requests;
     client.call(CallMethod.GIVE_BACK, encodeGiveBack(ageMs, query), this.timeoutMs).catch(() => {});

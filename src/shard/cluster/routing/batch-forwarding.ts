@@ -229,7 +229,7 @@ export class BatchForwarder {
     client.call(commit ? CallMethod.BATCH_COMMIT : CallMethod.BATCH_RELEASE, encodeReservation(reservation), this.timeoutMs).catch(() => {});
   }
 
-  /** An owner names a reservation by the node that asked for it and its number (inbound-batch.ts). */
+  /** An owner names a reservation by the node that asked for it and its number (inbound-calls.ts). */
   private reservationId(coordinator: string, reservation: number): string {
     return `${coordinator}/${reservation}`;
   }

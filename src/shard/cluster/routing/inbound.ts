@@ -1,47 +1,14 @@
 import { algorithmByCode } from "../../../algorithms/index.js";
-import { fixedWindowStart } from "../../../algorithms/fixed-window.js";
 import { DecideCode, DecideFlag, type DecideQuery, type DecideResult, type PeerServerHandler } from "../../../peer/index.js";
 import type { LocalDecider } from "../../local/local-decider.js";
 import { ringKeyOf } from "../../ring/state-key.js";
-import { decodeRelease, encodeReleaseReply } from "../wire/release-wire.js";
-import { CallMethod, decodeStates, mergeStates, type StateRecord } from "../wire/call-methods.js";
-import { onBatchCall } from "./inbound-batch.js";
-import { decodeResetRequest } from "../wire/batch-wire.js";
+import { answerCall, type InboundEvents } from "./inbound-calls.js";
 import { ownership, type FailOpen, type OwnershipView } from "./ownership.js";
-import { admitState, forwardedWithinContract } from "../wire/peer-data.js";
-import { decodeLeaseRequest, encodeLeaseReply } from "../wire/lease-wire.js";
-import { grantShare, openingGrant } from "../leases/grants.js";
+import { forwardedWithinContract } from "../wire/peer-data.js";
+import { openingGrant } from "../leases/grants.js";
 import { isChargeId } from "../../../decision.js";
 
-/** What inbound requests change elsewhere in the cluster. */
-export interface InboundEvents {
-  /** a forwarded key was decided here although this node's ring gives it to another member */
-  strayState(): void;
-  /** LEAVE: `member` (the sender itself) is leaving and drops out of the ring */
-  memberLeaving(member: string, from: string): void;
-  /** MERGE_STATES from `from` held `count` records out of bounds, not merged */
-  statesRefused(from: string, count: number): void;
-  /** HANDOFF_DONE: `from` has handed this node every state that moved to it */
-  handoffDone(from: string): void;
-  /** ADVERTISE: `from` tells its client-facing URL; the reply is this node's */
-  advertise(payload: Buffer, from: string): Promise<Buffer>;
-  /** a member (re)started and reached this node */
-  peerAuthenticated(member: string): void;
-  /** an authenticated connection of `member` closed */
-  peerClosed(member: string): void;
-  /** HOLD from `member`: the reply (leases/holders.ts) */
-  hold(member: string): Buffer;
-  /** RESET: this node reset `ringKey` as its owner; resolves when the other members have dropped their blocks of it */
-  resetApplied(ringKey: string): Promise<void>;
-  /** RESET_NOTICE: the owner of a ring key reset it */
-  resetNotice(payload: Buffer, from: string): void;
-  /** DEBT_NOTICE: the owner of a shared key charged it past its limit (leases/debt-notices.ts) */
-  debtNotice(payload: Buffer, from: string): void;
-  /** TOP: this node's identifiers blocked most, as GET /top asks a member (top-offenders.ts) */
-  top(payload: Buffer): Buffer;
-  /** REPLICATE: states their owner sent to keep as replicas; returns how many were kept (throws when this node keeps none) */
-  replicate(payload: Buffer, from: string): number;
-}
+export type { InboundEvents } from "./inbound-calls.js";
 
 /**
  * What peers ask of this node: forwarded decisions (DECIDE) and the cold-path CALLs of the
@@ -112,85 +79,9 @@ export class InboundHandler implements PeerServerHandler {
     }
   }
 
-  async call(method: number, payload: Buffer, from: string): Promise<Buffer> {
-    switch (method) {
-      case CallMethod.LEAVE: {
-        // The handshake binds `from`: a member may take only itself out of the ring.
-        const member = payload.toString("utf8");
-        if (member !== from) throw new Error("a member may announce only its own leave");
-        this.events.memberLeaving(member, from);
-        return Buffer.alloc(0);
-      }
-      case CallMethod.MERGE_STATES: {
-        // Leaving: whatever arrived now would be stranded here when this process exits.
-        // Refused, the sender merges the batch back into its own table.
-        if (this.view.frozen) throw new Error("leaving: not accepting states");
-        const now = Date.now();
-        const admitted: StateRecord[] = [];
-        let refused = 0;
-        for (const r of decodeStates(payload)) {
-          // Sent with ages: put on this node's clock here, whatever the sender's reads.
-          const state = admitState(r.key, r.state, now);
-          if (typeof state === "object") admitted.push({ key: r.key, state });
-          else if (state === "invalid") refused++; // an expired state is equivalent to none: dropped quietly
-        }
-        if (refused > 0) this.events.statesRefused(from, refused);
-        const n = mergeStates(this.local.table, admitted, now);
-        const reply = Buffer.alloc(4);
-        reply.writeUInt32BE(n, 0);
-        return reply;
-      }
-      case CallMethod.HANDOFF_DONE:
-        this.events.handoffDone(from);
-        return Buffer.alloc(0);
-      case CallMethod.ADVERTISE:
-        return this.events.advertise(payload, from);
-      case CallMethod.TOP:
-        return this.events.top(payload);
-      case CallMethod.REPLICATE: {
-        const reply = Buffer.alloc(4);
-        reply.writeUInt32BE(this.events.replicate(payload, from), 0);
-        return reply;
-      }
-      case CallMethod.RESET: {
-        const reply = await onBatchCall(method, payload, from, this.view, this.local, this.local.reservations);
-        const q = decodeResetRequest(payload);
-        await this.events.resetApplied(ringKeyOf(q.namespace, q.identifier));
-        return reply;
-      }
-      case CallMethod.LEASE: {
-        const now = Date.now();
-        const q = decodeLeaseRequest(payload);
-        const ringKey = ringKeyOf(q.namespace, q.identifier);
-        // Granted only by the key's owner on this node's ring too: a stray's count is not the one that holds.
-        const verdict = ownership(this.view, ringKey, q.algorithm.code, q.duration, now, "forwarded");
-        const grant = verdict.kind === "decide" && !verdict.stray ? grantShare(this.local, q, ringKey, now, this.view.ring.size) : undefined;
-        return encodeLeaseReply(grant?.granted ?? 0, grant?.windowStart ?? fixedWindowStart(now, q.duration * 1000));
-      }
-      case CallMethod.HOLD:
-        return this.events.hold(from);
-      case CallMethod.RELEASE: {
-        const now = Date.now();
-        const rq = decodeRelease(payload);
-        // Freed only by the key's owner: elsewhere the caller gets a peer error (503) and may retry.
-        const verdict = ownership(this.view, ringKeyOf(rq.query.namespace, rq.query.identifier), rq.query.algorithm.code, rq.query.duration, now, "forwarded");
-        if (verdict.kind !== "decide") throw new Error(verdict.kind === "fail_open" ? verdict.why : "not the owner");
-        return encodeReleaseReply(this.local.releaseSync(rq, now));
-      }
-      case CallMethod.RESET_NOTICE:
-        this.events.resetNotice(payload, from);
-        return Buffer.alloc(0);
-      case CallMethod.DEBT_NOTICE:
-        this.events.debtNotice(payload, from);
-        return Buffer.alloc(0);
-      case CallMethod.BATCH:
-      case CallMethod.BATCH_COMMIT:
-      case CallMethod.BATCH_RELEASE:
-      case CallMethod.GIVE_BACK:
-        return onBatchCall(method, payload, from, this.view, this.local, this.local.reservations);
-      default:
-        throw new Error(`unknown call method ${method}`);
-    }
+  /** The cold-path CALLs: one table of methods (inbound-calls.ts). */
+  call(method: number, payload: Buffer, from: string): Promise<Buffer> {
+    return answerCall(method, payload, { view: this.view, local: this.local, events: this.events, from });
   }
 
   onPeerAuthenticated(nodeId: string): void {
