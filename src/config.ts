@@ -150,7 +150,11 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   ],
   dnsIntervalMs: ["DNS_INTERVAL_MS", int(100, 3_600_000), "ms between PEERS_DNS lookups"],
   dnsServer: ["DNS_SERVER", str, "host:port of the DNS server for PEERS_DNS (unset: the system resolver)"],
-  workers: ["WORKERS", int(1, MAX_WORKERS), `threads serving the HTTP door, 1 to ${MAX_WORKERS}; 1: one thread as before, more: that many workers around one state owner`],
+  workers: [
+    "WORKERS",
+    int(1, MAX_WORKERS),
+    `threads serving the HTTP door, 1 to ${MAX_WORKERS}; 1: one thread as before, more: that many workers around one state owner`,
+  ],
   drainTimeoutMs: ["DRAIN_TIMEOUT_MS", int(0, 3_600_000), "on SIGTERM, ms to finish requests and hand states over"],
   stateDir: ["STATE_DIR", str, "directory for snapshots of the states, loaded at start (unset: no snapshots; docs/durability.md)"],
   snapshotIntervalMs: ["SNAPSHOT_INTERVAL_MS", int(100, 86_400_000), "ms between snapshots to STATE_DIR (what a SIGKILL of a lone node loses at most)"],

@@ -51,6 +51,8 @@ export interface RunningNode {
   readonly logger: Logger;
   readonly table: StateTable;
   readonly snapshotter: Snapshotter | undefined;
+  /** the worker threads of WORKERS > 1 (docs/architecture.md, Threads) */
+  readonly workers: WorkerPool | undefined;
   /** Graceful stop: /ready → 503, in-flight requests finish (bounded by drainTimeoutMs), listeners close. */
   stop(): Promise<void>;
 }
@@ -272,7 +274,7 @@ export async function startNode(
   );
   if (config.workers > 1) {
     pool = new WorkerPool({
-      ...{ config, apiKeys, leaseRoot: leaseRoot!, decider, acceptor: frontEnd, metrics, topBlocked, top, directory, logger, policyLoaded },
+      ...{ config, apiKeys, leaseRoot: leaseRoot!, decider, acceptor: frontEnd, metrics, topBlocked, top, directory, logger, policyLoaded, rls },
       isReady: () => cluster?.ready ?? true,
     });
     await pool.start();
@@ -318,6 +320,7 @@ export async function startNode(
     logger,
     table,
     snapshotter,
+    workers: pool,
     stop() {
       stopping ??= (async () => {
         frontEnd.startDraining();

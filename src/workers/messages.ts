@@ -1,6 +1,7 @@
 import { algorithmByCode, type Algorithm } from "../algorithms/index.js";
 import type { BatchOutcome, Decision, LimitQuery, ReleaseOutcome, ReleaseQuery, ResetOutcome, ResetQuery } from "../decision.js";
 import type { TopQuery, TopResult } from "../http/endpoints/top.js";
+import type { RlsRequest } from "../rls/wire/messages.js";
 
 /**
  * What crosses between a worker and the state owner by postMessage: the rarer requests (batch,
@@ -18,7 +19,8 @@ export type Call =
   | { op: "reset"; query: Omit<ResetQuery, "algorithm"> & { algorithm: number | undefined }; now: number }
   | { op: "release"; query: Omit<ReleaseQuery, "query"> & { query: WireQuery }; now: number }
   | { op: "top"; query: TopQuery }
-  | { op: "metrics" };
+  | { op: "metrics" }
+  | { op: "json"; request: RlsRequest; prefixes: readonly string[] | null };
 
 /** Worker → owner. */
 export type FromWorker =
@@ -42,7 +44,8 @@ export type ToWorker =
   | { t: "reply"; id: number; value: unknown; error?: string }
   | { t: "directory"; view: DirectoryView }
   | { t: "metrics-json"; id: number }
-  | { t: "drain"; deadline: number };
+  | { t: "drain"; deadline: number }
+  | { t: "exit" };
 
 export const toWireQuery = (q: LimitQuery): WireQuery => ({ ...q, algorithm: q.algorithm.code });
 

@@ -13,6 +13,9 @@ import {
   type ResetQuery,
 } from "../decision.js";
 import type { TopQuery, TopResult } from "../http/endpoints/top.js";
+import type { KeyScope } from "../auth/api-keys.js";
+import type { RlsFailure } from "../rls/errors.js";
+import type { RlsRequest, RlsResponse } from "../rls/wire/messages.js";
 import { ByteRing } from "./byte-ring.js";
 import { answerSlot, queryMaxBytes, readAnswer, writeQuery } from "./decision-codec.js";
 import { fromWireBatch, toWireQuery, type Call, type FromWorker, type WireDecision } from "./messages.js";
@@ -93,7 +96,9 @@ export class RingDecider implements Decider {
 
   decideBatch(queries: readonly LimitQuery[], now: number, done: (outcome: BatchOutcome) => void): void {
     this.call({ op: "batch", queries: queries.map(toWireQuery), now }, (v, error) =>
-      done(error === undefined ? fromWireBatch(v as { decisions: WireDecision[]; degraded: BatchOutcome["degraded"] }) : failOpenBatch(queries, now, "internal")),
+      done(
+        error === undefined ? fromWireBatch(v as { decisions: WireDecision[]; degraded: BatchOutcome["degraded"] }) : failOpenBatch(queries, now, "internal"),
+      ),
     );
   }
 
@@ -110,12 +115,25 @@ export class RingDecider implements Decider {
   }
 
   top(query: TopQuery): Promise<TopResult> {
-    return new Promise((resolve, reject) => this.call({ op: "top", query }, (v, error) => (error === undefined ? resolve(v as TopResult) : reject(new Error(error)))));
+    return new Promise((resolve, reject) =>
+      this.call({ op: "top", query }, (v, error) => (error === undefined ? resolve(v as TopResult) : reject(new Error(error)))),
+    );
+  }
+
+  /** POST /json: the RLS service is the owner's (its policy and its decider live there). */
+  shouldRateLimit(request: RlsRequest, scope: KeyScope, done: (failure: RlsFailure | undefined, response: RlsResponse | undefined) => void): void {
+    this.call({ op: "json", request, prefixes: scope.prefixes }, (v, error) => {
+      if (error !== undefined) return done({ kind: "internal", message: "internal error" } as RlsFailure, undefined);
+      const [failure, response] = v as [RlsFailure | undefined, RlsResponse | undefined];
+      done(failure, response);
+    });
   }
 
   /** The node's /metrics text: the owner's and every worker's, summed by the owner. */
   metrics(): Promise<string> {
-    return new Promise((resolve, reject) => this.call({ op: "metrics" }, (v, error) => (error === undefined ? resolve(v as string) : reject(new Error(error)))));
+    return new Promise((resolve, reject) =>
+      this.call({ op: "metrics" }, (v, error) => (error === undefined ? resolve(v as string) : reject(new Error(error)))),
+    );
   }
 
   private call(call: Call, reply: (value: unknown, error?: string) => void): void {

@@ -114,6 +114,7 @@ const frontEnd: FrontEnd = new FrontEnd(
     isReady: () => Atomics.load(control, 0) === 1,
     directory,
     top: (q) => decider.top(q),
+    rls: decider,
     leases: new LeaseTokens(data.leaseRoot),
     policyLoaded: () => Atomics.load(control, 1) === 1,
     renderMetrics: () => decider.metrics(),
@@ -132,8 +133,19 @@ port.on("message", (m: ToWorker) => {
       return;
     case "drain":
       return void drain(m.deadline);
+    case "exit":
+      return exit(1);
   }
 });
+
+/**
+ * A fatal fault: the connections close first (a thread that ends with uWS sockets open takes
+ * the process down with it), then the thread exits and the owner starts another.
+ */
+function exit(code: number): void {
+  frontEnd.close();
+  setTimeout(() => process.exit(code), 10);
+}
 
 /** SIGTERM, through the owner: /ready turns 503, requests in flight finish (until the deadline), then the app closes. */
 async function drain(deadline: number): Promise<void> {

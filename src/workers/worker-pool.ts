@@ -4,6 +4,8 @@ import type { Config } from "../config.js";
 import type { Decider } from "../decision.js";
 import type { RingDirectory } from "../http/endpoints/cluster.js";
 import type { TopQuery, TopResult } from "../http/endpoints/top.js";
+import type { RlsDecisions } from "../http/endpoints/json.js";
+import { KeyScope } from "../auth/api-keys.js";
 import type { FrontEnd } from "../http/server.js";
 import type { Logger } from "../logger.js";
 import type { BlockedNotes, Metrics } from "../metrics/metrics.js";
@@ -43,6 +45,8 @@ export interface WorkerPoolDeps {
   directory: RingDirectory;
   isReady: () => boolean;
   policyLoaded: () => boolean;
+  /** POST /json's RLS service */
+  rls?: RlsDecisions;
   logger: Logger;
 }
 
@@ -178,6 +182,9 @@ export class WorkerPool {
           return void this.deps.top(call.query).then(reply, fail);
         case "metrics":
           return void this.renderMetrics().then(reply, fail);
+        case "json":
+          if (this.deps.rls === undefined) return fail(new Error("no RLS service"));
+          return this.deps.rls.shouldRateLimit(call.request, new KeyScope(call.prefixes), (failure, response) => reply([failure, response]));
       }
     } catch (err) {
       fail(err);
@@ -281,8 +288,13 @@ export class WorkerPool {
     await Promise.all(this.threads.map((t) => t?.worker.terminate()));
   }
 
-  /** For tests: end worker `index` as a crash would (its connections close with it). */
-  kill(index: number): Promise<number> | undefined {
-    return this.threads[index]?.worker.terminate();
+  /**
+   * End worker `index` as a fatal fault in it does: it closes its connections (their callers
+   * see them close) and exits, and is restarted. Not worker.terminate(): a thread ended with
+   * uWS sockets still open takes the whole process down (Node asserts on closing a loop with
+   * open handles), so a worker always closes its app before it exits.
+   */
+  crash(index: number): void {
+    this.threads[index]?.worker.postMessage({ t: "exit" } satisfies ToWorker);
   }
 }
