@@ -269,7 +269,6 @@ export async function startNode(
       ...{ decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top },
       leases: new LeaseTokens(leaseRoot),
       policyLoaded,
-      renderMetrics: () => pool?.renderMetrics() ?? metrics.render(),
     },
   );
   if (config.workers > 1) {
@@ -278,6 +277,8 @@ export async function startNode(
       isReady: () => cluster?.ready ?? true,
     });
     await pool.start();
+    const workers = pool;
+    metrics.renderFrom(() => workers.renderMetrics());
   }
   const { port, metricsPort } = await frontEnd.listen().catch(async (err: unknown) => {
     await grpc?.close(0);
@@ -337,8 +338,8 @@ export async function startNode(
           );
         }
         // Each worker finishes its own requests in flight and closes its connections.
-        await pool?.drain(deadline);
-        const inFlight = () => frontEnd.inFlight + (grpc?.inFlight ?? 0);
+        const inWorkers = (await pool?.drain(deadline)) ?? 0;
+        const inFlight = () => inWorkers + frontEnd.inFlight + (grpc?.inFlight ?? 0);
         while (inFlight() > 0 && Date.now() < deadline) await sleep(5);
         if (inFlight() > 0) logger.warn({ inFlight: inFlight() }, "drain timeout: closing with requests in flight");
         clearInterval(sweep);

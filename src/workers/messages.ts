@@ -44,7 +44,7 @@ export type ToWorker =
   | { t: "reply"; id: number; value: unknown; error?: string }
   | { t: "directory"; view: DirectoryView }
   | { t: "metrics-json"; id: number }
-  | { t: "drain"; deadline: number }
+  | { t: "drain"; deadline?: number }
   | { t: "exit" };
 
 export const toWireQuery = (q: LimitQuery): WireQuery => ({ ...q, algorithm: q.algorithm.code });

@@ -132,7 +132,9 @@ port.on("message", (m: ToWorker) => {
       void metrics.registry.getMetricsAsJSON().then((json) => send({ t: "metrics-json", id: m.id, json }));
       return;
     case "drain":
-      return void drain(m.deadline);
+      frontEnd.startDraining();
+      if (m.deadline !== undefined) void drain(m.deadline);
+      return;
     case "exit":
       return exit(1);
   }
@@ -147,13 +149,10 @@ function exit(code: number): void {
   setTimeout(() => process.exit(code), 10);
 }
 
-/** SIGTERM, through the owner: /ready turns 503, requests in flight finish (until the deadline), then the app closes. */
+/** SIGTERM, through the owner: the requests in flight finish (until the deadline); the connections stay open until "exit". */
 async function drain(deadline: number): Promise<void> {
-  frontEnd.startDraining();
   while (frontEnd.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-  const inFlight = frontEnd.inFlight;
-  frontEnd.close();
-  send({ t: "drained", inFlight });
+  send({ t: "drained", inFlight: frontEnd.inFlight });
 }
 
 // As a single-thread node does (main.ts): a fault in one request is logged, the thread keeps serving.

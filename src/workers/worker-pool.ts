@@ -29,6 +29,8 @@ const RESTART_MIN_MS = 100;
 const RESTART_MAX_MS = 5000;
 /** A worker that lived this long restarts at once again if it dies. */
 const HEALTHY_MS = 10_000;
+/** Past the drain's deadline, how long a worker may take to say what it still has in flight. */
+const DRAIN_GRACE_MS = 1000;
 /** How long a scrape waits for a worker's counters. */
 const METRICS_WAIT_MS = 1000;
 
@@ -58,7 +60,7 @@ interface Thread {
   startedAt: number;
   restarts: number;
   metricsWaits: Map<number, (json: MetricObjectWithValues<MetricValue<string>>[]) => void>;
-  drained?: () => void;
+  drained?: (inFlight: number) => void;
 }
 
 /**
@@ -129,7 +131,7 @@ export class WorkerPool {
   private exited(thread: Thread, code: number): void {
     if (thread.descriptor !== undefined) this.deps.acceptor.removeChild(thread.descriptor);
     thread.server.close();
-    thread.drained?.();
+    thread.drained?.(0);
     if (this.threads[thread.index] === thread) this.threads[thread.index] = undefined;
     if (this.stopping) return;
     // Its connections closed with it (their callers saw the connection close); nothing it
@@ -156,7 +158,7 @@ export class WorkerPool {
         return wait?.(m.json as MetricObjectWithValues<MetricValue<string>>[]);
       }
       case "drained":
-        return thread.drained?.();
+        return thread.drained?.(m.inFlight);
     }
   }
 
@@ -181,7 +183,7 @@ export class WorkerPool {
         case "top":
           return void this.deps.top(call.query).then(reply, fail);
         case "metrics":
-          return void this.renderMetrics().then(reply, fail);
+          return void this.deps.metrics.render().then(reply, fail);
         case "json":
           if (this.deps.rls === undefined) return fail(new Error("no RLS service"));
           return this.deps.rls.shouldRateLimit(call.request, new KeyScope(call.prefixes), (failure, response) => reply([failure, response]));
@@ -255,26 +257,33 @@ export class WorkerPool {
     if (this.currentView !== undefined) thread.worker.postMessage({ t: "directory", view: this.currentView } satisfies ToWorker);
   }
 
-  /** SIGTERM's first step: every worker's /ready answers 503 from now on. */
+  /** SIGTERM's first step: every worker's /ready answers 503 ("draining") from now on; connections stay open. */
   startDraining(): void {
     this.draining = true;
     Atomics.store(this.control, 0, 0);
+    for (const t of this.threads) t?.worker.postMessage({ t: "drain" } satisfies ToWorker);
   }
 
-  /** SIGTERM: every worker answers /ready 503, finishes what it has in flight (until `deadline`) and closes its connections. */
-  async drain(deadline: number): Promise<void> {
-    this.startDraining();
+  /**
+   * SIGTERM: resolves when every worker has finished the requests it has in flight, or at
+   * `deadline`, with the count still in flight. Workers keep their connections open until
+   * `stop`, as a single-thread node does until its drain ends.
+   */
+  async drain(deadline: number): Promise<number> {
     this.stopping = true;
-    await Promise.all(
+    const left = await Promise.all(
       this.threads.map((t) =>
         t === undefined
-          ? undefined
-          : new Promise<void>((resolve) => {
+          ? 0
+          : new Promise<number>((resolve) => {
               t.drained = resolve;
               t.worker.postMessage({ t: "drain", deadline } satisfies ToWorker);
+              // A worker that does not answer is counted as one request still in flight.
+              setTimeout(() => resolve(1), Math.max(0, deadline - Date.now()) + DRAIN_GRACE_MS).unref();
             }),
       ),
     );
+    return left.reduce((a, b) => a + b, 0);
   }
 
   /** Workers still serving: a worker thread's own gauge of requests in flight is summed in /metrics. */
@@ -282,10 +291,20 @@ export class WorkerPool {
     return this.threads.filter((t) => t !== undefined).length;
   }
 
+  /** Each worker closes its connections and exits (never terminate(): see crash). */
   async stop(): Promise<void> {
     this.stopping = true;
     clearInterval(this.pushTimer);
-    await Promise.all(this.threads.map((t) => t?.worker.terminate()));
+    await Promise.all(
+      this.threads.map((t) =>
+        t === undefined
+          ? undefined
+          : new Promise<void>((resolve) => {
+              t.worker.once("exit", () => resolve());
+              t.worker.postMessage({ t: "exit" } satisfies ToWorker);
+            }),
+      ),
+    );
   }
 
   /**
