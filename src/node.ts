@@ -295,6 +295,8 @@ export async function startNode(
     directory.selfUrl = advertiseUrl;
     directory.setRing([name], name);
   }
+  // The workers answer GET /cluster and the ring-version header from the view as set just now.
+  pool?.push();
   logger.info(
     {
       port,

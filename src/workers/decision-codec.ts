@@ -7,11 +7,13 @@ import { DEGRADED_REASONS, type Decision, type LimitQuery } from "../decision.js
  * POST /limit and /limit/charge: no JSON, no object per field on the way.
  *
  * Query: u32 slot, u8 algorithm code, u8 flags, u16 namespace bytes, u16 identifier bytes,
- * u8 charge id bytes, pad, f64 limit, f64 duration, f64 cost, then the three UTF-8 strings.
+ * u8 charge id bytes, pad, f64 limit, f64 duration, f64 cost, f64 now (the clock read once at the
+ * worker's edge, so the owner decides at the instant the answer's times are written from), then the
+ * three UTF-8 strings.
  * Answer: u32 slot, u8 flags, u8 degraded reason (0: none), u8 applied algorithm, pad,
  * f64 remaining, resetTime, retryAfterMs, debt, applied limit, applied duration.
  */
-const Q_FIXED = 40;
+const Q_FIXED = 48;
 export const ANSWER_BYTES = 56;
 
 const CHARGE = 1;
@@ -29,7 +31,7 @@ export function queryMaxBytes(q: LimitQuery): number {
 }
 
 /** Write `q` at `at`; returns the bytes written. */
-export function writeQuery(buf: Buffer, at: number, slot: number, q: LimitQuery): number {
+export function writeQuery(buf: Buffer, at: number, slot: number, q: LimitQuery, now: number): number {
   const cid = q.chargeId;
   buf.writeUInt32LE(slot, at);
   buf[at + 4] = q.algorithm.code;
@@ -37,6 +39,7 @@ export function writeQuery(buf: Buffer, at: number, slot: number, q: LimitQuery)
   buf.writeDoubleLE(q.limit, at + 16);
   buf.writeDoubleLE(q.duration, at + 24);
   buf.writeDoubleLE(q.cost, at + 32);
+  buf.writeDoubleLE(now, at + 40);
   let p = at + Q_FIXED;
   const ns = buf.write(q.namespace, p, "utf8");
   p += ns;
@@ -74,6 +77,7 @@ export function readQuery(buf: Buffer, at: number): LimitQuery | undefined {
 }
 
 export const querySlot = (buf: Buffer, at: number): number => buf.readUInt32LE(at);
+export const queryNow = (buf: Buffer, at: number): number => buf.readDoubleLE(at + 40);
 
 export function writeAnswer(buf: Buffer, at: number, slot: number, d: Decision): void {
   buf.writeUInt32LE(slot, at);

@@ -66,7 +66,7 @@ export class RingDecider implements Decider {
     }
     const slot = this.freeSlots[--this.free]!;
     this.waiting[slot] = done;
-    ring.commit(writeQuery(ring.buffer, at, slot, query));
+    ring.commit(writeQuery(ring.buffer, at, slot, query, now));
     this.decisions++;
     if (!this.wakeScheduled) {
       this.wakeScheduled = true;

@@ -1,7 +1,7 @@
 import type { Decider, Decision, LimitQuery } from "../decision.js";
 import type { Logger } from "../logger.js";
 import { ByteRing } from "./byte-ring.js";
-import { ANSWER_BYTES, querySlot, readQuery, writeAnswer } from "./decision-codec.js";
+import { ANSWER_BYTES, queryNow, querySlot, readQuery, writeAnswer } from "./decision-codec.js";
 
 /**
  * The state owner's end of one worker's decision rings: it reads the queries the worker wrote,
@@ -38,7 +38,7 @@ export class RingServer {
     for (let at = ring.next(); at >= 0; at = ring.next()) {
       const slot = querySlot(buf, at);
       const query = readQuery(buf, at);
-      const now = Date.now();
+      const now = queryNow(buf, at);
       if (query === undefined) {
         this.logger.error({ slot }, "a worker sent a query with an unknown algorithm code");
         continue;

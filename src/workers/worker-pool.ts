@@ -230,8 +230,8 @@ export class WorkerPool {
     });
   }
 
-  /** /ready, the policy's state and the ring's view, as the workers answer them. */
-  private push(): void {
+  /** /ready, the policy's state and the ring's view, as the workers answer them; now as well as every PUSH_MS. */
+  push(): void {
     Atomics.store(this.control, 0, this.deps.isReady() && !this.draining ? 1 : 0);
     Atomics.store(this.control, 1, this.deps.policyLoaded() ? 1 : 0);
     const changed = this.view();
