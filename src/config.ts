@@ -7,6 +7,9 @@ import { PROTOCOL_MIN, PROTOCOL_VERSION } from "./peer/wire/constants.js";
 import { fileDescriptorLimit } from "./config/fd-limit.js";
 import { CHARGE_ID_MEMORY_MS } from "./decision.js";
 
+/** WORKERS' bound: past this the state owner, one thread, is the ceiling (docs/architecture.md, Threads). */
+export const MAX_WORKERS = 16;
+
 /** Every setting and its default, in one place (docs/operations.md; `ringlimit --help` prints them). Units are in the names. */
 export const DEFAULTS = Object.freeze({
   host: "0.0.0.0" as string,
@@ -32,6 +35,7 @@ export const DEFAULTS = Object.freeze({
   peerProtocolMax: PROTOCOL_VERSION as number, // the newest peer protocol this node speaks (docs/operations.md, Rolling upgrades)
   dnsIntervalMs: 5000 as number,
   dnsServer: undefined as string | undefined, // host:port of the DNS server for PEERS_DNS; default: the system resolver
+  workers: 1 as number, // threads serving the HTTP door (WORKERS > 1: a state owner thread and that many workers; docs/architecture.md, Threads)
   drainTimeoutMs: 20000 as number, // SIGTERM: bound on handing states over and finishing requests
   stateDir: undefined as string | undefined, // set: states are snapshotted here and loaded at start (docs/durability.md)
   snapshotIntervalMs: 5000 as number, // with STATE_DIR: a SIGKILL loses at most this much of the counts held only here
@@ -147,6 +151,11 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
   ],
   dnsIntervalMs: ["DNS_INTERVAL_MS", int(100, 3_600_000), "ms between PEERS_DNS lookups"],
   dnsServer: ["DNS_SERVER", str, "host:port of the DNS server for PEERS_DNS (unset: the system resolver)"],
+  workers: [
+    "WORKERS",
+    int(1, MAX_WORKERS),
+    `threads serving the HTTP door, 1 to ${MAX_WORKERS}; 1: one thread as before, more: that many workers around one state owner`,
+  ],
   drainTimeoutMs: ["DRAIN_TIMEOUT_MS", int(0, 3_600_000), "on SIGTERM, ms to finish requests and hand states over"],
   stateDir: ["STATE_DIR", str, "directory for snapshots of the states, loaded at start (unset: no snapshots; docs/durability.md)"],
   snapshotIntervalMs: ["SNAPSHOT_INTERVAL_MS", int(100, 86_400_000), "ms between snapshots to STATE_DIR (what a SIGKILL of a lone node loses at most)"],

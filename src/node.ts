@@ -35,6 +35,8 @@ import { RlsMetrics } from "./rls/rls-metrics.js";
 import { RlsService } from "./rls/rls-service.js";
 import { version } from "./cli.js";
 import { PROTOCOL_MIN } from "./peer/index.js";
+import { WorkerPool } from "./workers/worker-pool.js";
+import { randomBytes } from "node:crypto";
 
 const SWEEP_INTERVAL_MS = 1000;
 
@@ -49,6 +51,8 @@ export interface RunningNode {
   readonly logger: Logger;
   readonly table: StateTable;
   readonly snapshotter: Snapshotter | undefined;
+  /** the worker threads of WORKERS > 1 (docs/architecture.md, Threads) */
+  readonly workers: WorkerPool | undefined;
   /** Graceful stop: /ready → 503, in-flight requests finish (bounded by drainTimeoutMs), listeners close. */
   stop(): Promise<void>;
 }
@@ -244,8 +248,14 @@ export async function startNode(
     throw new ConfigError("GRPC_PORT", `cannot listen on ${config.host}:${config.grpcPort}: ${err.message}`);
   });
   // GET /top: this node's summary alone, or merged across the ring.
+  const policyLoaded = (): boolean => !config.healthyWithAtLeastOneConfigLoaded || (xds?.hasConfig ?? true);
   const top = (q: TopQuery): Promise<TopResult> =>
     cluster !== undefined ? cluster.top(q) : Promise.resolve({ entries: topBlocked.top(q.n, admitsOf(q)), members: 1, answered: 1 });
+  // WORKERS > 1: the HTTP door runs in worker threads (docs/architecture.md, Threads); this
+  // thread's front end only accepts connections and hands them over, and keeps the admin port.
+  // Every thread mints and checks concurrency leases with one key.
+  const leaseRoot = rootKey ?? (config.workers > 1 ? randomBytes(32) : undefined);
+  let pool: WorkerPool | undefined;
   const frontEnd = new FrontEnd(
     {
       host: config.host,
@@ -257,12 +267,22 @@ export async function startNode(
     },
     {
       ...{ decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top },
-      leases: new LeaseTokens(rootKey),
-      policyLoaded: () => !config.healthyWithAtLeastOneConfigLoaded || (xds?.hasConfig ?? true),
+      leases: new LeaseTokens(leaseRoot),
+      policyLoaded,
     },
   );
+  if (config.workers > 1) {
+    pool = new WorkerPool({
+      ...{ config, apiKeys, leaseRoot: leaseRoot!, decider, acceptor: frontEnd, metrics, topBlocked, top, directory, logger, policyLoaded, rls },
+      isReady: () => cluster?.ready ?? true,
+    });
+    await pool.start();
+    const workers = pool;
+    metrics.renderFrom(() => workers.renderMetrics());
+  }
   const { port, metricsPort } = await frontEnd.listen().catch(async (err: unknown) => {
     await grpc?.close(0);
+    await pool?.stop();
     if (err instanceof ListenError) throw new ConfigError(err.listener === "metrics" ? "METRICS_PORT" : "PORT", err.message);
     throw err;
   });
@@ -275,6 +295,8 @@ export async function startNode(
     directory.selfUrl = advertiseUrl;
     directory.setRing([name], name);
   }
+  // The workers answer GET /cluster and the ring-version header from the view as set just now.
+  pool?.push();
   logger.info(
     {
       port,
@@ -301,9 +323,11 @@ export async function startNode(
     logger,
     table,
     snapshotter,
+    workers: pool,
     stop() {
       stopping ??= (async () => {
         frontEnd.startDraining();
+        pool?.startDraining();
         grpc?.startDraining();
         frontEnd.stopListening();
         const deadline = Date.now() + config.drainTimeoutMs;
@@ -315,13 +339,16 @@ export async function startNode(
             report.failed > 0 ? "left the ring; some keys could not be handed over" : "left the ring; every key handed over",
           );
         }
-        const inFlight = () => frontEnd.inFlight + (grpc?.inFlight ?? 0);
+        // Each worker finishes its own requests in flight and closes its connections.
+        const inWorkers = (await pool?.drain(deadline)) ?? 0;
+        const inFlight = () => inWorkers + frontEnd.inFlight + (grpc?.inFlight ?? 0);
         while (inFlight() > 0 && Date.now() < deadline) await sleep(5);
         if (inFlight() > 0) logger.warn({ inFlight: inFlight() }, "drain timeout: closing with requests in flight");
         clearInterval(sweep);
         policyWatcher?.stop();
         xds?.stop();
         frontEnd.close();
+        await pool?.stop();
         await grpc?.close(Math.max(0, deadline - Date.now()));
         await cluster?.stop();
         // Whatever no member took (a single node, the last node, a whole-cluster stop) is

@@ -269,6 +269,7 @@ const BAD: Record<string, [value: string, extra?: Record<string, string>][]> = {
   DNS_INTERVAL_MS: [["1"], ["soon"]],
   DNS_SERVER: [[""]],
   DRAIN_TIMEOUT_MS: [["-1"], ["forever"]],
+  WORKERS: [["0"], ["17"], ["two"], ["1.5"]],
   STATE_DIR: [[""], ["  "]],
   SNAPSHOT_INTERVAL_MS: [["0"], ["99"], ["5s"]],
   REPLICAS: [["0"], ["17"], ["two"]],

@@ -34,6 +34,20 @@ export const SCENARIOS = [
     body: ALLOWED,
     quick: true,
   },
+  // Issue 40: the same node with its HTTP door in worker threads around one state owner. The
+  // server CPU per decision of workers2 over workers1 (same run) is the hop's price (target <= 1.15x).
+  {
+    name: 'ringlimit-workers1',
+    desc: 'one node, WORKERS=1 (one thread): the allowed path, the baseline of ringlimit-workers2',
+    server: { kind: 'ringlimit', env: { WORKERS: '1' } },
+    body: ALLOWED,
+  },
+  {
+    name: 'ringlimit-workers2',
+    desc: 'one node, WORKERS=2: two HTTP worker threads, decisions over the SharedArrayBuffer rings to the state owner',
+    server: { kind: 'ringlimit', env: { WORKERS: '2' } },
+    body: ALLOWED,
+  },
   {
     name: 'ringlimit-blocked',
     desc: 'one node, 10 identifiers with limit 1 per hour: all but the first 429',

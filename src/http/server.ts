@@ -59,6 +59,15 @@ export interface FrontEndDeps {
   policyLoaded?: () => boolean;
   /** concurrency leases, keyed from CLUSTER_SECRET (leases/lease-token.ts); unset: this process's own key */
   leases?: LeaseTokens;
+  /** the /metrics text; unset: `metrics.render()` (a worker thread asks the state owner, which sums every thread's) */
+  renderMetrics?: () => Promise<string>;
+}
+
+/** uWS's acceptor API (addChildAppDescriptor), at run time in both builds, missing from the typings. */
+interface AcceptorApp {
+  getDescriptor(): unknown;
+  addChildAppDescriptor(descriptor: unknown): void;
+  removeChildAppDescriptor(descriptor: unknown): void;
 }
 
 /**
@@ -136,6 +145,24 @@ export class FrontEnd {
     this.listenSockets = [];
   }
 
+  /**
+   * WORKERS > 1 (docs/architecture.md, Threads): this app, in a worker thread, serves the
+   * connections the state owner's listening app accepts and hands it by this descriptor.
+   */
+  descriptor(): unknown {
+    return (this.app as unknown as AcceptorApp).getDescriptor();
+  }
+
+  /** Hand the connections this app accepts to a worker's app, round robin over those added. */
+  addChild(descriptor: unknown): void {
+    (this.app as unknown as AcceptorApp).addChildAppDescriptor(descriptor);
+  }
+
+  /** A worker stopped: no more connections go to it (with none left, this app serves them itself). */
+  removeChild(descriptor: unknown): void {
+    (this.app as unknown as AcceptorApp).removeChildAppDescriptor(descriptor);
+  }
+
   close(): void {
     this.stopListening();
     this.app.close();
@@ -153,7 +180,7 @@ export class FrontEnd {
     let aborted = false;
     res.onAborted(() => (aborted = true));
     const metrics = this.deps.metrics;
-    metrics.render().then(
+    (this.deps.renderMetrics ?? (() => metrics.render()))().then(
       (body) => {
         if (!aborted) res.cork(() => res.writeStatus("200 OK").writeHeader("Content-Type", metrics.contentType).end(body));
       },

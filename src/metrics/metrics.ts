@@ -54,11 +54,12 @@ export class Metrics {
   /** the identifiers blocked most on this node, bounded (shard/top/top-blocked.ts, GET /top) */
   readonly topBlocked: BlockedNotes;
   private readonly rendered: RenderCache;
+  private source: () => Promise<string> = () => this.registry.metrics();
 
   /** `renderIntervalMs`: /metrics text is rendered at most once per this many ms (0: every scrape). */
   constructor(sources: MetricSources, renderIntervalMs = 0, clock: () => number = Date.now) {
     const registry = this.registry;
-    this.rendered = new RenderCache(() => registry.metrics(), renderIntervalMs, clock);
+    this.rendered = new RenderCache(() => this.source(), renderIntervalMs, clock);
     collectDefaultMetrics({ register: registry });
     const requestCounts = this.requestCounts;
     new Counter({
@@ -167,6 +168,14 @@ export class Metrics {
 
   get contentType(): string {
     return this.registry.contentType;
+  }
+
+  /**
+   * WORKERS > 1: the text is this registry's and every worker thread's counters summed
+   * (workers/worker-pool.ts), still rendered at most once per interval.
+   */
+  renderFrom(source: () => Promise<string>): void {
+    this.source = source;
   }
 
   /** The exposition text, rendered at most once per interval. */

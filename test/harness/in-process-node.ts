@@ -9,9 +9,21 @@ export interface TestNode {
   stop(): Promise<void>;
 }
 
+/** WORKERS from the test run's environment: CI runs the suite with WORKERS=1 and with more. */
+const workersOfEnv = (): Record<string, string> => (process.env.WORKERS === undefined ? {} : { WORKERS: process.env.WORKERS });
+
 /** A real node (real uWS listener on 127.0.0.1, free port) inside the test process. */
 export async function startTestNode(env: Record<string, string> = {}): Promise<TestNode> {
-  const config = loadConfig({ HOST: "127.0.0.1", PORT: "0", API_KEYS: TEST_KEY, LOG_LEVEL: "silent", DRAIN_TIMEOUT_MS: "2000", METRICS_CACHE_MS: "0", ...env });
+  const config = loadConfig({
+    HOST: "127.0.0.1",
+    PORT: "0",
+    API_KEYS: TEST_KEY,
+    LOG_LEVEL: "silent",
+    DRAIN_TIMEOUT_MS: "2000",
+    METRICS_CACHE_MS: "0",
+    ...workersOfEnv(),
+    ...env,
+  });
   const node = await startNode(config, createLogger("silent"));
   const scheme = config.tlsCertFile !== undefined ? "https" : "http";
   return { url: `${scheme}://127.0.0.1:${node.port}`, node, stop: () => node.stop() };

@@ -56,6 +56,8 @@ async function spawnNodeOnce(env: Record<string, string>, options: SpawnOptions)
     METRICS_CACHE_MS: "0",
     // The gRPC port's server: the suites run with either (GRPC_SERVER_IMPL=node-http2 npx tap ...).
     ...(process.env.GRPC_SERVER_IMPL === undefined ? {} : { GRPC_SERVER_IMPL: process.env.GRPC_SERVER_IMPL }),
+    // CI runs the suite once with WORKERS=1 and once with the default (docs/architecture.md, Threads).
+    ...(process.env.WORKERS === undefined ? {} : { WORKERS: process.env.WORKERS }),
     ...(env.PEER_PORT === undefined ? { PEER_PORT: String(await freePort()) } : {}),
     ...env,
     PORT: String(port),

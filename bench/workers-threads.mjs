@@ -1,0 +1,84 @@
+#!/usr/bin/env node
+// Issue 40: where a WORKERS node's CPU goes, thread by thread. Starts one node per WORKERS
+// value given, drives POST /limit with wrk for a few seconds, and reads each thread's
+// utime+stime from /proc/<pid>/task/<tid>/stat: the main thread is the state owner, whose
+// µs per decision sets the node's ceiling (1e6 / that, in decisions per second).
+//
+//   node bench/workers-threads.mjs [--workers 1,2] [--seconds 4] [--connections 50] [--rate R]
+//
+// --rate R paces wrk2-style is not available with wrk; use --connections 1 for a light load.
+import { execFileSync, spawn } from 'node:child_process'
+import { readFileSync, readdirSync, writeFileSync, mkdtempSync } from 'node:fs'
+import { tmpdir, cpus, loadavg } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { ringlimitMain, makeApiKey } from './lib/servers.mjs'
+import { freePort } from './lib/net.mjs'
+
+const { values } = parseArgs({
+  options: { workers: { type: 'string', default: '1,2' }, seconds: { type: 'string', default: '4' }, connections: { type: 'string', default: '50' } },
+})
+const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim())
+
+function threads(pid) {
+  const out = new Map()
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+      out.set(tid, { name, us: (Number(rest[11]) + Number(rest[12])) * TICK_US })
+    } catch {}
+  }
+  return out
+}
+
+async function ready(url) {
+  for (let i = 0; i < 600; i++) {
+    try {
+      if ((await fetch(url + '/ready')).status === 200) return
+    } catch {}
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error('node not ready')
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'rl-workers-'))
+const script = join(dir, 'limit.lua')
+console.log(
+  `load average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')} on ${cpus().length} cpus; ${values.connections} connections, ${values.seconds}s each`,
+)
+for (const w of values.workers.split(',')) {
+  const key = makeApiKey()
+  const port = await freePort()
+  writeFileSync(
+    script,
+    `wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.headers["Authorization"] = "Bearer ${key}"\ncounter = 0\nrequest = function()\n  counter = counter + 1\n  return wrk.format(nil, "/limit", nil, '{"namespace":"bench","identifier":"u' .. (counter % 10000) .. '","limit":1000000,"duration":60}')\nend\n`,
+  )
+  const child = spawn(process.execPath, [ringlimitMain], {
+    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(port), PEER_PORT: String(await freePort()), API_KEYS: key, LOG_LEVEL: 'warn', WORKERS: w },
+    stdio: 'ignore',
+  })
+  const url = `http://127.0.0.1:${port}`
+  await ready(url)
+  execFileSync('wrk', ['-t1', '-c', values.connections, '-d', '2', '-s', script, url], { encoding: 'utf8' })
+  const before = threads(child.pid)
+  const out = execFileSync('wrk', ['-t1', '-c', values.connections, '-d', values.seconds, '--latency', '-s', script, url], { encoding: 'utf8' })
+  const after = threads(child.pid)
+  const total = Number(/(\d+) requests in/.exec(out)[1])
+  const p99 = /99%\s+(\S+)/.exec(out)[1]
+  let all = 0
+  const rows = []
+  for (const [tid, a] of after) {
+    const us = a.us - (before.get(tid)?.us ?? 0)
+    all += us
+    if (us / total >= 0.05) rows.push(`${tid === String(child.pid) ? 'main (state owner)' : a.name}: ${(us / total).toFixed(2)} µs/req`)
+  }
+  console.log(`WORKERS=${w}: ${Math.round(total / Number(values.seconds))} req/s, p99 ${p99}, process ${(all / total).toFixed(1)} µs/req; ${rows.join('; ')}`)
+  const main = (after.get(String(child.pid)).us - before.get(String(child.pid)).us) / total
+  if (w !== '1') console.log(`  state owner ceiling: ~${Math.round(1e6 / main).toLocaleString('en')} decisions/s (1e6 / ${main.toFixed(2)} µs)`)
+  child.kill('SIGTERM')
+  await new Promise((r) => child.on('exit', r))
+}

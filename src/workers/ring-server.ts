@@ -1,0 +1,87 @@
+import type { Decider, Decision, LimitQuery } from "../decision.js";
+import type { Logger } from "../logger.js";
+import { ByteRing } from "./byte-ring.js";
+import { ANSWER_BYTES, queryNow, querySlot, readQuery, writeAnswer } from "./decision-codec.js";
+
+/**
+ * The state owner's end of one worker's decision rings: it reads the queries the worker wrote,
+ * asks the node's Decider (the same one a single-thread node's front end asks), and writes
+ * each answer back, waking the worker once per batch.
+ *
+ * Invariant: every query read is answered exactly once (now, or when a forwarded decision
+ * comes back), so the worker's slot count bounds the answers in the ring and a write into the
+ * answer ring always finds room. After `close` (the worker died), an answer has nowhere to go:
+ * `done` returns false, and a forwarding decider gives back what it counted.
+ */
+export class RingServer {
+  private readonly queries: ByteRing;
+  private readonly answers: ByteRing;
+  private closed = false;
+  private wakeScheduled = false;
+
+  constructor(
+    queries: SharedArrayBuffer,
+    answers: SharedArrayBuffer,
+    private readonly decider: Decider,
+    private readonly logger: Logger,
+  ) {
+    this.queries = new ByteRing(queries);
+    this.answers = new ByteRing(answers);
+    void this.queries.serve(() => this.drain());
+  }
+
+  private drain(): void {
+    const ring = this.queries;
+    const buf = ring.buffer;
+    const decider = this.decider;
+    let answered = false;
+    for (let at = ring.next(); at >= 0; at = ring.next()) {
+      const slot = querySlot(buf, at);
+      const query = readQuery(buf, at);
+      const now = queryNow(buf, at);
+      if (query === undefined) {
+        this.logger.error({ slot }, "a worker sent a query with an unknown algorithm code");
+        continue;
+      }
+      const sync = decider.decideSync?.(query, now);
+      if (sync !== undefined) {
+        this.answer(slot, sync);
+        answered = true;
+      } else decider.decide(query, now, (d) => this.later(slot, d, query));
+    }
+    ring.release();
+    if (answered) this.answers.wake();
+  }
+
+  private answer(slot: number, d: Decision): void {
+    const ring = this.answers;
+    const at = ring.reserve(ANSWER_BYTES);
+    if (at < 0) {
+      // Cannot happen while the invariant above holds; if it ever does, the caller waits on a
+      // slot that never comes back, which the log names.
+      this.logger.error({ slot }, "answer ring full: a worker's decision was not answered");
+      return;
+    }
+    writeAnswer(ring.buffer, at, slot, d);
+    ring.commit(ANSWER_BYTES);
+  }
+
+  /** A decision that came back after the drain (a forward): answered, the wake once per turn. */
+  private later(slot: number, d: Decision, _q: LimitQuery): boolean {
+    if (this.closed) return false;
+    this.answer(slot, d);
+    if (!this.wakeScheduled) {
+      this.wakeScheduled = true;
+      setImmediate(() => {
+        this.wakeScheduled = false;
+        this.answers.wake();
+      });
+    }
+    return true;
+  }
+
+  close(): void {
+    this.closed = true;
+    this.queries.close();
+  }
+}
