@@ -47,6 +47,9 @@ export class DecideBatchWriter {
   private frameItems = 0;
   /** Items added since the last take(), over all frames. */
   count = 0;
+  /** Frames the last take() returned (a batch past MAX_DECIDE_ITEMS or the byte limit is split). */
+  framesTaken = 0;
+  private frames = 0;
 
   constructor(initialBytes = 16 * 1024) {
     this.buf = Buffer.allocUnsafe(Math.max(initialBytes, 64));
@@ -122,7 +125,9 @@ export class DecideBatchWriter {
     for (let at = 0; at < this.off; at += 4 + buf.readUInt32BE(at)) putU32(buf, at + BATCH_START, budget);
     const out = Buffer.allocUnsafe(this.off);
     buf.copy(out, 0, 0, this.off);
+    const frames = this.frames;
     this.reset();
+    this.framesTaken = frames;
     return out;
   }
 
@@ -132,6 +137,7 @@ export class DecideBatchWriter {
     this.frameStart = 0;
     this.frameItems = 0;
     this.count = 0;
+    this.frames = 0;
   }
 
   /** Finish the frame being filled: header, item count, and TAG_BYTES of room after its last item. */
@@ -141,6 +147,7 @@ export class DecideBatchWriter {
     this.buf.writeUInt32BE(this.frameItems, this.frameStart + FRAME_HEADER_BYTES);
     this.off += TAG_BYTES;
     this.frameItems = 0;
+    this.frames++;
   }
 
   private ensure(need: number): void {
