@@ -1,14 +1,14 @@
 // The hot path of one peer connection: every decide() of an event-loop turn goes out in
 // one DECIDE batch carrying its deadline budget, the waiters are kept in a ring, and one
 // timer per connection expires them (PeerClient owns the connection around it). While
-// MAX_DECIDE_FRAMES_IN_FLIGHT frames are unanswered, the turns' forwards gather into one
-// batch that leaves at the end of the turn an answer (or a deadline) frees the link: a
-// frame's fixed cost (a write and a read, two tags, a reply write on the owner) is paid per
-// round trip, not per turn, once a link is busy. Never on a timer of its own, and no wait
-// at all while fewer frames are on their way.
+// MAX_DECIDE_WRITES_IN_FLIGHT writes of frames are unanswered, the turns' frames wait and
+// leave together in one write at the end of the turn an answer (or a deadline) frees the
+// link: the write, the owner's read and its reply write are paid per round trip, not per
+// turn, once a link is busy. Each turn keeps its own frame and budget. Never on a timer of
+// its own, and no wait at all while fewer writes are on their way.
 
 import { performance } from "node:perf_hooks";
-import { DecideCode, DecideItemFlag, MAX_DECIDE_FRAMES_IN_FLIGHT } from "../wire/constants.js";
+import { DecideCode, DecideItemFlag, MAX_DECIDE_WRITES_IN_FLIGHT } from "../wire/constants.js";
 import { TIMEOUT_ERROR, type PeerError } from "../errors.js";
 import { ForwardBudget } from "./forward-budget.js";
 import { DecideBatchWriter, newDecideResult, type DecideQuery, type DecideResult } from "../wire/messages.js";
@@ -23,7 +23,7 @@ export class DecideQueue {
 
   private readonly batch = new DecideBatchWriter();
   private readonly pending = new PendingRequests();
-  private readonly inFlight = new FramesInFlight();
+  private readonly inFlight = new WritesInFlight();
   private readonly sends = new SendTimes();
   /**
    * performance.now() when the answer being handed to a callback left in its frame (a held
@@ -31,11 +31,14 @@ export class DecideQueue {
    */
   answerSentAt = NaN;
   private flushScheduled = false;
+  /** Whether this turn's requests have their frame (startFrame) yet. */
+  private turnFramed = false;
   private turnStart = 0;
-  /** Deadline of the unsent batch's first waiter, which its frames' budget is counted against. */
-  private batchDeadline = 0;
-  /** Deadline of the unsent batch's last waiter: the frame is done with once it has passed. */
+  /** Deadline of the unsent batch's last waiter: its write is done with once it has passed. */
   private lastDeadline = 0;
+  /** The budget of one frame of the unsent batch, from its deadline (its turn's), at the flush. */
+  private flushNow = 0;
+  private readonly budgetOf = (deadline: number): number => this.budget.budgetUs(deadline, this.flushNow);
   private deadlineTimer: NodeJS.Timeout | null = null;
   // Handed to every callback; see PeerClient.decide().
   private readonly result: DecideResult = newDecideResult();
@@ -87,11 +90,15 @@ export class DecideQueue {
     let flags = itemFlags | (q.overridable === true ? DecideItemFlag.OVERRIDABLE : 0);
     if (q.charge === true) flags |= DecideItemFlag.CHARGE | (q.cost < 0 ? DecideItemFlag.REFUND : 0);
     const chargeId = q.charge === true ? q.chargeId : undefined;
-    if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, Math.abs(q.cost), flags, chargeId)) return false;
     if (!this.flushScheduled) this.scheduleFlush();
     // Deadlines never decrease (PendingRequests): turnStart only grows.
     const deadline = this.turnStart + this.timeoutMs;
-    if (this.batch.count === 1) this.batchDeadline = deadline;
+    if (!this.turnFramed) {
+      // A held batch's earlier turns keep their frames and budgets; this turn's go in a new one.
+      this.batch.startFrame(deadline);
+      this.turnFramed = true;
+    }
+    if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, Math.abs(q.cost), flags, chargeId)) return false;
     this.lastDeadline = deadline;
     this.pending.add(cb, deadline, ctx);
     if (this.deadlineTimer === null) this.deadlineTimer = setTimeout(this.onDeadlineBound, this.timeoutMs);
@@ -109,7 +116,7 @@ export class DecideQueue {
   /** A DECIDE_REPLY's body: its items answered, and a batch held for it leaves at the end of this turn. */
   onReply(body: Buffer): void {
     readDecideReply(body, this.onReplyItem);
-    this.inFlight.answered();
+    this.inFlight.answeredFrame();
     if (this.batch.count > 0 && !this.flushScheduled) this.scheduleFlush();
   }
 
@@ -125,6 +132,7 @@ export class DecideQueue {
    */
   private scheduleFlush(): void {
     this.flushScheduled = true;
+    this.turnFramed = false;
     this.turnStart = performance.now();
     setImmediate(this.flushBound);
   }
@@ -133,13 +141,13 @@ export class DecideQueue {
     this.flushScheduled = false;
     if (this.batch.count === 0) return;
     const now = performance.now();
-    // Held: onReply or onDeadline (a frame's waiters all gave up) schedules the next flush.
+    // Held: onReply or onDeadline (a write's waiters all gave up) schedules the next flush.
     // +1: timers may fire a fraction of a millisecond early by this clock (as in onDeadline).
-    if (this.inFlight.count(now + 1) >= MAX_DECIDE_FRAMES_IN_FLIGHT) return;
-    // The budget of the batch's first waiter, the shortest: a held batch spans turns.
-    const frames = this.batch.take(this.budget.budgetUs(this.batchDeadline, now));
+    if (this.inFlight.count(now + 1) >= MAX_DECIDE_WRITES_IN_FLIGHT) return;
+    this.flushNow = now;
+    const frames = this.batch.take(this.budgetOf);
     if (frames === null) return;
-    for (let i = 0; i < this.batch.framesTaken; i++) this.inFlight.sent(this.lastDeadline);
+    this.inFlight.sent(this.batch.framesTaken, this.lastDeadline);
     this.sends.sent(this.pending.nextId, now);
     this.write(frames);
   }
@@ -158,46 +166,53 @@ export class DecideQueue {
     if (next !== Infinity && this.deadlineTimer === null) {
       this.deadlineTimer = setTimeout(this.onDeadlineBound, Math.max(1, next - now));
     }
-    // A frame whose waiters have all given up holds nothing back any more (an owner drops an
+    // A write whose waiters have all given up holds nothing back any more (an owner drops an
     // expired frame unanswered: its answer may never come).
     if (this.batch.count > 0 && !this.flushScheduled) this.scheduleFlush();
   }
 }
 
-/** Size of the ring of unanswered frames; beyond it the oldest is forgotten (counted as answered). */
+/** Size of the rings of unanswered writes; beyond it the oldest is forgotten (counted as answered). */
 const FRAMES_RING = 32;
 
 /**
- * The DECIDE frames of one connection still unanswered, oldest first, each with the deadline of
- * its last waiter. DECIDE_REPLYs come in the order of their frames, one each; a frame its owner
- * dropped (budget spent) gets none, so a frame also stops counting once its deadline has
- * passed, and a later reply that takes an older frame's place only makes the count right sooner.
+ * The writes of DECIDE frames of one connection still unanswered, oldest first: how many of
+ * its frames are unanswered, and the deadline of its last waiter. DECIDE_REPLYs come in the
+ * order of their frames, one each; a frame its owner dropped (budget spent) gets none, so a
+ * write also stops counting once its deadline has passed, and a later reply that takes an
+ * older frame's place only makes the count right sooner.
  */
-class FramesInFlight {
+class WritesInFlight {
+  private readonly frames = new Uint32Array(FRAMES_RING);
   private readonly deadlines = new Float64Array(FRAMES_RING);
   private head = 0;
   private n = 0;
 
-  sent(lastDeadline: number): void {
-    if (this.n === FRAMES_RING) this.answered();
-    this.deadlines[(this.head + this.n) % FRAMES_RING] = lastDeadline;
+  sent(frames: number, lastDeadline: number): void {
+    if (this.n === FRAMES_RING) this.drop();
+    const i = (this.head + this.n) % FRAMES_RING;
+    this.frames[i] = frames;
+    this.deadlines[i] = lastDeadline;
     this.n++;
   }
 
-  answered(): void {
-    if (this.n === 0) return;
-    this.head = (this.head + 1) % FRAMES_RING;
-    this.n--;
+  answeredFrame(): void {
+    if (this.n > 0 && --this.frames[this.head]! === 0) this.drop();
   }
 
-  /** Frames unanswered whose waiters may still be waiting at `now`. */
+  /** Writes unanswered whose waiters may still be waiting at `now`. */
   count(now: number): number {
-    while (this.n > 0 && this.deadlines[this.head]! <= now) this.answered();
+    while (this.n > 0 && this.deadlines[this.head]! <= now) this.drop();
     return this.n;
   }
 
   clear(): void {
     this.head = this.n = 0;
+  }
+
+  private drop(): void {
+    this.head = (this.head + 1) % FRAMES_RING;
+    this.n--;
   }
 }
 
