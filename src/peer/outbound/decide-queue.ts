@@ -38,7 +38,24 @@ export class DecideQueue {
   private lastDeadline = 0;
   /** The budget of one frame of the unsent batch, from its deadline (its turn's), at the flush. */
   private flushNow = 0;
-  private readonly budgetOf = (deadline: number): number => this.budget.budgetUs(deadline, this.flushNow);
+  /** This turn's deadline (its frame's), while it has one. */
+  private turnDeadline = 0;
+  /**
+   * The frames held at their turn's end: deadline, the budget they would have left with then, and
+   * when. Waiting never raises a frame's budget: the link may have shown itself better since (a
+   * PONG), but a frame held is no later than one sent, so it gets at most what it had then, less the wait.
+   */
+  private readonly held: number[] = [];
+  private readonly budgetOf = (deadline: number): number => {
+    let us = this.budget.budgetUs(deadline, this.flushNow);
+    const held = this.held;
+    for (let i = 0; i < held.length; i += 3) {
+      if (held[i] !== deadline) continue;
+      const then = held[i + 1]! - (this.flushNow - held[i + 2]!) * 1000;
+      if (then < us) us = then > 0 ? then : 0;
+    }
+    return us;
+  };
   private deadlineTimer: NodeJS.Timeout | null = null;
   // Handed to every callback; see PeerClient.decide().
   private readonly result: DecideResult = newDecideResult();
@@ -97,6 +114,7 @@ export class DecideQueue {
       // A held batch's earlier turns keep their frames and budgets; this turn's go in a new one.
       this.batch.startFrame(deadline);
       this.turnFramed = true;
+      this.turnDeadline = deadline;
     }
     if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, Math.abs(q.cost), flags, chargeId)) return false;
     this.lastDeadline = deadline;
@@ -108,6 +126,7 @@ export class DecideQueue {
   /** Answer every waiter with `err`, and drop the unsent batch so the peer never decides what was already answered. */
   failAll(err: PeerError): void {
     this.batch.reset();
+    this.held.length = 0;
     this.inFlight.clear();
     this.sends.clear();
     this.pending.failAll(err);
@@ -143,9 +162,14 @@ export class DecideQueue {
     const now = performance.now();
     // Held: onReply or onDeadline (a write's waiters all gave up) schedules the next flush.
     // +1: timers may fire a fraction of a millisecond early by this clock (as in onDeadline).
-    if (this.inFlight.count(now + 1) >= MAX_DECIDE_WRITES_IN_FLIGHT) return;
+    if (this.inFlight.count(now + 1) >= MAX_DECIDE_WRITES_IN_FLIGHT) {
+      if (this.turnFramed) this.held.push(this.turnDeadline, this.budget.budgetUs(this.turnDeadline, now), now);
+      this.turnFramed = false;
+      return;
+    }
     this.flushNow = now;
     const frames = this.batch.take(this.budgetOf);
+    this.held.length = 0;
     if (frames === null) return;
     this.inFlight.sent(this.batch.framesTaken, this.lastDeadline);
     this.sends.sent(this.pending.nextId, now);
