@@ -1,6 +1,9 @@
 import t from "tap";
 import { DecideFlag, DecideItemFlag, type DecideQuery, type DecideResult, type PeerError } from "../../src/peer/index.js";
-import { decideQuery, connectedPair, echoHandler, makeClient } from "./helpers.js";
+import { FrameType } from "../../src/peer/wire/constants.js";
+import type { RelayedConnection } from "../harness/relay.js";
+import { until } from "../harness/wait.js";
+import { decideQuery, connectedPair, echoHandler, frameType, makeClient, PATIENT_TIMEOUT_MS, relayedPair } from "./helpers.js";
 
 type Answer = { err: string | null; r: DecideResult | null };
 
@@ -34,18 +37,53 @@ t.test("500 decide() calls in one turn travel in exactly one DECIDE frame", asyn
   t.equal(client.pendingCount, 0);
 });
 
-t.test("separate turns make separate frames, many in flight", async (t) => {
+t.test("separate turns make separate frames while answers come back", async (t) => {
   const { server, client } = await pair(t);
+  const answers: Answer[] = [];
+  for (let turn = 0; turn < 20; turn++) {
+    const batch: Array<Promise<Answer>> = [];
+    for (let i = 0; i < 10; i++) batch.push(ask(client, "ns", `t${turn}-${i}`, 0, turn * 10 + i + 1, 1));
+    answers.push(...(await Promise.all(batch))); // nothing unanswered when the next turn asks
+  }
+  t.equal(server.stats.decideFrames, 20);
+  t.same(
+    answers.map((a) => a.r?.remaining),
+    answers.map((_, i) => i),
+  );
+});
+
+t.test("while two writes are unanswered, the next turns' frames wait and leave with the first answer, each turn in its own frame", async (t) => {
+  // The owner's answers are held in the relay (in order, so their tags still verify) until
+  // released: which turns could see an answer is fixed by the test, not by timing.
+  let holding = false;
+  const held: Buffer[] = [];
+  let toClient: RelayedConnection | undefined;
+  const { server, client } = await relayedPair(t, echoHandler(), { timeoutMs: PATIENT_TIMEOUT_MS, heartbeatIntervalMs: 60_000 }, (frame, _n, dir, conn) => {
+    if (dir !== "toClient") return [frame];
+    toClient = conn;
+    if (!holding) return [frame];
+    held.push(frame);
+    return [];
+  });
+  holding = true; // from "up" on: the handshake went through
   const answers: Array<Promise<Answer>> = [];
   for (let turn = 0; turn < 20; turn++) {
     for (let i = 0; i < 10; i++) answers.push(ask(client, "ns", `t${turn}-${i}`, 0, turn * 10 + i + 1, 1));
-    await new Promise((r) => setImmediate(r)); // next turn, without waiting for replies
+    await new Promise((r) => setImmediate(r));
   }
+  await until("the first two turns' frames are decided", () => server.stats.decideItems === 20);
+  await until("both answers are held", () => held.filter((f) => frameType(f) === FrameType.DECIDE_REPLY).length === 2);
+  t.equal(server.stats.decideFrames, 2, "MAX_DECIDE_WRITES_IN_FLIGHT writes left; 18 turns wait");
+  t.equal(client.pendingCount, 200, "every forward still waits (none dropped, none failed)");
+  holding = false;
+  for (const f of held) toClient!.inject("toClient", f);
   const got = await Promise.all(answers);
-  t.equal(server.stats.decideFrames, 20);
+  t.equal(server.stats.decideFrames, 20, "the 18 waiting turns left, each in its own frame (its own budget)");
+  t.equal(server.stats.decideItems, 200);
   t.same(
-    got.map((a) => a.r?.remaining),
+    got.map((a) => a.err ?? a.r?.remaining),
     got.map((_, i) => i),
+    "each forward got its own answer",
   );
 });
 

@@ -1,13 +1,18 @@
 // The hot path of one peer connection: every decide() of an event-loop turn goes out in
 // one DECIDE batch carrying its deadline budget, the waiters are kept in a ring, and one
-// timer per connection expires them (PeerClient owns the connection around it).
+// timer per connection expires them (PeerClient owns the connection around it). While
+// MAX_DECIDE_WRITES_IN_FLIGHT writes of frames are unanswered, the turns' frames wait and
+// leave together in one write at the end of the turn an answer (or a deadline) frees the
+// link: the write, the owner's read and its reply write are paid per round trip, not per
+// turn, once a link is busy. Each turn keeps its own frame and budget. Never on a timer of
+// its own, and no wait at all while fewer writes are on their way.
 
 import { performance } from "node:perf_hooks";
-import { DecideCode, DecideItemFlag } from "../wire/constants.js";
+import { DecideCode, DecideItemFlag, MAX_DECIDE_WRITES_IN_FLIGHT } from "../wire/constants.js";
 import { TIMEOUT_ERROR, type PeerError } from "../errors.js";
 import { ForwardBudget } from "./forward-budget.js";
 import { DecideBatchWriter, newDecideResult, type DecideQuery, type DecideResult } from "../wire/messages.js";
-import type { DecideReplySink } from "../wire/decide-reply.js";
+import { readDecideReply, type DecideReplySink } from "../wire/decide-reply.js";
 import { PendingRequests, invokeSafely, type DecideCallback } from "./pending-requests.js";
 
 export class DecideQueue {
@@ -18,8 +23,39 @@ export class DecideQueue {
 
   private readonly batch = new DecideBatchWriter();
   private readonly pending = new PendingRequests();
+  private readonly inFlight = new WritesInFlight();
+  private readonly sends = new SendTimes();
+  /**
+   * performance.now() when the answer being handed to a callback left in its frame (a held
+   * batch leaves later than its requests were made); NaN when no longer known. Valid inside the callback.
+   */
+  answerSentAt = NaN;
   private flushScheduled = false;
+  /** Whether this turn's requests have their frame (startFrame) yet. */
+  private turnFramed = false;
   private turnStart = 0;
+  /** Deadline of the unsent batch's last waiter: its write is done with once it has passed. */
+  private lastDeadline = 0;
+  /** The budget of one frame of the unsent batch, from its deadline (its turn's), at the flush. */
+  private flushNow = 0;
+  /** This turn's deadline (its frame's), while it has one. */
+  private turnDeadline = 0;
+  /**
+   * The frames held at their turn's end: deadline, the budget they would have left with then, and
+   * when. Waiting never raises a frame's budget: the link may have shown itself better since (a
+   * PONG), but a frame held is no later than one sent, so it gets at most what it had then, less the wait.
+   */
+  private readonly held: number[] = [];
+  private readonly budgetOf = (deadline: number): number => {
+    let us = this.budget.budgetUs(deadline, this.flushNow);
+    const held = this.held;
+    for (let i = 0; i < held.length; i += 3) {
+      if (held[i] !== deadline) continue;
+      const then = held[i + 1]! - (this.flushNow - held[i + 2]!) * 1000;
+      if (then < us) us = then > 0 ? then : 0;
+    }
+    return us;
+  };
   private deadlineTimer: NodeJS.Timeout | null = null;
   // Handed to every callback; see PeerClient.decide().
   private readonly result: DecideResult = newDecideResult();
@@ -36,6 +72,7 @@ export class DecideQueue {
       return;
     }
     this.budget.onAnswer(this.pending.takenDeadline - this.timeoutMs);
+    this.answerSentAt = this.sends.of(reqId);
     const r = this.result;
     r.code = code;
     r.remaining = remaining;
@@ -47,7 +84,7 @@ export class DecideQueue {
     r.algorithm = algorithm;
     r.granted = granted;
     r.grantWindowStart = grantWindowStart;
-    invokeSafely(cb, null, r);
+    invokeSafely(cb, null, r, this.pending.takenCtx);
   };
 
   /**
@@ -66,19 +103,22 @@ export class DecideQueue {
   }
 
   /** Queue one decision for this turn's batch; false (nothing queued) when it cannot be encoded. `itemFlags`: DecideItemFlag bits beside OVERRIDABLE (OPENING). */
-  add(q: DecideQuery, cb: DecideCallback, itemFlags: number): boolean {
+  add(q: DecideQuery, cb: DecideCallback, itemFlags: number, ctx: unknown): boolean {
     let flags = itemFlags | (q.overridable === true ? DecideItemFlag.OVERRIDABLE : 0);
     if (q.charge === true) flags |= DecideItemFlag.CHARGE | (q.cost < 0 ? DecideItemFlag.REFUND : 0);
     const chargeId = q.charge === true ? q.chargeId : undefined;
-    if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, Math.abs(q.cost), flags, chargeId)) return false;
-    if (!this.flushScheduled) {
-      this.flushScheduled = true;
-      // One clock read per turn: the whole batch shares a deadline, counted
-      // from the turn's first request (so no request waits longer than timeoutMs).
-      this.turnStart = performance.now();
-      setImmediate(this.flushBound);
+    if (!this.flushScheduled) this.scheduleFlush();
+    // Deadlines never decrease (PendingRequests): turnStart only grows.
+    const deadline = this.turnStart + this.timeoutMs;
+    if (!this.turnFramed) {
+      // A held batch's earlier turns keep their frames and budgets; this turn's go in a new one.
+      this.batch.startFrame(deadline);
+      this.turnFramed = true;
+      this.turnDeadline = deadline;
     }
-    this.pending.add(cb, this.turnStart + this.timeoutMs);
+    if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, Math.abs(q.cost), flags, chargeId)) return false;
+    this.lastDeadline = deadline;
+    this.pending.add(cb, deadline, ctx);
     if (this.deadlineTimer === null) this.deadlineTimer = setTimeout(this.onDeadlineBound, this.timeoutMs);
     return true;
   }
@@ -86,7 +126,17 @@ export class DecideQueue {
   /** Answer every waiter with `err`, and drop the unsent batch so the peer never decides what was already answered. */
   failAll(err: PeerError): void {
     this.batch.reset();
+    this.held.length = 0;
+    this.inFlight.clear();
+    this.sends.clear();
     this.pending.failAll(err);
+  }
+
+  /** A DECIDE_REPLY's body: its items answered, and a batch held for it leaves at the end of this turn. */
+  onReply(body: Buffer): void {
+    readDecideReply(body, this.onReplyItem);
+    this.inFlight.answeredFrame();
+    if (this.batch.count > 0 && !this.flushScheduled) this.scheduleFlush();
   }
 
   /** No more deadlines (after failAll, for good). */
@@ -95,10 +145,35 @@ export class DecideQueue {
     this.deadlineTimer = null;
   }
 
+  /**
+   * Flush at the end of this turn. One clock read per turn: the turn's requests share a
+   * deadline counted from its first (so no request waits longer than timeoutMs).
+   */
+  private scheduleFlush(): void {
+    this.flushScheduled = true;
+    this.turnFramed = false;
+    this.turnStart = performance.now();
+    setImmediate(this.flushBound);
+  }
+
   private flush(): void {
     this.flushScheduled = false;
-    const frames = this.batch.take(this.budget.budgetUs(this.turnStart + this.timeoutMs, performance.now()));
-    if (frames !== null) this.write(frames);
+    if (this.batch.count === 0) return;
+    const now = performance.now();
+    // Held: onReply or onDeadline (a write's waiters all gave up) schedules the next flush.
+    // +1: timers may fire a fraction of a millisecond early by this clock (as in onDeadline).
+    if (this.inFlight.count(now + 1) >= MAX_DECIDE_WRITES_IN_FLIGHT) {
+      if (this.turnFramed) this.held.push(this.turnDeadline, this.budget.budgetUs(this.turnDeadline, now), now);
+      this.turnFramed = false;
+      return;
+    }
+    this.flushNow = now;
+    const frames = this.batch.take(this.budgetOf);
+    this.held.length = 0;
+    if (frames === null) return;
+    this.inFlight.sent(this.batch.framesTaken, this.lastDeadline);
+    this.sends.sent(this.pending.nextId, now);
+    this.write(frames);
   }
 
   private onDeadline(): void {
@@ -115,5 +190,88 @@ export class DecideQueue {
     if (next !== Infinity && this.deadlineTimer === null) {
       this.deadlineTimer = setTimeout(this.onDeadlineBound, Math.max(1, next - now));
     }
+    // A write whose waiters have all given up holds nothing back any more (an owner drops an
+    // expired frame unanswered: its answer may never come).
+    if (this.batch.count > 0 && !this.flushScheduled) this.scheduleFlush();
+  }
+}
+
+/** Size of the rings of unanswered writes; beyond it the oldest is forgotten (counted as answered). */
+const FRAMES_RING = 32;
+
+/**
+ * The writes of DECIDE frames of one connection still unanswered, oldest first: how many of
+ * its frames are unanswered, and the deadline of its last waiter. DECIDE_REPLYs come in the
+ * order of their frames, one each; a frame its owner dropped (budget spent) gets none, so a
+ * write also stops counting once its deadline has passed, and a later reply that takes an
+ * older frame's place only makes the count right sooner.
+ */
+class WritesInFlight {
+  private readonly frames = new Uint32Array(FRAMES_RING);
+  private readonly deadlines = new Float64Array(FRAMES_RING);
+  private head = 0;
+  private n = 0;
+
+  sent(frames: number, lastDeadline: number): void {
+    if (this.n === FRAMES_RING) this.drop();
+    const i = (this.head + this.n) % FRAMES_RING;
+    this.frames[i] = frames;
+    this.deadlines[i] = lastDeadline;
+    this.n++;
+  }
+
+  answeredFrame(): void {
+    if (this.n > 0 && --this.frames[this.head]! === 0) this.drop();
+  }
+
+  /** Writes unanswered whose waiters may still be waiting at `now`. */
+  count(now: number): number {
+    while (this.n > 0 && this.deadlines[this.head]! <= now) this.drop();
+    return this.n;
+  }
+
+  clear(): void {
+    this.head = this.n = 0;
+  }
+
+  private drop(): void {
+    this.head = (this.head + 1) % FRAMES_RING;
+    this.n--;
+  }
+}
+
+/**
+ * When each batch left: `[endId, at]` per take(), ids below endId (u32, consecutive) in it.
+ * Answers come in the order sent, so a send whose ids are all below an answered id is done
+ * with. Beyond the ring the oldest is forgotten, and its answers' send time is unknown (NaN).
+ */
+class SendTimes {
+  private readonly endIds = new Uint32Array(FRAMES_RING);
+  private readonly at = new Float64Array(FRAMES_RING);
+  private head = 0;
+  private n = 0;
+
+  sent(endId: number, at: number): void {
+    if (this.n === FRAMES_RING) this.drop();
+    const i = (this.head + this.n) % FRAMES_RING;
+    this.endIds[i] = endId;
+    this.at[i] = at;
+    this.n++;
+  }
+
+  /** When the batch holding `reqId` left; NaN when forgotten. */
+  of(reqId: number): number {
+    // The id is below the send's end when (end - id) as a u32 is 1..2^31-1 (wrap-around included).
+    while (this.n > 0 && (((this.endIds[this.head]! - reqId) >>> 0) - 1) >>> 0 >= 0x7fff_ffff) this.drop();
+    return this.n === 0 ? NaN : this.at[this.head]!;
+  }
+
+  clear(): void {
+    this.head = this.n = 0;
+  }
+
+  private drop(): void {
+    this.head = (this.head + 1) % FRAMES_RING;
+    this.n--;
   }
 }

@@ -14,7 +14,7 @@ import { FrameDecoder } from "../wire/frame.js";
 import { ClientHandshake, secretKey } from "../link/handshake.js";
 import type { FrameSealer } from "../link/session.js";
 import { NOOP_LOGGER, type PeerLogger } from "../logger.js";
-import { MAX_CALL_PAYLOAD_BYTES, decodeCallReply, encodeCall, encodePing, readDecideReply } from "../wire/messages.js";
+import { MAX_CALL_PAYLOAD_BYTES, decodeCallReply, encodeCall, encodePing } from "../wire/messages.js";
 import { PendingCalls } from "./pending-calls.js";
 import type { DecideCallback } from "./pending-requests.js";
 import type { DecideQuery } from "../wire/messages.js";
@@ -56,7 +56,6 @@ export class PeerClient extends EventEmitter {
   private readonly roundTrip = new RoundTrip();
   /** the last PONG tag told through "tag"; undefined before the first PONG (of this connection) */
   private lastTag: string | undefined = undefined;
-
   private readonly key: KeyObject;
   private readonly log: PeerLogger;
   private readonly host: string;
@@ -134,6 +133,11 @@ export class PeerClient extends EventEmitter {
     return this.queue.waiting;
   }
 
+  /** performance.now() when the answer a decide() callback is given left here (decide-queue.ts); NaN: unknown. */
+  get answerSentAt(): number {
+    return this.queue.answerSentAt;
+  }
+
   /** Answers "allowed" that came back after their waiter had timed out: counted by the peer, answered `degraded` here. */
   get lateAllowed(): number {
     return this.queue.lateAllowed;
@@ -146,32 +150,29 @@ export class PeerClient extends EventEmitter {
   }
 
   /**
-   * Ask the peer for a decision. Every call of one event-loop turn goes out
-   * in one DECIDE frame (flushed by setImmediate). `cb` runs exactly once:
-   *  - with (null, result) when the peer answers. `result` is one object
-   *    reused for every answer: read it inside the callback, do not keep it;
+   * Ask the peer for a decision. Every call of one event-loop turn goes out in one DECIDE frame (flushed by
+   * setImmediate; decide-queue.ts). `cb` runs exactly once, given `ctx` back (one callback serves every request):
+   *  - with (null, result) when the peer answers. `result` is one object reused for every answer: read it
+   *    inside the callback, do not keep it;
    *  - with a 'timeout' error when no answer came within timeoutMs;
-   *  - with an 'unavailable' error when the connection is not up, or is
-   *    lost while waiting; with 'invalid' when the request cannot be
-   *    encoded, 'closed' after close().
-   * Errors are shared frozen instances (no stack capture per request).
-   * When the connection is not up, or the request is invalid, `cb` runs
-   * synchronously, inside decide(): callers must tolerate that (it saves a
-   * tick per request exactly when a peer is failing and load is highest).
+   *  - with an 'unavailable' error when the connection is not up, or is lost while waiting; with 'invalid'
+   *    when the request cannot be encoded, 'closed' after close().
+   * Errors are shared frozen instances (no stack capture per request). When the connection is not up, or the
+   * request is invalid, `cb` runs synchronously, inside decide(): callers must tolerate that (it saves a tick
+   * per request exactly when a peer is failing and load is highest).
    */
-  decide(query: DecideQuery, cb: DecideCallback, itemFlags = 0): void {
+  decide(query: DecideQuery, cb: DecideCallback, itemFlags = 0, ctx?: unknown): void {
     if (this.state !== "up") {
-      cb(this.closed ? CLOSED_ERROR : UNAVAILABLE_ERROR, null);
+      cb(this.closed ? CLOSED_ERROR : UNAVAILABLE_ERROR, null, ctx);
       return;
     }
-    if (!this.queue.add(query, cb, itemFlags)) cb(INVALID_ERROR, null);
+    if (!this.queue.add(query, cb, itemFlags, ctx)) cb(INVALID_ERROR, null, ctx);
   }
 
   /**
-   * Cold-path request (state hand-off, leave notices): sent at once, not
-   * batched. Rejects with a PeerError: 'unavailable', 'too_large' (payload
-   * over ~1 MiB), 'timeout', 'remote' (the peer's handler failed; message is
-   * the peer's), 'closed'.
+   * Cold-path request (state hand-off, leave notices): sent at once, not batched. Rejects with a PeerError:
+   * 'unavailable', 'too_large' (payload over ~1 MiB), 'timeout', 'remote' (the peer's handler failed; message
+   * is the peer's), 'closed'.
    */
   call(method: number, payload: Buffer, timeoutMs: number = this.callTimeoutMs): Promise<Buffer> {
     if (this.state !== "up" || this.socket === null) {
@@ -272,7 +273,7 @@ export class PeerClient extends EventEmitter {
     }
     switch (type) {
       case FrameType.DECIDE_REPLY:
-        readDecideReply(body, this.queue.onReplyItem);
+        this.queue.onReply(body);
         return;
       case FrameType.PONG: {
         const now = performance.now();

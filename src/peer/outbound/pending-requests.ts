@@ -11,16 +11,20 @@
 import type { DecideResult } from "../wire/messages.js";
 import type { PeerError } from "../errors.js";
 
-export type DecideCallback = (err: PeerError | null, result: DecideResult | null) => void;
+/**
+ * `ctx`: what the caller handed to decide() beside the callback, given back with the answer,
+ * so that one callback bound once can serve every request (no closure per request).
+ */
+export type DecideCallback = (err: PeerError | null, result: DecideResult | null, ctx: unknown) => void;
 
 /**
  * Run a waiter's callback so that a throw in one caller's code can neither
  * leave the other waiters of a batch unanswered nor break the connection:
  * the error is rethrown on its own tick, where it surfaces as uncaught.
  */
-export function invokeSafely(cb: DecideCallback, err: PeerError | null, result: DecideResult | null): void {
+export function invokeSafely(cb: DecideCallback, err: PeerError | null, result: DecideResult | null, ctx: unknown): void {
   try {
-    cb(err, result);
+    cb(err, result, ctx);
   } catch (thrown) {
     process.nextTick(() => {
       throw thrown;
@@ -30,6 +34,7 @@ export function invokeSafely(cb: DecideCallback, err: PeerError | null, result: 
 
 export class PendingRequests {
   private cbs: Array<DecideCallback | null>;
+  private ctxs: unknown[];
   private deadlines: Float64Array;
   private mask: number;
   /** Oldest id that may still be waiting. */
@@ -42,6 +47,8 @@ export class PendingRequests {
   expired = 0;
   /** Deadline of the waiter the last successful take() returned. */
   takenDeadline = 0;
+  /** The ctx of the waiter the last successful take() returned. */
+  takenCtx: unknown = undefined;
 
   /** `firstId` only matters to tests of the u32 wrap-around. */
   constructor(initialCapacity = 1024, firstId = 0) {
@@ -49,6 +56,7 @@ export class PendingRequests {
     let cap = 16;
     while (cap < initialCapacity) cap *= 2;
     this.cbs = new Array<DecideCallback | null>(cap).fill(null);
+    this.ctxs = new Array<unknown>(cap).fill(undefined);
     this.deadlines = new Float64Array(cap);
     this.mask = cap - 1;
   }
@@ -70,7 +78,7 @@ export class PendingRequests {
   }
 
   /** Register a waiter; returns its reqId. Deadlines must not decrease. */
-  add(cb: DecideCallback, deadline: number): number {
+  add(cb: DecideCallback, deadline: number, ctx?: unknown): number {
     if (this.size > this.mask) {
       this.skipAnswered();
       if (this.size > this.mask) this.grow();
@@ -78,6 +86,7 @@ export class PendingRequests {
     const id = this.tail;
     const i = id & this.mask;
     this.cbs[i] = cb;
+    this.ctxs[i] = ctx;
     this.deadlines[i] = deadline;
     this.tail = (id + 1) >>> 0;
     this.waiting++;
@@ -91,6 +100,8 @@ export class PendingRequests {
     const cb = this.cbs[i]!;
     if (cb === null) return null;
     this.cbs[i] = null;
+    this.takenCtx = this.ctxs[i];
+    this.ctxs[i] = undefined;
     this.waiting--;
     this.takenDeadline = this.deadlines[i]!;
     return cb;
@@ -109,11 +120,13 @@ export class PendingRequests {
       const deadline = this.deadlines[i]!;
       if (deadline > now) return deadline;
       const cb = this.cbs[i]!;
+      const ctx = this.ctxs[i];
       this.cbs[i] = null;
+      this.ctxs[i] = undefined;
       this.head = (this.head + 1) >>> 0;
       this.waiting--;
       this.expired++;
-      invokeSafely(cb, err, null);
+      invokeSafely(cb, err, null, ctx);
     }
   }
 
@@ -123,11 +136,13 @@ export class PendingRequests {
     while (this.head !== end) {
       const i = this.head & this.mask;
       const cb = this.cbs[i];
+      const ctx = this.ctxs[i];
       this.cbs[i] = null;
+      this.ctxs[i] = undefined;
       this.head = (this.head + 1) >>> 0;
       if (cb !== null && cb !== undefined) {
         this.waiting--;
-        invokeSafely(cb, err, null);
+        invokeSafely(cb, err, null, ctx);
       }
     }
   }
@@ -140,14 +155,17 @@ export class PendingRequests {
 
   private grow(): void {
     const oldCbs = this.cbs;
+    const oldCtxs = this.ctxs;
     const oldDeadlines = this.deadlines;
     const oldMask = this.mask;
     const cap = (oldMask + 1) * 2;
     this.cbs = new Array<DecideCallback | null>(cap).fill(null);
+    this.ctxs = new Array<unknown>(cap).fill(undefined);
     this.deadlines = new Float64Array(cap);
     this.mask = cap - 1;
     for (let id = this.head; id !== this.tail; id = (id + 1) >>> 0) {
       this.cbs[id & this.mask] = oldCbs[id & oldMask]!;
+      this.ctxs[id & this.mask] = oldCtxs[id & oldMask];
       this.deadlines[id & this.mask] = oldDeadlines[id & oldMask]!;
     }
   }

@@ -43,6 +43,15 @@ export const MAX_FRAME_BYTES = 512 * 1024;
 export const MAX_DECIDE_ITEMS = 512;
 
 /**
+ * Writes of DECIDE frames a link keeps unanswered before the next turns' frames wait for an
+ * answer and leave together in one write (decide-queue.ts). A write costs the sender a
+ * syscall that carries the loopback or network delivery, and the owner a read and a reply
+ * write, whatever it carries; a saturated sender made a frame of 2 decisions per turn. Two,
+ * not one, so that a forward at low load (~1 write per round trip or less) never waits.
+ */
+export const MAX_DECIDE_WRITES_IN_FLIGHT = 2;
+
+/**
  * Largest frame accepted before the handshake completes. The HMAC handshake
  * frames are < 1 KiB; a small cap keeps an unauthenticated socket from making
  * us buffer a megabyte.

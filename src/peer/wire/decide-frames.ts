@@ -47,6 +47,12 @@ export class DecideBatchWriter {
   private frameItems = 0;
   /** Items added since the last take(), over all frames. */
   count = 0;
+  /** Frames the last take() returned (one per startFrame(), and more where MAX_DECIDE_ITEMS or the byte limit split one). */
+  framesTaken = 0;
+  private frames = 0;
+  /** The deadline told by the last startFrame(), and each sealed frame's, by frame since the last take(). */
+  private deadline = 0;
+  private readonly frameDeadlines: number[] = [];
 
   constructor(initialBytes = 16 * 1024) {
     this.buf = Buffer.allocUnsafe(Math.max(initialBytes, 64));
@@ -108,21 +114,41 @@ export class DecideBatchWriter {
   }
 
   /**
+   * The items added from here on go in a new frame (those before keep theirs), whose waiters
+   * give up at `deadline` (any number the caller's budget function reads, see take()): one
+   * frame per event-loop turn, so that each carries its own turn's budget.
+   */
+  startFrame(deadline: number): void {
+    if (this.frameItems > 0) {
+      this.sealFrame();
+      this.frameStart = this.off;
+      this.off += DECIDE_START;
+    }
+    this.deadline = deadline;
+  }
+
+  /**
    * The frames built since the last take(), back to back in a new buffer
    * (the socket may hold on to it, so it cannot be the reused one), or null
-   * when empty. Resets the writer. Every frame gets `budgetUs` (µs, see
-   * DECIDE_BUDGET_BYTES): the items of one take() share their sender's deadline.
+   * when empty. Resets the writer. Every frame gets a budget (µs, see
+   * DECIDE_BUDGET_BYTES): `budgetUs`, or when a function, its answer for the frame's
+   * deadline (startFrame): the items of one frame share their sender's deadline.
    */
-  take(budgetUs: number = NO_BUDGET): Buffer | null {
+  take(budgetUs: number | ((deadline: number) => number) = NO_BUDGET): Buffer | null {
     if (this.count === 0) return null;
     this.sealFrame();
     const buf = this.buf;
-    const budget = budgetUs >= 0 && budgetUs < NO_BUDGET ? Math.floor(budgetUs) : NO_BUDGET;
     // Frames are back to back: u32 length (type, payload and tag, not itself), then the rest.
-    for (let at = 0; at < this.off; at += 4 + buf.readUInt32BE(at)) putU32(buf, at + BATCH_START, budget);
+    let k = 0;
+    for (let at = 0; at < this.off; at += 4 + buf.readUInt32BE(at)) {
+      const us = typeof budgetUs === "number" ? budgetUs : budgetUs(this.frameDeadlines[k++]!);
+      putU32(buf, at + BATCH_START, us >= 0 && us < NO_BUDGET ? Math.floor(us) : NO_BUDGET);
+    }
     const out = Buffer.allocUnsafe(this.off);
     buf.copy(out, 0, 0, this.off);
+    const frames = this.frames;
     this.reset();
+    this.framesTaken = frames;
     return out;
   }
 
@@ -132,6 +158,7 @@ export class DecideBatchWriter {
     this.frameStart = 0;
     this.frameItems = 0;
     this.count = 0;
+    this.frames = 0;
   }
 
   /** Finish the frame being filled: header, item count, and TAG_BYTES of room after its last item. */
@@ -141,6 +168,7 @@ export class DecideBatchWriter {
     this.buf.writeUInt32BE(this.frameItems, this.frameStart + FRAME_HEADER_BYTES);
     this.off += TAG_BYTES;
     this.frameItems = 0;
+    this.frameDeadlines[this.frames++] = this.deadline;
   }
 
   private ensure(need: number): void {

@@ -228,6 +228,30 @@ t.test("DECIDE frames carry the sender's deadline budget, every frame of a split
   t.equal(r.budgetUs, 0, "an exhausted budget travels as 0");
 });
 
+t.test("a batch of several turns: each turn's items in a frame of their own, with the budget of that turn's deadline", async (t) => {
+  const w = new DecideBatchWriter();
+  const item = (i: number): DecideItem => ({ reqId: i, algorithm: 0, limit: 1, duration: 60, cost: 1, flags: 0, ns: "ns", identifier: `k${i}` });
+  w.startFrame(1_000);
+  writeAll(w, [item(0), item(1)]);
+  w.startFrame(2_000);
+  writeAll(w, [item(2)]);
+  w.startFrame(3_000); // a turn that added nothing makes no frame
+  w.startFrame(4_000);
+  writeAll(w, [item(3), item(4), item(5)]);
+  const out = frames(w.take((deadline) => deadline * 10)!);
+  t.equal(w.framesTaken, 3);
+  const r = new DecideBatchReader();
+  const got = out.map((f) => {
+    r.decode(f.body);
+    return { budget: r.budgetUs, ids: Array.from(r.reqIds.subarray(0, r.count)) };
+  });
+  t.same(got, [
+    { budget: 10_000, ids: [0, 1] },
+    { budget: 20_000, ids: [2] },
+    { budget: 40_000, ids: [3, 4, 5] },
+  ]);
+});
+
 t.test("DECIDE decoder rejects every truncation, trailing bytes and bad fields", async (t) => {
   const w = new DecideBatchWriter();
   writeAll(w, items);

@@ -4,7 +4,7 @@ import type { ReleaseOutcome, ReleaseQuery, ResetOutcome, ResetQuery } from "../
 import { concurrency } from "../../../algorithms/concurrency.js";
 import { decodeReleaseReply, encodeRelease } from "../wire/release-wire.js";
 import type { LimitQuery } from "../../../decision.js";
-import { DecideFlag, DecideItemFlag, type PeerClient, type PeerError } from "../../../peer/index.js";
+import { DecideFlag, DecideItemFlag, type DecideResult, type PeerClient, type PeerError } from "../../../peer/index.js";
 import type { BlockedCache } from "./blocked-cache.js";
 import type { ClusterMetrics } from "../../../metrics/cluster-metrics.js";
 import type { LocalDecider } from "../../local/local-decider.js";
@@ -24,6 +24,42 @@ export interface ClusterView extends OwnershipView {
   noteForward(member: string, timedOut: boolean, now: number): void;
 }
 
+/** Records kept for reuse; beyond this many forwards in flight, the extra records are left to the GC. */
+const FORWARD_POOL = 4096;
+
+/** One forward on its way to its owner: what its answer needs (ClusterDecider.onAnswer). */
+interface Forward {
+  query: LimitQuery;
+  /** the wall clock the request was routed at (unix ms) */
+  now: number;
+  done: (decision: Decision) => boolean;
+  owner: string;
+  client: PeerClient;
+  /** performance.now() when it was handed to the client */
+  sentAt: number;
+  stateKey: string;
+  charge: boolean;
+  /** whether a block answered to it may be remembered (BlockedCache) */
+  cacheable: boolean;
+  /** it asked for a grant of the key's window (OPENING) */
+  opening: boolean;
+}
+
+function newForward(): Forward {
+  return {
+    query: undefined as unknown as LimitQuery,
+    now: 0,
+    done: undefined as unknown as Forward["done"],
+    owner: "",
+    client: undefined as unknown as PeerClient,
+    sentAt: 0,
+    stateKey: "",
+    charge: false,
+    cacheable: false,
+    opening: false,
+  };
+}
+
 /**
  * Front end → ownership rule → (local table | owning peer | fail open). Keys this node
  * may decide are decided here; the rest are forwarded, and a forward that fails or misses
@@ -38,6 +74,8 @@ export class ClusterDecider implements Decider {
   private readonly forwarded: Decision = newDecision();
   /** A forward's applied limit, with the same validity as `forwarded`. */
   private readonly appliedScratch: AppliedLimit = { limit: 0, duration: 0, algorithm: undefined as unknown as Algorithm };
+  /** Records of forwards answered, for the next ones. */
+  private readonly forwards: Forward[] = [];
 
   constructor(
     private readonly view: ClusterView,
@@ -167,66 +205,94 @@ export class ClusterDecider implements Decider {
       done(failOpenDecision(query, now, "peer_unavailable", newDecision()));
       return;
     }
-    const sentAt = performance.now();
-    const owner = verdict.owner;
     // A share that opened empty in this window asks for a grant with the decision (leases/shares.ts).
     const opening = shareAsked && this.shares.wantsOpening(stateKey, query.limit);
+    const f = this.forwards.pop() ?? newForward();
+    f.query = query;
+    f.now = now;
+    f.done = done;
+    f.owner = verdict.owner;
+    f.client = client;
+    f.sentAt = performance.now();
+    f.stateKey = stateKey;
+    f.charge = charge;
+    f.cacheable = cacheable;
+    f.opening = opening;
     // The query itself crosses the peer boundary (a DecideQuery): nothing is unpacked or built for it.
-    client.decide(
-      query,
-      (err: PeerError | null, r) => {
-        const d = this.forwarded;
-        if (err !== null || r === null || r.code === 2) {
-          const reason = err !== null ? degradedReasonOf(err) : "peer_error";
-          if (reason === "peer_timeout") this.view.noteForward(owner, true, now);
-          this.metrics.forwardOutcome(reason === "peer_timeout" ? "timeout" : reason === "peer_unavailable" ? "unavailable" : "error");
-          return done(failOpenDecision(query, now, reason, d));
-        }
-        r.resetTime = resetTimeHere(r.resetTime, client.clockOffsetMs);
-        // An answer that does not fit the question (a count beyond the limit, NaN, a reset
-        // years ahead) is the owner's error for this item alone.
-        if (!replyWithinContract(r, query, now)) {
-          this.metrics.forwardOutcome("invalid");
-          return done(failOpenDecision(query, now, "peer_error", d));
-        }
-        this.metrics.observeForward(performance.now() - sentAt);
-        this.view.noteForward(owner, false, now);
-        if (r.granted > 0 && opening) this.shares.openingGranted(stateKey, query, r.grantWindowStart * 1000, r.granted, now, client);
-        d.allowed = r.code === 0;
-        // A charge past its limit carries its debt where `remaining` is (inbound.ts).
-        d.debt = charge && !d.allowed ? r.remaining : 0;
-        d.remaining = d.debt > 0 ? 0 : r.remaining;
-        d.resetTime = r.resetTime;
-        d.retryAfterMs = r.retryAfterMs;
-        d.degraded = null;
-        d.shadow = (r.flags & DecideFlag.SHADOW) !== 0;
-        d.duplicate = (r.flags & DecideFlag.DUPLICATE) !== 0;
-        if ((r.flags & DecideFlag.APPLIED) !== 0) {
-          const a = this.appliedScratch;
-          a.limit = r.limit;
-          a.duration = r.duration;
-          a.algorithm = algorithmByCode(r.algorithm)!;
-          d.applied = a;
-        } else d.applied = null;
-        // A block under an override is not remembered: the cache answers with the asked limit, and
-        // an operator's change must apply from the owner's next decision.
-        // A charge that leaves no room blocks a request of 1 until retryAfterMs: remembered as such.
-        const blocks = charge ? d.remaining === 0 && r.retryAfterMs > 0 : !d.allowed && cacheable;
-        // A duplicate's answer is an earlier one's (its wait counted from then): not remembered.
-        if (blocks && d.applied === null && !d.duplicate) this.blocked.remember(stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
-        this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
-        // Shadow mode let a block through: nothing was counted. A charge reports what was
-        // spent already: it stays counted whoever hears the answer.
-        const counted = d.allowed && !d.shadow && query.cost > 0 && !charge;
-        // Read before done(): the answer and its applied limit are reused by the next forward.
-        const given = counted ? givenBackQuery(query, d.applied) : undefined;
-        // The caller left while the answer was on its way (a closed connection, a pipelining
-        // client uWebSockets.js cut off): what the owner counted for it is given back, so a
-        // key's count holds only answers that were delivered.
-        if (!done(d) && given !== undefined) this.giveBack(client, given, sentAt);
-      },
-      opening && client.link.supports("OPENING") ? DecideItemFlag.OPENING : 0,
-    );
+    client.decide(query, this.onAnswerBound, opening && client.link.supports("OPENING") ? DecideItemFlag.OPENING : 0, f);
+  }
+
+  /** Bound once: every forward's answer comes here with its record (no closure per forward). */
+  private readonly onAnswerBound = (err: PeerError | null, r: DecideResult | null, f: unknown): void => {
+    const forward = f as Forward;
+    try {
+      this.onAnswer(err, r, forward);
+    } finally {
+      // Nothing of the request is kept past its answer: the record goes back to the pool empty.
+      forward.query = undefined as unknown as LimitQuery;
+      forward.done = undefined as unknown as Forward["done"];
+      forward.client = undefined as unknown as PeerClient;
+      if (this.forwards.length < FORWARD_POOL) this.forwards.push(forward);
+    }
+  };
+
+  /** The owner's answer to one forward (or the error it failed with), turned into the caller's decision. */
+  private onAnswer(err: PeerError | null, r: DecideResult | null, f: Forward): void {
+    const { query, now, done, owner, client, charge } = f;
+    const d = this.forwarded;
+    if (err !== null || r === null || r.code === 2) {
+      const reason = err !== null ? degradedReasonOf(err) : "peer_error";
+      if (reason === "peer_timeout") this.view.noteForward(owner, true, now);
+      this.metrics.forwardOutcome(reason === "peer_timeout" ? "timeout" : reason === "peer_unavailable" ? "unavailable" : "error");
+      done(failOpenDecision(query, now, reason, d));
+      return;
+    }
+    r.resetTime = resetTimeHere(r.resetTime, client.clockOffsetMs);
+    // An answer that does not fit the question (a count beyond the limit, NaN, a reset
+    // years ahead) is the owner's error for this item alone.
+    if (!replyWithinContract(r, query, now)) {
+      this.metrics.forwardOutcome("invalid");
+      done(failOpenDecision(query, now, "peer_error", d));
+      return;
+    }
+    this.metrics.observeForward(performance.now() - f.sentAt);
+    this.view.noteForward(owner, false, now);
+    if (r.granted > 0 && f.opening) this.shares.openingGranted(f.stateKey, query, r.grantWindowStart * 1000, r.granted, now, client);
+    d.allowed = r.code === 0;
+    // A charge past its limit carries its debt where `remaining` is (inbound.ts).
+    d.debt = charge && !d.allowed ? r.remaining : 0;
+    d.remaining = d.debt > 0 ? 0 : r.remaining;
+    d.resetTime = r.resetTime;
+    d.retryAfterMs = r.retryAfterMs;
+    d.degraded = null;
+    d.shadow = (r.flags & DecideFlag.SHADOW) !== 0;
+    d.duplicate = (r.flags & DecideFlag.DUPLICATE) !== 0;
+    if ((r.flags & DecideFlag.APPLIED) !== 0) {
+      const a = this.appliedScratch;
+      a.limit = r.limit;
+      a.duration = r.duration;
+      a.algorithm = algorithmByCode(r.algorithm)!;
+      d.applied = a;
+    } else d.applied = null;
+    // A block under an override is not remembered: the cache answers with the asked limit, and
+    // an operator's change must apply from the owner's next decision.
+    // A charge that leaves no room blocks a request of 1 until retryAfterMs: remembered as such.
+    const blocks = charge ? d.remaining === 0 && r.retryAfterMs > 0 : !d.allowed && f.cacheable;
+    // A duplicate's answer is an earlier one's (its wait counted from then): not remembered.
+    if (blocks && d.applied === null && !d.duplicate) this.blocked.remember(f.stateKey, query.limit, now, r.retryAfterMs, r.resetTime);
+    this.metrics.forwardOutcome(d.allowed ? "allowed" : "blocked");
+    // Shadow mode let a block through: nothing was counted. A charge reports what was
+    // spent already: it stays counted whoever hears the answer.
+    const counted = d.allowed && !d.shadow && query.cost > 0 && !charge;
+    // Read before done(): the answer and its applied limit are reused by the next forward.
+    const given = counted ? givenBackQuery(query, d.applied) : undefined;
+    // The caller left while the answer was on its way (a closed connection, a pipelining
+    // client uWebSockets.js cut off): what the owner counted for it is given back, so a
+    // key's count holds only answers that were delivered.
+    // Aged from when its frame left (it may have waited for the link), never less: the owner
+    // gives back only into a state and window that held it then (inbound-batch.ts).
+    const left = client.answerSentAt;
+    if (!done(d) && given !== undefined) this.giveBack(client, given, left >= f.sentAt ? left : f.sentAt);
   }
 
   /** The owner's 429 this node remembers for the key, as this request's answer; undefined when none. */
