@@ -257,6 +257,7 @@ export async function startNode(
     },
     {
       ...{ decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top },
+      notReadyReason: () => cluster?.notReadyReason,
       leases: new LeaseTokens(rootKey),
       policyLoaded: () => !config.healthyWithAtLeastOneConfigLoaded || (xds?.hasConfig ?? true),
     },

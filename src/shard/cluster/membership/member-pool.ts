@@ -63,6 +63,8 @@ export class MemberPool {
   membersTag = "";
   /** members up whose PEERS differ from this node's (told by their members tag); kept out of the ring */
   private readonly otherLists = new Set<string>();
+  /** members whose handshake refused this node's proof or theirs (another CLUSTER_SECRET, another node at the address), until one succeeds */
+  readonly unauthenticated = new Set<string>();
   /** See onSettled. A plain field: it advances on the clients' first up/down or on a timer. */
   settled = false;
   private configured: readonly string[] = [];
@@ -96,9 +98,9 @@ export class MemberPool {
     return this.configured.length;
   }
 
-  /** Members this node cannot agree with on any key: no shared protocol version, or another PEERS list. */
+  /** Members this node cannot agree with on any key: no shared protocol version, another PEERS list, or no authentication. */
   get apart(): number {
-    return this.protocol.incompatible + this.otherLists.size;
+    return this.protocol.incompatible + this.otherLists.size + this.unauthenticated.size;
   }
 
   /** Configured members that have not announced a graceful leave: the ones a quorum counts. */
@@ -113,10 +115,7 @@ export class MemberPool {
     return hasQuorum(this.ring.size, this.voters);
   }
 
-  /**
-   * Whether this node has seen a quorum since it started. Until then its readiness does not
-   * wait for one: the first node of a cluster started one at a time must turn ready alone.
-   */
+  /** Whether this node has seen a quorum since it started: until then it is not ready (Cluster.ready). */
   hadQuorum = false;
 
   client(member: string): PeerClient | undefined {
@@ -173,6 +172,7 @@ export class MemberPool {
       if (this.configured.includes(member)) continue;
       client.close();
       this.otherLists.delete(member);
+      this.unauthenticated.delete(member);
       this.doubts.cleared(member);
       this.clients.delete(member);
       this.unsettled.delete(member);
@@ -257,6 +257,11 @@ export class MemberPool {
       ...(o.clientTls !== undefined ? { tls: o.clientTls } : {}),
     });
     this.unsettled.add(member);
+    client.refusals.onChange = () => {
+      const reason = client.refusals.reason;
+      if (reason !== undefined && AUTH_REFUSALS.has(reason)) this.unauthenticated.add(member);
+      else this.unauthenticated.delete(member);
+    };
     client.on("up", () => {
       if (client.link.remote !== undefined) this.protocol.linked(member, client.link.remote);
       this.compareLists(member, client.link.remoteMembersTag);
@@ -385,6 +390,9 @@ export class MemberPool {
     this.opts.onRingChanged(joined);
   }
 }
+
+/** Handshake refusals (HandshakeError reasons) that mean the two nodes do not share a secret or a name: no ring can hold both. */
+const AUTH_REFUSALS = new Set(["bad_proof", "wrong_node"]);
 
 function sameZones(a: HashRing, b: HashRing): boolean {
   for (const m of a.members) if ((a.zones.get(m) ?? "") !== (b.zones.get(m) ?? "")) return false;
