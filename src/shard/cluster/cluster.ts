@@ -94,9 +94,10 @@ export class Cluster {
    * Ready once the ring is known and this node has joined: every configured member has been
    * reached or found down at least once (bounded by the failure timeout), so its first
    * answers come from the ring it will keep, not from a ring of one; and the states that
-   * moved to it have arrived. And once it has reached and authenticated with a majority of
-   * the members (itself included; PEERS of itself alone, or no PEERS, is ready at once): a
-   * node whose CLUSTER_SECRET its members refuse sees a ring of one and would count alone.
+   * moved to it have arrived. With a static PEERS list, once it has reached and authenticated
+   * with a majority of the members (itself included; PEERS of itself alone, or no PEERS, is
+   * ready at once). With any list, not while members refusing its handshake leave it without
+   * a majority: a node whose CLUSTER_SECRET they refuse sees a ring of one and would count alone.
    * From three members on it stays ready only while it sees that majority (quorum.ts); with
    * two, a peer that vanishes after both met leaves the other ready (a crash and a partition
    * look alike), one that refuses its handshake does not.
@@ -120,7 +121,9 @@ export class Cluster {
     }
     if (pool.apart > 0)
       return `members given another PEERS list or speaking no shared protocol version are kept out of the ring; ${seen}, a majority is needed`;
-    if (!pool.hadQuorum) return `no quorum yet: ${seen}; ready once it has reached and authenticated with a majority`;
+    // With a static PEERS list only (lists.digest is set then): PEERS_DNS records may name pods
+    // not started yet, and the first pod of a cluster started one at a time turns ready alone.
+    if (!pool.hadQuorum) return pool.lists.digest !== "" ? `no quorum yet: ${seen}; ready once it has reached and authenticated with a majority` : undefined;
     if (pool.voters >= MIN_MEMBERS_FOR_QUORUM) return `no quorum: ${seen}, a majority is needed`;
     return undefined;
   }

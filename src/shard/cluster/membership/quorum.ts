@@ -43,7 +43,7 @@ export class QuorumLog {
     this.logger.warn(
       { seen, voters },
       !hadQuorum
-        ? "no cluster quorum yet: this node has not reached and authenticated with a majority of the members since it started; /ready is 503 until it has"
+        ? "no cluster quorum yet: this node has not reached and authenticated with a majority of the members since it started; with PEERS, /ready is 503 until it has"
         : voters >= MIN_MEMBERS_FOR_QUORUM
           ? "no cluster quorum: this node sees fewer than a majority of the members; /ready is 503 until it does"
           : "no cluster quorum: this node sees fewer than a majority of the members (with fewer than 3 members it stays ready)",
