@@ -267,6 +267,7 @@ export async function startNode(
     },
     {
       ...{ decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top },
+      notReadyReason: () => cluster?.notReadyReason,
       leases: new LeaseTokens(leaseRoot),
       policyLoaded,
     },

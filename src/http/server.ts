@@ -48,6 +48,8 @@ export interface FrontEndDeps {
   logger: Logger;
   /** whether this node can serve decisions (ring known); /ready reflects it */
   isReady: () => boolean;
+  /** why it is not (the body of a 503 on /ready); unset or undefined: no reason to give */
+  notReadyReason?: () => string | undefined;
   /** the ring as clients see it: GET /cluster and the ring-version header */
   directory: RingDirectory;
   clock?: () => number;
@@ -106,14 +108,14 @@ export class FrontEnd {
     app.any("/top", (res) => this.endError(res, Errors.methodNotAllowed, "GET"));
     app.any("/cluster", (res) => this.endError(res, Errors.methodNotAllowed, "GET"));
     const readiness = () => (this.draining ? "draining" : this.deps.isReady() ? "ready" : "not ready");
-    serveHealth(app, readiness, deps.policyLoaded);
+    serveHealth(app, readiness, deps.policyLoaded, deps.notReadyReason);
     if (options.metricsPort === undefined) {
       app.get("/metrics", (res, req) => this.onMetrics(res, req));
     } else {
       // The admin port is plain HTTP even when the main one is TLS, and answers /health and
       // /ready too: Kubernetes probes and Prometheus reach it without certificates.
       this.adminApp = App().get("/metrics", (res, req) => this.onMetrics(res, req));
-      serveHealth(this.adminApp, readiness, deps.policyLoaded);
+      serveHealth(this.adminApp, readiness, deps.policyLoaded, deps.notReadyReason);
       this.adminApp.any("/*", (res) => this.endError(res, Errors.notFound));
     }
     app.any("/*", (res) => this.endError(res, Errors.notFound));

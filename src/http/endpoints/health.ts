@@ -4,10 +4,15 @@ export type Readiness = "ready" | "not ready" | "draining";
 
 /**
  * GET /health (the process is alive) and GET /ready (200 when serving with the ring known;
- * 503 while starting, joining or draining), without auth, on the main port and on the
+ * 503 while starting, joining, draining or without a quorum, with the reason in the body), without auth, on the main port and on the
  * admin port (METRICS_PORT), where probes reach them over plain HTTP even with TLS on.
  */
-export function serveHealth(app: TemplatedApp, readiness: () => Readiness, policyLoaded: () => boolean = () => true): void {
+export function serveHealth(
+  app: TemplatedApp,
+  readiness: () => Readiness,
+  policyLoaded: () => boolean = () => true,
+  notReadyReason: () => string | undefined = () => undefined,
+): void {
   // envoyproxy/ratelimit's probe, which Envoy Gateway's Deployment uses for liveness too: 200
   // while the process serves (a ring without quorum is no reason to restart it), 500 once it
   // drains, and before a first policy with HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED.
@@ -23,9 +28,11 @@ export function serveHealth(app: TemplatedApp, readiness: () => Readiness, polic
   });
   app.get("/ready", (res) => {
     const state = readiness();
+    // The reason is the node's own text (no caller's data in it): it tells an operator what to fix.
+    const reason = state === "not ready" ? notReadyReason() : undefined;
     res
       .writeStatus(state === "ready" ? "200 OK" : "503 Service Unavailable")
       .writeHeader("Content-Type", "application/json")
-      .end(`{"status":"${state}"}`);
+      .end(reason === undefined ? `{"status":"${state}"}` : JSON.stringify({ status: state, reason }));
   });
 }

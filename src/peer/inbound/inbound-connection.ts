@@ -83,7 +83,7 @@ export interface ConnectionHost {
     readonly zone: string;
     readonly onDecideFrame: (items: number) => void;
     readonly protocol: ProtocolRange;
-    readonly membersTag: () => string;
+    readonly membersTag: (asked: string) => string;
   };
   readonly log: PeerLogger;
   readonly stats: PeerServerStats;
@@ -277,8 +277,8 @@ export class InboundConnection implements PendingConnection {
     if (method === PROTOCOL_CALL) {
       // The link's own: the client's range (validated), answered with this node's. Which version
       // runs is the client's to work out; this end answers each request in the form it came in.
-      decodeRange(payload);
-      this.send(encodeCallReply(callId, CallStatus.OK, encodeRange(server.opts.protocol, server.opts.membersTag())));
+      const asked = decodeRange(payload);
+      this.send(encodeCallReply(callId, CallStatus.OK, encodeRange(server.opts.protocol, server.opts.membersTag(asked.membersTag))));
       return;
     }
     const handler = server.opts.handler;

@@ -46,8 +46,8 @@ export interface PeerServerOptions {
   onDecideFrame?: (items: number) => void;
   /** the protocol versions this node speaks, told to each client that asks (PROTOCOL_CALL); default ownRange() */
   protocol?: ProtocolRange;
-  /** this node's members tag, told with its range (protocol-ranges.ts); default none */
-  membersTag?: () => string;
+  /** this node's members tag, told with its range (protocol-ranges.ts), given the asking client's tag; default none */
+  membersTag?: (asked: string) => string;
 }
 
 const noTag = (): string => "";

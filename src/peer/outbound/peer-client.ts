@@ -12,6 +12,7 @@ import { DecideQueue } from "./decide-queue.js";
 import { CLOSED_ERROR, FrameError, INVALID_ERROR, PeerError, UNAVAILABLE_ERROR } from "../errors.js";
 import { FrameDecoder } from "../wire/frame.js";
 import { ClientHandshake, secretKey } from "../link/handshake.js";
+import { PeerRefusals } from "../link/refusal-log.js";
 import type { FrameSealer } from "../link/session.js";
 import { NOOP_LOGGER, type PeerLogger } from "../logger.js";
 import { MAX_CALL_PAYLOAD_BYTES, decodeCallReply, encodeCall, encodePing } from "../wire/messages.js";
@@ -86,6 +87,7 @@ export class PeerClient extends EventEmitter {
   // The hot path: the turn's batch, the waiters, one deadline timer (decide-queue.ts).
   private readonly queue: DecideQueue;
   private readonly calls = new PendingCalls();
+  readonly refusals: PeerRefusals;
 
   constructor(opts: PeerClientOptions) {
     super();
@@ -104,6 +106,7 @@ export class PeerClient extends EventEmitter {
     this.handshakeTimeoutMs = opts.handshakeTimeoutMs ?? PEER_DEFAULTS.handshakeTimeoutMs;
     this.callTimeoutMs = opts.callTimeoutMs ?? PEER_DEFAULTS.callTimeoutMs;
     this.link = new LinkProtocol(opts.protocol ?? ownRange(), opts.membersTag);
+    this.refusals = new PeerRefusals(this.log, opts.serverNodeId);
     const write = (frames: Buffer): void => {
       if (this.socket !== null) this.send(this.socket, frames);
     };
@@ -171,8 +174,7 @@ export class PeerClient extends EventEmitter {
 
   /**
    * Cold-path request (state hand-off, leave notices): sent at once, not batched. Rejects with a PeerError:
-   * 'unavailable', 'too_large' (payload over ~1 MiB), 'timeout', 'remote' (the peer's handler failed; message
-   * is the peer's), 'closed'.
+   * 'unavailable', 'too_large' (payload over ~1 MiB), 'timeout', 'remote' (the peer's handler failed; message is the peer's), 'closed'.
    */
   call(method: number, payload: Buffer, timeoutMs: number = this.callTimeoutMs): Promise<Buffer> {
     if (this.state !== "up" || this.socket === null) {
@@ -188,10 +190,7 @@ export class PeerClient extends EventEmitter {
     return this.calls.start(method, timeoutMs, (id) => this.send(socket, encodeCall(id, method, payload)));
   }
 
-  /**
-   * Skip the rest of the backoff and try at once: the peer just proved it is back (it
-   * connected to us). A no-op while connected or connecting.
-   */
+  /** Skip the rest of the backoff and try at once: the peer just proved it is back (it connected to us). A no-op while connected or connecting. */
   reconnectNow(): void {
     if (this.closed || this.reconnectTimer === null) return;
     clearTimeout(this.reconnectTimer);
@@ -244,7 +243,7 @@ export class PeerClient extends EventEmitter {
     try {
       this.decoder!.push(chunk);
     } catch (err) {
-      this.log.warn({ err, peer: this.remoteNodeId ?? `${this.host}:${this.port}` }, "peer broke the protocol");
+      if (!this.refusals.noted(err)) this.log.warn({ err, peer: this.remoteNodeId ?? `${this.host}:${this.port}` }, "peer broke the protocol");
       this.lost(this.socket!, `protocol error: ${err instanceof Error ? err.message : String(err)}`);
       return;
     }
@@ -312,6 +311,7 @@ export class PeerClient extends EventEmitter {
     this.detector.reset(now, this.loopLag.stalledMs(now));
     this.queue.budget.reset();
     this.remoteNodeId = this.serverNodeId;
+    this.refusals.accepted();
     this.handshake = null;
     this.backoff.reset();
     clearTimeout(this.handshakeTimer!);

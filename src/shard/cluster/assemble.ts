@@ -199,7 +199,7 @@ export function assembleCluster(
     zone: config.zone ?? "",
     onDecideFrame: (items) => clusterMetrics.observeDecideFrame(items),
     protocol,
-    membersTag: () => pool.membersTag,
+    membersTag: (asked) => pool.lists.replyTo(asked),
   });
   const dns = config.peersDns !== undefined ? splitHostPort(config.peersDns) : undefined;
   const membership =

@@ -94,20 +94,38 @@ export class Cluster {
    * Ready once the ring is known and this node has joined: every configured member has been
    * reached or found down at least once (bounded by the failure timeout), so its first
    * answers come from the ring it will keep, not from a ring of one; and the states that
-   * moved to it have arrived. And while it sees a majority of the members (from three on,
-   * once it has seen one; see quorum.ts): a node cut off with a minority turns unready.
+   * moved to it have arrived. With a static PEERS list, once it has reached and authenticated
+   * with a majority of the members (itself included; PEERS of itself alone, or no PEERS, is
+   * ready at once). With any list, not while members refusing its handshake leave it without
+   * a majority: a node whose CLUSTER_SECRET they refuse sees a ring of one and would count alone.
+   * From three members on it stays ready only while it sees that majority (quorum.ts); with
+   * two, a peer that vanishes after both met leaves the other ready (a crash and a partition
+   * look alike), one that refuses its handshake does not.
    */
   get ready(): boolean {
+    return this.notReadyReason === undefined;
+  }
+
+  /** Why /ready answers 503 (its body says it); undefined when ready. */
+  get notReadyReason(): string | undefined {
     const pool = this.pool;
-    return (
-      !this.stopped &&
-      pool.configuredCount > 0 &&
-      pool.settled &&
-      !this.coordinator.joining &&
-      // A member it cannot agree with on any key (no shared protocol version, another PEERS list):
-      // ready only with a majority it agrees with, however the ring started and whatever its size.
-      (pool.apart === 0 ? pool.quorum || !pool.hadQuorum || pool.voters < MIN_MEMBERS_FOR_QUORUM : pool.quorum)
-    );
+    if (this.stopped) return "stopping";
+    if (pool.configuredCount === 0 || !pool.settled) return "starting: not every member in PEERS has been reached or found down yet";
+    if (this.coordinator.joining) return "joining: the states that moved to this node have not all arrived";
+    if (pool.quorum) return undefined;
+    const seen = `sees ${pool.ring.size} of ${pool.voters} members`;
+    // Counts, not names: /ready answers without auth, and the log names the members.
+    const refused = pool.unauthenticated.size;
+    if (refused > 0) {
+      return `cannot authenticate with ${refused} of ${pool.configuredCount - 1} other members: the peer handshake's proof does not match (every member needs the same CLUSTER_SECRET); ${seen}, a majority is needed`;
+    }
+    if (pool.apart > 0)
+      return `members given another PEERS list or speaking no shared protocol version are kept out of the ring; ${seen}, a majority is needed`;
+    // With a static PEERS list only (lists.digest is set then): PEERS_DNS records may name pods
+    // not started yet, and the first pod of a cluster started one at a time turns ready alone.
+    if (!pool.hadQuorum) return pool.lists.digest !== "" ? `no quorum yet: ${seen}; ready once it has reached and authenticated with a majority` : undefined;
+    if (pool.voters >= MIN_MEMBERS_FOR_QUORUM) return `no quorum: ${seen}, a majority is needed`;
+    return undefined;
   }
 
   /** the peer protocol versions this node speaks, and the one its ring runs at (membership/ring-protocol.ts) */

@@ -3,8 +3,7 @@
  * than a majority of its configured members (here its two peers SIGSTOPped, so they stop
  * answering without closing anything), it turns /ready 503, sets ringlimit_cluster_quorum
  * to 0 and warns once, not once per check; when the peers resume, it is ready again. (At
- * start-up, before it has seen a quorum, it stays ready and its warning says so: it once
- * said "/ready is 503" there too, which was false, and this test counted two.) The
+ * start-up, before it has seen a quorum, it is not ready either: wrong-secret.process.test.ts.) The
  * fault suite shows the same with real partitions; this runs without root.
  */
 import t from "tap";

@@ -2,13 +2,13 @@ import type { Logger } from "../../../logger.js";
 import type { PeerStateSample } from "../../../metrics/cluster-metrics.js";
 import { PeerClient, processLoopLag, type PeerTlsOptions, type ProtocolRange } from "../../../peer/index.js";
 import { RingProtocol } from "./ring-protocol.js";
-import { createHash } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { hasQuorum, QuorumLog } from "./quorum.js";
 import { HashRing } from "../../ring/ring.js";
 import { OwnerDoubts } from "./owner-doubts.js";
 import { SlowPeers } from "./slow-peers.js";
 import { findSelf, splitHostPort } from "./self-address.js";
+import { MemberLists } from "./member-lists.js";
 
 export interface MemberPoolOptions {
   /** this node's ring name until the member list names it */
@@ -55,14 +55,10 @@ export class MemberPool {
   readonly doubts: OwnerDoubts;
   /** the version the ring runs at, from the members' ranges (ring-protocol.ts) */
   readonly protocol: RingProtocol;
-  /**
-   * With PEERS: a digest of the configured members, told to each member on each connection;
-   * "" with PEERS_DNS. Members whose digests differ were given different lists, and their rings
-   * could give one key to two owners: each keeps the other out of its ring (see rebuildRing).
-   */
-  membersTag = "";
-  /** members up whose PEERS differ from this node's (told by their members tag); kept out of the ring */
-  private readonly otherLists = new Set<string>();
+  /** With PEERS: how the lists of the members up stand to this node's, which shapes the ring (member-lists.ts). */
+  readonly lists = new MemberLists();
+  /** members whose handshake refused this node's proof or theirs (another CLUSTER_SECRET, another node at the address), until one succeeds */
+  readonly unauthenticated = new Set<string>();
   /** See onSettled. A plain field: it advances on the clients' first up/down or on a timer. */
   settled = false;
   private configured: readonly string[] = [];
@@ -96,9 +92,9 @@ export class MemberPool {
     return this.configured.length;
   }
 
-  /** Members this node cannot agree with on any key: no shared protocol version, or another PEERS list. */
+  /** Members this node cannot agree with on any key: no shared protocol version, another PEERS list, or no authentication. */
   get apart(): number {
-    return this.protocol.incompatible + this.otherLists.size;
+    return this.protocol.incompatible + this.lists.other.size + this.unauthenticated.size;
   }
 
   /** Configured members that have not announced a graceful leave: the ones a quorum counts. */
@@ -113,10 +109,7 @@ export class MemberPool {
     return hasQuorum(this.ring.size, this.voters);
   }
 
-  /**
-   * Whether this node has seen a quorum since it started. Until then its readiness does not
-   * wait for one: the first node of a cluster started one at a time must turn ready alone.
-   */
+  /** Whether this node has seen a quorum since it started: until then it is not ready (Cluster.ready). */
   hadQuorum = false;
 
   client(member: string): PeerClient | undefined {
@@ -164,7 +157,7 @@ export class MemberPool {
     const first = this.configured.length === 0;
     this.configured = [...new Set([...members, this.self])].sort();
     this.protocol.keepOnly(this.configured);
-    if (this.opts.staticMembers) this.membersTag = createHash("sha256").update(this.configured.join(",")).digest("hex").slice(0, 16);
+    if (this.opts.staticMembers) this.lists.setOwn(this.configured);
     for (const member of this.configured) {
       if (member === this.self || this.clients.has(member)) continue;
       this.addClient(member);
@@ -172,7 +165,8 @@ export class MemberPool {
     for (const [member, client] of this.clients) {
       if (this.configured.includes(member)) continue;
       client.close();
-      this.otherLists.delete(member);
+      this.lists.forget(member);
+      this.unauthenticated.delete(member);
       this.doubts.cleared(member);
       this.clients.delete(member);
       this.unsettled.delete(member);
@@ -253,10 +247,15 @@ export class MemberPool {
       failureTimeoutMs: o.failureTimeoutMs,
       logger: o.logger,
       protocol: o.protocol,
-      membersTag: () => this.membersTag,
+      membersTag: () => this.lists.requestTag,
       ...(o.clientTls !== undefined ? { tls: o.clientTls } : {}),
     });
     this.unsettled.add(member);
+    client.refusals.onChange = () => {
+      const reason = client.refusals.reason;
+      if (reason !== undefined && AUTH_REFUSALS.has(reason)) this.unauthenticated.add(member);
+      else this.unauthenticated.delete(member);
+    };
     client.on("up", () => {
       if (client.link.remote !== undefined) this.protocol.linked(member, client.link.remote);
       this.compareLists(member, client.link.remoteMembersTag);
@@ -278,6 +277,7 @@ export class MemberPool {
     client.on("down", (reason, silent) => {
       if (client.link.apart) this.protocol.refused(member, client.link.remote!);
       const wasSettled = !this.unsettled.delete(member);
+      this.lists.forget(member);
       if (silent && this.ring.has(member)) this.doubts.dropped(member, Date.now());
       if (wasSettled || this.ring.has(member)) o.logger.warn({ peer: member, reason }, "peer down: leaves the ring");
       this.rebuildRing("peer down");
@@ -288,23 +288,24 @@ export class MemberPool {
   }
 
   /**
-   * A member came up telling its members tag: with PEERS on both sides, another list than this
-   * node's keeps it out of this node's ring (and this node out of its), said once per member.
-   * Invariant: two members each keep the other in their rings only when given the same list, so
-   * while PEERS is edited node by node only nodes of one list can form a majority (quorum.ts):
-   * the others are not ready (Cluster.ready) and no two ready nodes route a key differently.
+   * A member came up telling its list's tag. A list this node cannot relate to its own keeps
+   * the member out of the ring (and this node out of its), said once per connection.
+   * Invariant: every node's ring is its own list less the members some member up does not
+   * list (member-lists.ts), so holders of the old and the new list build the same ring while
+   * PEERS is edited node by node, and no two nodes route a key to different owners.
    */
   private compareLists(member: string, tag: string): void {
-    const differs = this.membersTag !== "" && tag !== "" && tag !== this.membersTag;
-    if (!differs) {
-      this.otherLists.delete(member);
-      return;
-    }
-    if (this.otherLists.has(member)) return;
-    this.otherLists.add(member);
+    const was = this.lists.other.has(member);
+    const relation = this.lists.linked(member, tag);
+    if (relation === "lacks" || relation === "more")
+      this.opts.logger.info(
+        { peer: member, relation },
+        "this member was given another PEERS list, one this node can relate to: the ring holds the members both list",
+      );
+    if (relation !== "other" || was) return;
     this.opts.logger.error(
       { peer: member, members: this.configured },
-      "this member was given another PEERS list: each keeps the other out of its ring, and a node is ready only with a majority of members given its list (docs/operations.md, Scaling with PEERS)",
+      "this member was given a PEERS list this node cannot relate to its own (more than two members apart): each keeps the other out of its ring (docs/operations.md, Scaling with PEERS)",
     );
   }
 
@@ -364,10 +365,12 @@ export class MemberPool {
   /** This node plus every configured member whose connection is up and that is not suspected of being slow; swapped in one assignment. */
   private rebuildRing(why: string): void {
     if (this.stopped) return;
-    const alive = this.left ? [] : [this.self];
+    // Members some member up does not list are left out, this node too (it then forwards every key).
+    const excluded = this.lists.excluded();
+    const alive = this.left || excluded.has(this.self) ? [] : [this.self];
     const zones = new Map<string, string>([[this.self, this.opts.zone]]);
     for (const [member, client] of this.clients) {
-      if (client.state !== "up" || this.departed.has(member) || this.slow.isSuspected(member) || this.otherLists.has(member)) continue;
+      if (client.state !== "up" || this.departed.has(member) || this.slow.isSuspected(member) || this.lists.other.has(member) || excluded.has(member)) continue;
       alive.push(member);
       zones.set(member, client.remoteZone);
     }
@@ -385,6 +388,9 @@ export class MemberPool {
     this.opts.onRingChanged(joined);
   }
 }
+
+/** Handshake refusals (HandshakeError reasons) that mean the two nodes do not share a secret or a name: no ring can hold both. */
+const AUTH_REFUSALS = new Set(["bad_proof", "wrong_node"]);
 
 function sameZones(a: HashRing, b: HashRing): boolean {
   for (const m of a.members) if ((a.zones.get(m) ?? "") !== (b.zones.get(m) ?? "")) return false;

@@ -30,7 +30,7 @@ export class QuorumLog {
 
   constructor(private readonly logger: Logger) {}
 
-  /** `hadQuorum`: whether this node has seen a quorum since it started (until then it stays ready, see MemberPool.hadQuorum). */
+  /** `hadQuorum`: whether this node has seen a quorum since it started (until then it is not ready, see Cluster.ready). */
   update(quorum: boolean, seen: number, voters: number, now: number, hadQuorum = true): void {
     const changed = quorum !== this.lastQuorum;
     this.lastQuorum = quorum;
@@ -43,7 +43,7 @@ export class QuorumLog {
     this.logger.warn(
       { seen, voters },
       !hadQuorum
-        ? "no cluster quorum yet: this node has not seen a majority of the members since it started; it stays ready until it has once (a cluster started one node at a time)"
+        ? "no cluster quorum yet: this node has not reached and authenticated with a majority of the members since it started; with PEERS, /ready is 503 until it has"
         : voters >= MIN_MEMBERS_FOR_QUORUM
           ? "no cluster quorum: this node sees fewer than a majority of the members; /ready is 503 until it does"
           : "no cluster quorum: this node sees fewer than a majority of the members (with fewer than 3 members it stays ready)",

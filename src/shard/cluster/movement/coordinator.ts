@@ -84,6 +84,12 @@ export class Coordinator {
 
   /** The member pool swapped its ring. */
   onRingChanged(joined: readonly string[]): void {
+    const { ring, self } = this.pool;
+    // This node's name entered its ring after a time out of it (its PEERS list is the newest:
+    // member-lists.ts): it joins as a fresh node does, keys without their state failing open
+    // until each member hands its states over. Left out of it, it sends every state it holds on.
+    if (joined.includes(self) && !this.frozen && !this.stopped) this.rejoin();
+    const out = !ring.has(self) && !this.frozen;
     // A member joined: keys that now belong to it move there from whoever holds them,
     // then it is told this node is done (it waits for that from every member when new).
     if (joined.length > 0 && !this.frozen) {
@@ -93,8 +99,16 @@ export class Coordinator {
         this.owedDone.add(m);
       }
       this.scheduleReconcile(true);
-    }
+    } else if (out && this.table.size > 0) this.scheduleReconcile(false);
     this.checkJoined();
+  }
+
+  private rejoin(): void {
+    this.joining = true;
+    this.doneFrom.clear();
+    clearTimeout(this.joinTimer);
+    this.joinTimer = setTimeout(() => this.joinTimedOut(), JOIN_TIMEOUT_MS);
+    this.joinTimer.unref();
   }
 
   onSettled(): void {
@@ -168,7 +182,8 @@ export class Coordinator {
   private checkJoined(): void {
     if (!this.joining || !this.pool.settled) return;
     const { ring, self } = this.pool;
-    for (const m of ring.members) if (m !== self && !this.doneFrom.has(m)) return;
+    // Out of its own ring (another member does not list it) it owns no key and waits for none.
+    if (ring.has(self)) for (const m of ring.members) if (m !== self && !this.doneFrom.has(m)) return;
     this.joining = false;
     clearTimeout(this.joinTimer);
     this.logger.info({ members: ring.members, ms: Date.now() - this.startedAt }, "joined: every member handed over");
