@@ -19,7 +19,7 @@ export function usage(): string {
       ["[--variable-name value]...", "start a node, configured by the environment; a flag overrides its variable"],
       ...Object.entries(COMMANDS),
       ["--help", "this text"],
-      ["--version", "the version, and the peer protocol versions it speaks"],
+      ["--version", "the version, the commit it was built from, and the peer protocol versions it speaks"],
     ].map(([form, what]) => `  ringlimit ${form!.padEnd(27)} ${what}`),
     "",
     "Environment variables (flag: --api-keys for API_KEYS, and so on):",
@@ -43,7 +43,25 @@ export function version(): string {
  * figure that says whether two builds can share a ring (docs/operations.md, Rolling upgrades).
  */
 export function versionLine(): string {
-  return `${version()} (peer protocol ${PROTOCOL_MIN}..${PROTOCOL_VERSION})`;
+  return `${version()} (commit ${buildCommit()}, peer protocol ${PROTOCOL_MIN}..${PROTOCOL_VERSION})`;
+}
+
+let cachedCommit: string | undefined;
+/**
+ * The git commit this build was made from, written beside the compiled code at build time
+ * (scripts/write-build-info.mjs); "unknown" when the build had none (no checkout, or a build
+ * by plain tspc).
+ */
+export function buildCommit(): string {
+  if (cachedCommit === undefined) {
+    try {
+      const info = JSON.parse(readFileSync(new URL("./build-info.json", import.meta.url), "utf8")) as { commit?: unknown };
+      cachedCommit = typeof info.commit === "string" && /^[0-9a-f]{7,40}(-dirty)?$|^unknown$/i.test(info.commit) ? info.commit : "unknown";
+    } catch {
+      cachedCommit = "unknown";
+    }
+  }
+  return cachedCommit;
 }
 
 const KNOWN_NAMES = new Set(KNOWN_VARIABLES.map((v) => v.name));
@@ -92,7 +110,32 @@ export function lookalikeVariables(env: NodeJS.ProcessEnv): { name: string; sugg
   return found;
 }
 
+// A name that differs from ours only by its unit or by a synonym of its last word is a
+// lookalike however far apart the letters are (PEER_TIMEOUT, POLICY_FILE): an edit distance
+// of 3 or 4 would also match unrelated names, so these forms are tried by rule first.
+const UNIT_SUFFIXES = ["_MS", "_S", "_SECONDS", "_MILLIS", "_MILLISECONDS"];
+const SYNONYMS: readonly [RegExp, string][] = [
+  [/_(FILE|FILES|DIR|FOLDER)$/, "_PATH"],
+  [/_(PATH|FILE|FOLDER)$/, "_DIR"],
+  [/_(PATH|FILENAME)$/, "_FILE"],
+];
+
+function byRule(name: string): string | undefined {
+  for (const unit of UNIT_SUFFIXES) {
+    const bare = name.endsWith(unit) ? name.slice(0, -unit.length) : name;
+    if (bare !== name && KNOWN_NAMES.has(bare + "_MS")) return bare + "_MS";
+    if (bare === name && KNOWN_NAMES.has(name + "_MS")) return name + "_MS";
+  }
+  for (const [word, replacement] of SYNONYMS) {
+    const candidate = name.replace(word, replacement);
+    if (candidate !== name && KNOWN_NAMES.has(candidate)) return candidate;
+  }
+  return undefined;
+}
+
 function nearest(name: string): string | undefined {
+  const ruled = byRule(name);
+  if (ruled !== undefined) return ruled;
   let best: string | undefined;
   let bestDistance = Infinity;
   for (const known of KNOWN_NAMES) {

@@ -131,13 +131,18 @@ export async function startNode(
       initial: loadPolicy(config.policyPath),
       onChange: onPolicyChange,
       logger,
-      metrics: new PolicyMetrics(metrics.registry),
+      metrics: new PolicyMetrics(metrics.registry, config.usePrometheus),
     });
     policyWatcher = watcher;
     policy = () => watcher.policy;
   } else if (policy === undefined && config.configType === "GRPC_XDS_SOTW") {
     // The policy over xDS (docs/envoy-gateway.md): one more source of the same Policy.
-    const source = new XdsPolicy({ ...xdsClientOptionsOf(config), onChange: onPolicyChange, logger, metrics: new PolicyMetrics(metrics.registry) });
+    const source = new XdsPolicy({
+      ...xdsClientOptionsOf(config),
+      onChange: onPolicyChange,
+      logger,
+      metrics: new PolicyMetrics(metrics.registry, config.usePrometheus),
+    });
     xds = source;
     policy = () => source.policy;
   }

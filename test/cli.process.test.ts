@@ -4,8 +4,12 @@
  * look like ours, and start-up errors that name the variable: a bad certificate file, a
  * weak secret, a port that is taken (by any process, another ringlimit node included).
  */
-import { readFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import t, { type Test } from "tap";
 import { lookalikeVariables, usage } from "../src/cli.js";
 import { clusterSecretWeakness, EXAMPLE_CLUSTER_SECRETS, generateClusterSecret } from "../src/peer/link/cluster-secret.js";
@@ -69,10 +73,36 @@ t.test("--help: usage, every command and every variable with its default; exit 0
   t.equal(withPort.code, 0, "--help wins over other flags and starts nothing");
 });
 
-t.test("--version prints package.json's version", async (t) => {
+t.test("--version prints package.json's version and the commit it was built from", async (t) => {
   const run = await runMain(["--version"], {});
   t.equal(run.code, 0);
-  t.equal(run.stdout, `${PACKAGE.version} (peer protocol ${PROTOCOL_MIN}..${PROTOCOL_VERSION})\n`, "and the peer protocol versions it speaks");
+  // The build ran in this checkout (npm run build), so the commit is HEAD's, "-dirty" when tracked files differ.
+  const head = spawnSync("git", ["rev-parse", "--short=12", "HEAD"], { encoding: "utf8" });
+  t.equal(head.status, 0, "the tests run in a git checkout");
+  const commit = new RegExp(`^${head.stdout.trim()}(-dirty)?$`);
+  const m = /^(\S+) \(commit (\S+), peer protocol (\d+)\.\.(\d+)\)\n$/.exec(run.stdout);
+  t.ok(m, `the line's form: ${JSON.stringify(run.stdout)}`);
+  t.equal(m?.[1], PACKAGE.version);
+  t.match(m?.[2] ?? "", commit, "HEAD's commit");
+  t.same([Number(m?.[3]), Number(m?.[4])], [PROTOCOL_MIN, PROTOCOL_VERSION], "and the peer protocol versions it speaks");
+});
+
+t.test("--version outside a checkout: the commit is unknown, never a stale or a made-up one", async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-build-info-"));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const script = fileURLToPath(new URL("../../scripts/write-build-info.mjs", import.meta.url));
+  const env: NodeJS.ProcessEnv = { ...process.env, GIT_CEILING_DIRECTORIES: dir };
+  delete env.GIT_COMMIT;
+  const run = spawnSync(process.execPath, [script], { cwd: dir, env, encoding: "utf8" });
+  t.equal(run.status, 0, run.stderr);
+  t.same(JSON.parse(readFileSync(path.join(dir, "dist/src/build-info.json"), "utf8")), { commit: "unknown" });
+  const given = spawnSync(process.execPath, [script], { cwd: dir, env: { ...env, GIT_COMMIT: "0123456789ab" }, encoding: "utf8" });
+  t.equal(given.status, 0, given.stderr);
+  t.same(
+    JSON.parse(readFileSync(path.join(dir, "dist/src/build-info.json"), "utf8")),
+    { commit: "0123456789ab" },
+    "GIT_COMMIT (an image's build argument) wins",
+  );
 });
 
 t.test("unknown command or flag: one line naming it, exit 2", async (t) => {
@@ -182,6 +212,12 @@ t.test("lookalike variables: warned about, by name only", async (t) => {
     CLUSTER_SECRTE: "x",
     port: "1",
     DNS_SERVERS: "127.0.0.1:53",
+    // a unit or a synonym away (issue #41): too many letters apart for the edit distance alone
+    PEER_TIMEOUT: "500",
+    FAILURE_TIMEOUT: "3000",
+    DRAIN_TIMEOUT_SECONDS: "30",
+    POLICY_FILE: "/etc/ringlimit/policy.yaml",
+    STATE_PATH: "/var/lib/ringlimit",
     // not ours, not suspect
     HOME: "/root",
     PATH: "/usr/bin",
@@ -211,6 +247,11 @@ t.test("lookalike variables: warned about, by name only", async (t) => {
       CLUSTER_SECRTE: "CLUSTER_SECRET",
       port: "PORT",
       DNS_SERVERS: "DNS_SERVER",
+      PEER_TIMEOUT: "PEER_TIMEOUT_MS",
+      FAILURE_TIMEOUT: "FAILURE_TIMEOUT_MS",
+      DRAIN_TIMEOUT_SECONDS: "DRAIN_TIMEOUT_MS",
+      POLICY_FILE: "POLICY_PATH",
+      STATE_PATH: "STATE_DIR",
     },
     "exactly the lookalikes, each with the variable meant",
   );

@@ -7,7 +7,7 @@ import { Deadlines } from "./deadlines.js";
 import { Discovery } from "./discovery.js";
 import type { NodeConnection } from "./node-connection.js";
 import { MemberPolicy } from "./member-policy.js";
-import { ClientReporter, consoleLogger } from "./reporting.js";
+import { ClientReporter, consoleLogger, newStats } from "./reporting.js";
 import { allowedData, blockedData } from "./validate.js";
 import { algorithmByName, DEFAULT_ALGORITHM } from "../algorithms/registry.js";
 import type { ClientStats, LimitRequest, LimitResult, RateLimitHeaders, ReleaseRequest, ResetRequest, ResetResult, RingLimitClientOptions } from "./types.js";
@@ -26,7 +26,8 @@ export { CLIENT_DEFAULTS };
  * resolves with the client's own fail-open answer: it never rejects.
  */
 export class RingLimitClient implements CheckHandler {
-  private readonly options: Required<Omit<RingLimitClientOptions, "tls" | "urls" | "apiKey" | "logger" | "memberHosts">> & Pick<RingLimitClientOptions, "tls">;
+  private readonly options: Required<Omit<RingLimitClientOptions, "tls" | "urls" | "apiKey" | "logger" | "memberHosts" | "onDegraded">> &
+    Pick<RingLimitClientOptions, "tls">;
   private readonly discovery: Discovery;
   private readonly reporter: ClientReporter;
   private rr = 0;
@@ -38,21 +39,7 @@ export class RingLimitClient implements CheckHandler {
   private parked: Check[] | undefined = [];
   private parkTimer: NodeJS.Timeout | undefined;
   private closed = false;
-  private readonly counters: ClientStats = {
-    calls: 0,
-    owner: 0,
-    fallback: 0,
-    cachedBlocks: 0,
-    degraded: 0,
-    timeouts: 0,
-    unavailable: 0,
-    serverDegraded: 0,
-    connectionErrors: 0,
-    authFailures: 0,
-    invalidAnswers: 0,
-    refreshes: 0,
-    refreshFailures: 0,
-  };
+  private readonly counters: ClientStats = newStats();
 
   constructor(options: RingLimitClientOptions) {
     const urls = typeof options.urls === "string" ? [options.urls] : [...options.urls];
@@ -71,7 +58,8 @@ export class RingLimitClient implements CheckHandler {
     if (!(this.options.timeoutMs > 0)) throw new TypeError("RingLimitClient: timeoutMs must be positive");
     if (!(this.options.discoveryWaitMs >= 0)) throw new TypeError("RingLimitClient: discoveryWaitMs must be 0 or more");
     this.postHeaders = ["authorization", "Bearer " + options.apiKey, "content-type", "application/json"];
-    this.reporter = new ClientReporter(options.logger ?? consoleLogger, this.counters, this.options.failOpenOnAuthError);
+    const o = this.options;
+    this.reporter = new ClientReporter(options.logger ?? consoleLogger, this.counters, o.failOpenOnAuthError, o.failOpen, o.timeoutMs, options.onDegraded);
     const policy = new MemberPolicy(urls, options.memberHosts);
     this.discovery = new Discovery(urls, this.options, ["authorization", "Bearer " + options.apiKey], this.counters, this.reporter, policy);
     // Checks issued before the ring is known wait for it (within discoveryWaitMs), then go to
@@ -302,6 +290,7 @@ export class RingLimitClient implements CheckHandler {
   onAnswer(attempt: Attempt, status: number, headers: RateLimitHeaders, version: string | undefined, body: Buffer): void {
     const check = attempt.check;
     attempt.node.answered();
+    this.reporter.reachable();
     if (version !== undefined && version !== this.discovery.view.version) this.refresh(attempt.node);
     if (status === 401 || status === 403) this.reporter.authFailure(status, attempt.node.url, CHECK_NAMES[check.kind], check.namespace);
     else if (status === 200 || status === 429) this.reporter.accepted();
@@ -393,6 +382,7 @@ export class RingLimitClient implements CheckHandler {
   private degraded(why: "timeout" | "unavailable", kind: CheckKind = CheckKind.LIMIT): Result {
     this.counters.degraded++;
     this.counters[why === "timeout" ? "timeouts" : "unavailable"]++;
+    if (!this.closed) this.reporter.unreachable(why);
     if (kind === CheckKind.RESET || kind === CheckKind.RELEASE) return resetAnswer(0, undefined, "client");
     return kind === CheckKind.CHARGE ? chargeAnswer(0, undefined, {}, "client") : clientAnswer(this.options.failOpen);
   }

@@ -10,6 +10,7 @@ export type {
   ChargeResult,
   ClientLogger,
   ClientStats,
+  DegradedEvent,
   LimitData,
   LimitRequest,
   LimitResult,

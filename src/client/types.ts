@@ -188,8 +188,25 @@ export interface RingLimitClientOptions {
    * a seed. Default: the seeds' hosts only
    */
   memberHosts?: readonly string[];
-  /** where the client reports what the app must hear about (a refused key, an answer it does not trust), once each. Default: console.warn. pino and bunyan loggers fit */
+  /** where the client reports what the app must hear about (a refused key, an answer it does not trust, the cluster down and back), once each. Default: console.warn. pino and bunyan loggers fit */
   logger?: ClientLogger;
+  /**
+   * Called once when no node answers any more (the client answers checks itself: `failOpen`,
+   * degraded) and once when one answers again; besides the logger's warning. An error it
+   * throws is reported and ignored
+   */
+  onDegraded?: (event: DegradedEvent) => void;
+}
+
+/** The cluster went down (`degraded: true`) or came back (`degraded: false`), as the client sees it. */
+export interface DegradedEvent {
+  degraded: boolean;
+  /** why the client answers itself: no node within timeoutMs, or every node unreachable; undefined when back */
+  reason: "timeout" | "unavailable" | undefined;
+  /** Date.now() when it went down (for `degraded: false`, of the outage that ended) */
+  since: number;
+  /** with `degraded: false`: the checks the client answered itself during the outage */
+  answeredByClient: number;
 }
 
 /** A logger the client reports to: pino's and bunyan's signature (details first). */

@@ -16,6 +16,8 @@ export class FastHistogram {
     readonly help: string,
     private readonly buckets: readonly number[],
     registry: Registry,
+    /** labels every series carries (one method of a service), besides `le` */
+    private readonly constLabels: Record<string, string> = {},
   ) {
     this.counts = new Float64Array(buckets.length);
     registry.registerMetric(this as never);
@@ -36,11 +38,12 @@ export class FastHistogram {
     let cumulative = 0;
     this.buckets.forEach((le, i) => {
       cumulative += this.counts[i]!;
-      values.push({ labels: { le }, value: cumulative, metricName: this.name + "_bucket" });
+      values.push({ labels: { ...this.constLabels, le }, value: cumulative, metricName: this.name + "_bucket" });
     });
-    values.push({ labels: { le: "+Inf" }, value: this.count, metricName: this.name + "_bucket" });
-    values.push({ value: this.sum, metricName: this.name + "_sum" });
-    values.push({ value: this.count, metricName: this.name + "_count" });
+    const labels = this.constLabels;
+    values.push({ labels: { ...labels, le: "+Inf" }, value: this.count, metricName: this.name + "_bucket" });
+    values.push({ labels, value: this.sum, metricName: this.name + "_sum" });
+    values.push({ labels, value: this.count, metricName: this.name + "_count" });
     return { name: this.name, help: this.help, type: "histogram", values, aggregator: "sum" };
   }
 

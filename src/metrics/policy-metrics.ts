@@ -1,4 +1,5 @@
 import { Counter, Gauge, type Registry } from "prom-client";
+import { pulledCounter } from "./pulled.js";
 
 /**
  * Which policy this member runs, and how its loads went (docs/policy.md). Reloads are the
@@ -7,7 +8,24 @@ import { Counter, Gauge, type Registry } from "prom-client";
 export class PolicyMetrics {
   private readonly info: Gauge<"version">;
   private readonly loads: Counter<"result">;
-  constructor(registry: Registry) {
+  private successes = 0;
+  private errors = 0;
+
+  /**
+   * `ratelimitServiceNames` (USE_PROMETHEUS): the loads also as envoyproxy/ratelimit's
+   * `ratelimit_service_config_load_success` and `_error`, the names its default statsd mapper
+   * gives `ratelimit.service.config_load_success/error`.
+   */
+  constructor(registry: Registry, ratelimitServiceNames = false) {
+    if (ratelimitServiceNames) {
+      pulledCounter(registry, "ratelimit_service_config_load_success", "Policy loads that succeeded (envoyproxy/ratelimit's name)", () => this.successes);
+      pulledCounter(
+        registry,
+        "ratelimit_service_config_load_error",
+        "Policy loads that failed, the last good policy kept (envoyproxy/ratelimit's name)",
+        () => this.errors,
+      );
+    }
     this.info = new Gauge({
       name: "ringlimit_policy_info",
       help: "1 for the version (short content hash) of the policy this member runs; none without POLICY_PATH",
@@ -31,10 +49,12 @@ export class PolicyMetrics {
   }
 
   loaded(): void {
+    this.successes++;
     this.loads.inc({ result: "success" });
   }
 
   failed(): void {
+    this.errors++;
     this.loads.inc({ result: "error" });
   }
 }

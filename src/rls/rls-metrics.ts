@@ -1,4 +1,5 @@
 import { Counter, type Registry } from "prom-client";
+import { FastHistogram } from "../metrics/fast-histogram.js";
 
 /** The per-rule statistics envoyproxy/ratelimit keeps, in the order of a rule's totals array. */
 const STATS = ["total_hits", "over_limit", "near_limit", "within_limit", "shadow_mode"] as const;
@@ -31,6 +32,10 @@ interface RuleTotals {
  */
 export class RlsMetrics {
   private readonly rules = new Map<string, RuleTotals>();
+  /** with ratelimitServiceNames: calls answered, calls failed, and their time (envoyproxy/ratelimit's service totals) */
+  private calls = 0;
+  private failures = 0;
+  private readonly responseSeconds: FastHistogram | undefined;
 
   /**
    * `ratelimitServiceNames` (USE_PROMETHEUS): the same totals also as envoyproxy/ratelimit's
@@ -41,6 +46,37 @@ export class RlsMetrics {
   constructor(registry: Registry, ratelimitServiceNames = false) {
     const rules = this.rules;
     if (ratelimitServiceNames) {
+      // The names envoyproxy/ratelimit's mapper gives ratelimit_server.ShouldRateLimit.total_requests,
+      // .response_time and ratelimit.service.call.should_rate_limit.<err_type>: the dashboards' service panels.
+      const method = { grpc_method: "ShouldRateLimit" };
+      const self = this;
+      new Counter({
+        name: "ratelimit_service_total_requests",
+        help: "ShouldRateLimit calls answered (gRPC and POST /json), envoyproxy/ratelimit's name",
+        labelNames: ["grpc_method"],
+        registers: [registry],
+        collect() {
+          this.reset();
+          this.inc(method, self.calls);
+        },
+      });
+      new Counter({
+        name: "ratelimit_service_should_rate_limit_error",
+        help: "ShouldRateLimit calls that failed (an invalid request, or an owner unreachable with FAIL_OPEN=false), envoyproxy/ratelimit's name",
+        labelNames: ["err_type"],
+        registers: [registry],
+        collect() {
+          this.reset();
+          this.inc({ err_type: "service_error" }, self.failures);
+        },
+      });
+      this.responseSeconds = new FastHistogram(
+        "ratelimit_service_response_time_seconds",
+        "Time from a ShouldRateLimit call's arrival at the service to its answer, envoyproxy/ratelimit's name",
+        [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+        registry,
+        method,
+      );
       STATS.forEach((stat, i) => {
         new Counter({
           name: `ratelimit_service_rate_limit_${stat}`,
@@ -66,6 +102,22 @@ export class RlsMetrics {
         },
       });
     });
+  }
+
+  /**
+   * `reply` itself without the service names; with them, `reply` behind a wrapper that counts
+   * the call and its time (a closure per call only when USE_PROMETHEUS asks for these names).
+   */
+  timed<F, R>(reply: (failure: F | undefined, response: R | undefined) => void): (failure: F | undefined, response: R | undefined) => void {
+    const histogram = this.responseSeconds;
+    if (histogram === undefined) return reply;
+    const started = performance.now();
+    return (failure, response) => {
+      this.calls++;
+      if (failure !== undefined) this.failures++;
+      histogram.observe((performance.now() - started) / 1000);
+      reply(failure, response);
+    };
   }
 
   /**

@@ -56,7 +56,8 @@ export class RlsService {
   }
 
   /** `scope` is the caller's key scope (KeyScope.ANY when authentication is off). `done` is called once. */
-  shouldRateLimit(request: RlsRequest, scope: KeyScope, done: (failure: RlsFailure | undefined, response: RlsResponse | undefined) => void): void {
+  shouldRateLimit(request: RlsRequest, scope: KeyScope, reply: (failure: RlsFailure | undefined, response: RlsResponse | undefined) => void): void {
+    const done = this.deps.metrics.timed(reply);
     const problem = requestProblem(request);
     if (problem !== undefined) return done({ kind: "invalidArgument", message: problem }, undefined);
     const domain = request.domain!;

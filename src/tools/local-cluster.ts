@@ -2,6 +2,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { get as httpGet } from "node:http";
+import { get as httpsGet } from "node:https";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { generateClusterSecret } from "../peer/link/cluster-secret.js";
@@ -13,13 +15,17 @@ import { generateApiKey } from "../auth/api-keys.js";
  * and, with --grpc-port, on gRPC port G + i; all share one generated API key and cluster
  * secret. PORT, PEER_PORT, GRPC_PORT and HOST in the environment are the defaults of the flags;
  * every other variable reaches every node as it is. Ctrl-C stops them all (SIGTERM: each
- * drains and hands its states over). One node is restarted while the others run (a rolling
- * restart, one node at a time) by typing `restart N` on the tool's input, or with SIGUSR2 to
- * the tool, which restarts the next node in turn (0, 1, ..., then 0 again).
+ * drains and hands its states over). A node that dies (killed, crashed) leaves the others
+ * running, and the tool prints how to start it again; one that refuses its configuration
+ * (exit 2) stops them all. Typing `N` (or `restart N`) on the tool's input starts node N again
+ * when it is stopped, or restarts it while the others run (a rolling restart); SIGUSR2 to the
+ * tool starts every stopped node, or, when none is, restarts the next node in turn (0, 1, ...).
  */
 
 const USAGE = "npm run cluster -- [--nodes N] [--port P] [--peer-port Q] [--grpc-port G] [--host H] [--help]";
 const MAX_NODES = 64;
+/** How often the tool looks whether a node it started listens yet. */
+const LISTEN_POLL_MS = 250;
 
 /** A bad command line: one line on stderr, exit 2, nothing started. */
 function refuse(message: string): never {
@@ -75,8 +81,11 @@ if (options.help) {
       `  --grpc-port G   gRPC port (Envoy's rate limit service) of the first node; node i listens on G + i (default ${grpcDefault})\n` +
       `  --host H        address every listener binds (default ${hostDefault}${env.HOST !== undefined ? ", from HOST" : ""})\n` +
       "  -h, --help      print this and exit, starting nothing\n\n" +
-      "While it runs, `restart N` on its input (or SIGUSR2 to it: the next node in turn) stops node N\n" +
-      "(it drains and hands its states over) and starts it again, the others running: a rolling restart.\n\n" +
+      "While it runs, `N` (or `restart N`) and Enter on its input stops node N (it drains and hands\n" +
+      "its states over) and starts it again, the others running: a rolling restart. A node that dies\n" +
+      "leaves the others running; `N` starts it again, and so does SIGUSR2 to the tool (every stopped\n" +
+      "node; with none stopped, SIGUSR2 restarts the next node in turn). A node that refuses its\n" +
+      "configuration (exit 2) stops the cluster.\n\n" +
       "Every other variable in the environment (LOG_LEVEL, MAX_KEYS, ...) reaches every node;\n" +
       "`node dist/src/main.js --help` lists them.\n",
   );
@@ -122,7 +131,37 @@ const running = (child: ChildProcess | undefined) => child !== undefined && chil
 const stop = () => {
   stopping = true;
   for (const child of children) if (running(child)) child.kill("SIGTERM");
+  // Every node already gone (each died and none was started again): no exit event is coming.
+  if (!children.some(running)) process.exit(failed ? 1 : 0);
 };
+
+/** per node: whether its current process has accepted a connection on its HTTP port */
+const everListened: boolean[] = [];
+/** every node listened once: from then on a node that dies leaves the others running */
+let started = false;
+
+/**
+ * Mark node i listening once its HTTP port answers HTTP (any status: /ready says 503 until the
+ * ring forms). An answer, not a TCP accept: another program holding the port accepts too.
+ */
+function watchListening(i: number, child: ChildProcess): void {
+  const tls = env.TLS_CERT_FILE !== undefined && env.TLS_CERT_FILE !== "";
+  const attempt = () => {
+    if (children[i] !== child || !running(child)) return;
+    // The node's own certificate is whatever the operator gave it: only its answering matters here.
+    const req = (tls ? httpsGet : httpGet)(
+      { host: reach, port: port + i, path: "/ready", timeout: 2000, ...(tls ? { rejectUnauthorized: false } : {}) },
+      (res) => {
+        res.resume();
+        everListened[i] = true;
+        if (!started && everListened.length === count && everListened.every(Boolean)) started = true;
+      },
+    );
+    req.once("timeout", () => req.destroy());
+    req.once("error", () => setTimeout(attempt, LISTEN_POLL_MS).unref());
+  };
+  attempt();
+}
 
 function startNode(i: number): void {
   const child = spawn(process.execPath, [main], {
@@ -143,19 +182,31 @@ function startNode(i: number): void {
     },
   });
   children[i] = child;
+  process.stdout.write(`npm run cluster: node ${i} (${urls[i]}) started, pid ${child.pid}\n`);
+  everListened[i] = false;
+  watchListening(i, child);
   child.on("exit", (code, signal) => {
     if (restarting.delete(i) && !stopping) {
       process.stdout.write(`npm run cluster: node ${i} (${urls[i]}) stopped (${signal ?? code}); starting it again\n`);
       return startNode(i);
     }
-    // A node that ends on its own (a port taken, a bad variable) ends the cluster: the
-    // others are stopped and the tool exits non-zero, rather than leave a partial ring.
     if (!stopping) {
-      failed = true;
-      process.stderr.write(`npm run cluster: node ${i} (${urls[i]}) exited with ${signal ?? code}; stopping the others\n`);
-      stop();
+      if (!everListened[i] && !started) {
+        // A node that never listened refused its configuration (a port taken, a bad variable):
+        // the cluster is stopped and the tool exits non-zero, rather than leave a partial ring.
+        failed = true;
+        process.stderr.write(`npm run cluster: node ${i} (${urls[i]}) exited with ${signal ?? code} before it listened; stopping the others\n`);
+        stop();
+      } else {
+        // A node that dies once running (a crash, a kill) is what a cluster is for: the others
+        // keep answering and take its keys over; stopping them would hand states to nobody.
+        process.stderr.write(
+          `npm run cluster: node ${i} (${urls[i]}) exited with ${signal ?? code}; the others keep running. ` +
+            `Start it again: type \`${i}\` (or \`restart ${i}\`) and Enter here, or \`kill -USR2 ${process.pid}\` (starts every stopped node)\n`,
+        );
+      }
     }
-    if (children.every((c) => !running(c))) process.exit(failed ? 1 : 0);
+    if (children.every((c) => !running(c)) && (stopping || failed)) process.exit(failed ? 1 : 0);
   });
 }
 
@@ -170,6 +221,10 @@ function restart(i: number): void {
     return;
   }
   if (restarting.has(i)) return;
+  if (!running(children[i])) {
+    process.stdout.write(`npm run cluster: starting node ${i} (${urls[i]}) again\n`);
+    return startNode(i);
+  }
   restarting.add(i);
   process.stdout.write(`npm run cluster: restarting node ${i} (${urls[i]})\n`);
   children[i]!.kill("SIGTERM");
@@ -177,19 +232,24 @@ function restart(i: number): void {
 
 for (let i = 0; i < count; i++) startNode(i);
 let nextRestart = 0;
-process.on("SIGUSR2", () => restart(nextRestart++ % count));
-// `restart N` (or `r N`) on the tool's input; anything else is answered with what it takes.
+// SIGUSR2: every stopped node starts again; when none is stopped, the next node in turn restarts.
+process.on("SIGUSR2", () => {
+  const stopped = children.flatMap((c, i) => (running(c) || restarting.has(i) ? [] : [i]));
+  if (stopped.length > 0) for (const i of stopped) restart(i);
+  else restart(nextRestart++ % count);
+});
+// `N`, `restart N` or `r N` on the tool's input; anything else is answered with what it takes.
 createInterface({ input: process.stdin }).on("line", (line) => {
-  const m = /^\s*(?:restart|r)\s+(\d+)\s*$/.exec(line);
+  const m = /^\s*(?:(?:restart|r)\s+)?(\d+)\s*$/.exec(line);
   if (m !== null) restart(Number(m[1]));
-  else if (line.trim() !== "") process.stderr.write(`npm run cluster: commands: restart N (N from 0 to ${count - 1}); Ctrl-C stops every node\n`);
+  else if (line.trim() !== "") process.stderr.write(`npm run cluster: commands: N or restart N (N from 0 to ${count - 1}); Ctrl-C stops every node\n`);
 });
 
 process.stdout.write(
   `ringlimit local cluster: ${count} nodes on ${urls[0]}..${port + count - 1} (peers ${ids.join(",")})\n` +
     (grpcPort !== undefined ? `gRPC (Envoy's rate limit service): ${reach}:${grpcPort}..${grpcPort + count - 1}\n` : "") +
     `API key: ${key}\n` +
-    `restart one node, the others running: type \`restart N\` here, or \`kill -USR2 ${process.pid}\` (the next node in turn)\n` +
+    `restart one node, the others running: type \`N\` (or \`restart N\`) and Enter here, or \`kill -USR2 ${process.pid}\` (the stopped nodes, else the next node in turn)\n` +
     `try: curl -s -X POST ${urls[0]}/limit -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' -d '{"namespace":"demo","identifier":"user-1","limit":5,"duration":60}'\n`,
 );
 

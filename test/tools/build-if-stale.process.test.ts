@@ -15,7 +15,11 @@ import t from "tap";
 const SCRIPT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../scripts/build-if-stale.mjs");
 
 /** A scratch package whose "npm" records each `run build` in builds.log and exits with `status`. */
-function scratch(t: { teardown(fn: () => void): void }, status = 0): { dir: string; run: () => { status: number | null; stderr: string } } {
+function scratch(
+  t: { teardown(fn: () => void): void },
+  status = 0,
+  buildMs = 0,
+): { dir: string; run: (env?: Record<string, string>) => { status: number | null; stderr: string } } {
   const dir = mkdtempSync(path.join(tmpdir(), "build-if-stale-"));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const npm = path.join(dir, "npm-cli.cjs");
@@ -23,6 +27,8 @@ function scratch(t: { teardown(fn: () => void): void }, status = 0): { dir: stri
     npm,
     `const fs = require("fs");
 if (process.argv.slice(2).join(" ") !== "run build") process.exit(9);
+const until = Date.now() + ${buildMs};
+while (Date.now() < until) {}
 fs.appendFileSync("builds.log", "x\\n");
 if (${status} !== 0) process.exit(${status});
 fs.mkdirSync("dist", { recursive: true });
@@ -32,8 +38,8 @@ fs.writeFileSync("dist/.tsbuildinfo", "{}");
   mkdirSync(path.join(dir, "src/a"), { recursive: true });
   writeFileSync(path.join(dir, "src/a/x.ts"), "export const x = 1;\n");
   writeFileSync(path.join(dir, "package.json"), "{}");
-  const run = () => {
-    const r = spawnSync(process.execPath, [SCRIPT], { cwd: dir, encoding: "utf8", env: { PATH: process.env.PATH ?? "", npm_execpath: npm } });
+  const run = (env: Record<string, string> = {}) => {
+    const r = spawnSync(process.execPath, [SCRIPT], { cwd: dir, encoding: "utf8", env: { PATH: process.env.PATH ?? "", npm_execpath: npm, ...env } });
     return { status: r.status, stderr: r.stderr };
   };
   return { dir, run };
@@ -90,4 +96,23 @@ t.test("builds when dist/ is missing or older than its sources, and only then", 
 t.test("a failing build fails the script with its status", async (t) => {
   const { run } = scratch(t, 3);
   t.equal(run().status, 3);
+});
+
+t.test("a build says it is still building while it runs, and how long it took", async (t) => {
+  // The fake build takes 1.5 s and the script reports every 100 ms: at least one progress line
+  // (not an exact count: how many fit depends on the machine's load).
+  const { run } = scratch(t, 0, 1500);
+  const r = run({ BUILD_PROGRESS_INTERVAL_MS: "100" });
+  t.equal(r.status, 0);
+  t.match(r.stderr, /^dist\/ is missing: building\n/);
+  t.match(r.stderr, /still building \(\d+ s\)/, "progress while it builds");
+  t.match(r.stderr, /built in \d+ s\n$/, "and the end");
+  t.equal(run().stderr, "", "nothing when nothing is built");
+});
+
+t.test("a failed build says so", async (t) => {
+  const { run } = scratch(t, 3);
+  const r = run();
+  t.equal(r.status, 3);
+  t.match(r.stderr, /build failed \(3\) after \d+ s/);
 });

@@ -2,7 +2,8 @@
  * `npm run cluster` (src/tools/local-cluster.ts), run as a real process that starts real
  * nodes: its flags and their defaults, PORT / PEER_PORT / HOST taken from the environment,
  * bad command lines refused before anything starts, a node that cannot start ending the
- * cluster, and Ctrl-C (SIGTERM to the tool alone) stopping every node.
+ * cluster, a node that dies once running leaving the others running until it is started again
+ * on request, and Ctrl-C (SIGTERM to the tool alone) stopping every node.
  */
 import net from "node:net";
 import path from "node:path";
@@ -139,7 +140,9 @@ t.test("PEER_PORT in the environment is the base of the peer ports", async (t) =
 
 t.test("a node that cannot start ends the cluster: the others stop, exit 1", async (t) => {
   const port = await freePortRange(2);
-  const taken = net.createServer();
+  // Another program on node 1's port: it accepts (the tool's look for an HTTP answer connects) and
+  // reads, so a connection closed by the other side ends and close() below can finish.
+  const taken = net.createServer((socket) => socket.resume());
   await new Promise<void>((resolve) => taken.listen(port + 1, "127.0.0.1", resolve));
   t.teardown(() => new Promise<void>((resolve) => taken.close(() => resolve())));
   const peerPort = await freePortRange(2);
@@ -147,7 +150,7 @@ t.test("a node that cannot start ends the cluster: the others stop, exit 1", asy
   t.teardown(() => tool.kill());
   const { code } = await tool.exited;
   t.equal(code, 1);
-  t.match(tool.output(), new RegExp(`node 1 \\(http://127\\.0\\.0\\.1:${port + 1}\\) exited with \\d+; stopping the others`));
+  t.match(tool.output(), new RegExp(`node 1 \\(http://127\\.0\\.0\\.1:${port + 1}\\) exited with \\d+ before it listened; stopping the others`));
   t.notOk(await listening(port), "node 0 was stopped");
   t.notOk(await listening(peerPort), "and its peer port closed");
 });
@@ -193,5 +196,40 @@ t.test("--grpc-port gives each node a gRPC port; SIGUSR2 restarts one node while
 
   process.kill(tool.pid, "SIGTERM");
   t.equal((await tool.exited).code, 0, "the tool still stops every node, the restarted one included");
+  for (let i = 0; i < 3; i++) t.notOk(await listening(port + i), `nothing listens on ${port + i} any more`);
+});
+
+t.test("a node killed while running: the others keep answering, the tool says how to start it, and starts it on request", async (t) => {
+  const port = await freePortRange(3);
+  const peerPort = await freePortRange(3);
+  const tool = runTool(["--nodes", "3", "--port", String(port), "--peer-port", String(peerPort)], { LOG_LEVEL: "info" });
+  t.teardown(() => tool.kill());
+  const urls = [0, 1, 2].map((i) => `http://127.0.0.1:${port + i}`);
+  await until("three nodes ready", async () => (await Promise.all(urls.map(ready))).every(Boolean), 60_000);
+  const auth = { authorization: `Bearer ${apiKey(tool)}` };
+  const ringOf = async (url: string) => (await request(url + "/cluster", { headers: auth })).json?.data?.members?.length;
+  await until("a ring of three", async () => (await Promise.all(urls.map(ringOf))).every((n) => n === 3), 30_000);
+
+  const pid = Number(new RegExp(`node 1 \\(${urls[1]!.replace(/\./g, "\\.")}\\) started, pid (\\d+)`).exec(tool.stdout())?.[1]);
+  t.ok(pid > 0, "the tool prints each node's pid");
+  process.kill(pid, "SIGKILL"); // a real crash: no drain, no hand-off
+  await until("the tool reports node 1's death", async () => /node 1 \(.*\) exited with SIGKILL; the others keep running/.test(tool.output()), 30_000);
+  t.match(
+    tool.output(),
+    new RegExp(`Start it again: type \`1\` \\(or \`restart 1\`\\) and Enter here, or \`kill -USR2 ${tool.pid}\``),
+    "with the command that starts it again",
+  );
+  for (const url of [urls[0]!, urls[2]!]) t.ok(await ready(url), `${url} still answers /ready`);
+  await until("the survivors' ring drops node 1", async () => (await Promise.all([urls[0]!, urls[2]!].map(ringOf))).every((n) => n === 2), 30_000);
+  const body = { namespace: "local-cluster", identifier: "survivor", limit: 10, duration: 3600 };
+  t.equal((await limit(urls[0]!, body, auth)).status, 200, "the survivors decide");
+  t.notOk(/stopping the others|notHandedOver/.test(tool.output()), "nothing stopped, no hand-off to a dead node");
+
+  process.kill(tool.pid, "SIGUSR2"); // the tool alone: starts the stopped node
+  await until("node 1 started again and ready", async () => /starting node 1 \(.*\) again/.test(tool.stdout()) && (await ready(urls[1]!)), 60_000);
+  await until("a ring of three again", async () => (await Promise.all(urls.map(ringOf))).every((n) => n === 3), 30_000);
+
+  process.kill(tool.pid, "SIGTERM");
+  t.equal((await tool.exited).code, 0, "the tool stops every node, the started one included");
   for (let i = 0; i < 3; i++) t.notOk(await listening(port + i), `nothing listens on ${port + i} any more`);
 });

@@ -68,9 +68,10 @@ export async function checkRequest<Req>(client: RingLimitClient, rule: RateLimit
     duration: rule.duration,
     ...(rule.algorithm !== undefined ? { algorithm: rule.algorithm } : {}),
   };
-  if (rule.cost !== "after") return verdictOf(await client.limit(check));
+  const policy = { algorithm: rule.algorithm ?? "fixed-window", limit: rule.limit, duration: rule.duration };
+  if (rule.cost !== "after") return verdictOf(await client.limit(check), policy);
   const reservation = await client.reserve({ ...check, cost: rule.estimate ?? 1 });
-  const verdict = verdictOf(reservation);
+  const verdict = verdictOf(reservation, policy);
   return verdict.pass ? { ...verdict, settle: reservation.settle } : verdict;
 }
 
@@ -82,12 +83,28 @@ export async function identifierOf<Req>(rule: RateLimitRule<Req>, request: Req):
   return identifier.length > REQUEST_BOUNDS.identifier.max ? "sha256:" + createHash("sha256").update(identifier).digest("base64url") : identifier;
 }
 
-/** The IETF headers of the answer are passed on as they came (draft-ietf-httpapi-ratelimit-headers). */
-export function verdictOf(result: LimitResult): Verdict {
+/** The limit a rule configures, as its RateLimit-Policy item says it. */
+export interface RulePolicy {
+  algorithm: AlgorithmName;
+  limit: number;
+  duration: number;
+}
+
+/**
+ * The IETF headers of the answer are passed on as they came (draft-ietf-httpapi-ratelimit-headers).
+ * An answer without them (the client answered itself: no node answered; or a node failing
+ * closed) keeps the configured limit's items, marked with the boolean parameter `degraded`
+ * (RFC 8941): a route with several limits shows every one of them whether the cluster answers
+ * or not. Its `r` is what the request could spend without the service: the whole quota when
+ * it was admitted unchecked (nothing was counted), 0 when refused; no `t`, as no window is known.
+ */
+export function verdictOf(result: LimitResult, policy?: RulePolicy): Verdict {
   const headers: [string, string][] = [];
   const h = result.headers;
   if (h["ratelimit-policy"] !== undefined) headers.push(["RateLimit-Policy", h["ratelimit-policy"]]);
+  else if (result.degraded && policy !== undefined) headers.push(["RateLimit-Policy", `"${policy.algorithm}";q=${policy.limit};w=${policy.duration};degraded`]);
   if (h.ratelimit !== undefined) headers.push(["RateLimit", h.ratelimit]);
+  else if (result.degraded && policy !== undefined) headers.push(["RateLimit", `"${policy.algorithm}";r=${result.allowed ? policy.limit : 0};degraded`]);
   if (result.allowed) return { pass: true, status: 200, headers, body: "" };
   if (result.status === 429) {
     if (h["retry-after"] !== undefined) headers.push(["Retry-After", h["retry-after"]]);

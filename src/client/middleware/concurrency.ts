@@ -14,7 +14,7 @@ const PASS: Slot = Object.freeze({ verdict: Object.freeze({ pass: true, status: 
  * A rule with `concurrency: true` (docs/client.md, Concurrency): hold one of `limit` slots for
  * the request, fail open as limit() does. The caller runs `release` once the response has
  * finished or the connection closed, errors included; a slot never released lapses after
- * `duration` seconds (up to a quarter more).
+ * `duration` seconds (up to a quarter more, docs/api.md).
  */
 export async function acquireSlot<Req>(client: RingLimitClient, rule: RateLimitRule<Req>, request: Req): Promise<Slot> {
   const identifier = await identifierOf(rule, request);
@@ -26,5 +26,5 @@ export async function acquireSlot<Req>(client: RingLimitClient, rule: RateLimitR
     limit: rule.limit,
     duration: rule.duration,
   });
-  return { verdict: verdictOf(a.result), release: () => void a.release() };
+  return { verdict: verdictOf(a.result, { algorithm: "concurrency", limit: rule.limit, duration: rule.duration }), release: () => void a.release() };
 }
