@@ -24,6 +24,7 @@ export interface H2GrpcBounds {
 const MAX_HEADER_LIST_BYTES = 16 * 1024;
 
 const UNSUPPORTED_MEDIA_TYPE = 415;
+const COMPRESSED = "compressed messages are not accepted";
 
 /**
  * The gRPC port on ringlimit's own HTTP/2 (GRPC_SERVER_IMPL=ringlimit): the same services
@@ -80,28 +81,35 @@ export class RingGrpcServer {
     return this.h2.listen(this.options.port, this.options.host);
   }
 
-  /** Headers in: the message's bound by method, and the deadline from now, so an unfinished message ends at it too. */
+  /**
+   * Headers in: what they decide is answered now, before any message (a client streaming its
+   * request, as reflection does, waits for nothing); else the message's bound by method, the
+   * caller's key, and the deadline from now, so an unfinished message ends at it too.
+   */
   private opened(stream: H2Stream, now: number): void {
-    if (stream.path === CHECK || stream.path === WATCH) stream.maxBody = RLS_BOUNDS.healthMessageBytes + 5;
+    if (stream.method !== "POST" || !stream.contentType.startsWith("application/grpc")) return stream.status(UNSUPPORTED_MEDIA_TYPE);
+    const path = stream.path;
+    if (path === CHECK || path === WATCH) stream.maxBody = RLS_BOUNDS.healthMessageBytes + 5;
+    else if (path !== SHOULD_RATE_LIMIT) return fail(stream, "unimplemented", `no method ${echo(path)}`);
+    else if (this.options.auth === "api-key") {
+      const scope = this.deps.verifier.scopeOf(stream.authorization);
+      if (scope === undefined) return fail(stream, "unauthenticated", RLS_ERRORS.unauthenticated.message);
+      stream.tag = scope; // read at its message
+    }
+    // A compressed request is refused by its headers: no message of it is read (docs/envoy.md).
+    if (stream.grpcEncoding !== "" && stream.grpcEncoding !== "identity") return stream.fail(RLS_ERRORS.unimplemented.grpc, COMPRESSED);
     const timeout = stream.grpcTimeout === "" ? undefined : grpcTimeoutMs(stream.grpcTimeout);
     stream.deadlineAt = now + (timeout ?? this.bounds.defaultDeadlineMs);
   }
 
   private onCall(stream: H2Stream, tooLarge: boolean): void {
-    if (stream.method !== "POST" || !stream.contentType.startsWith("application/grpc")) return stream.status(UNSUPPORTED_MEDIA_TYPE);
     if (tooLarge) return fail(stream, "resourceExhausted", `${RLS_ERRORS.resourceExhausted.message} (at most ${stream.maxBody - 5} bytes)`);
     const path = stream.path;
-    if (path !== SHOULD_RATE_LIMIT && path !== CHECK && path !== WATCH) return fail(stream, "unimplemented", `no method ${echo(path)}`);
-    let scope: KeyScope | undefined = KeyScope.ANY;
-    if (path === SHOULD_RATE_LIMIT && this.options.auth === "api-key") {
-      scope = this.deps.verifier.scopeOf(stream.authorization);
-      if (scope === undefined) return fail(stream, "unauthenticated", RLS_ERRORS.unauthenticated.message);
-    }
     const body = stream.body;
     if (body.length < 5 || body.readUInt32BE(1) !== body.length - 5) return fail(stream, "invalidArgument", "request: not one gRPC message");
-    if (body[0] !== 0) return stream.fail(RLS_ERRORS.unimplemented.grpc, "compressed messages are not accepted");
+    if (body[0] !== 0) return stream.fail(RLS_ERRORS.unimplemented.grpc, COMPRESSED);
     const message = body.subarray(5);
-    if (path === SHOULD_RATE_LIMIT) return this.shouldRateLimit(stream, message, scope!);
+    if (path === SHOULD_RATE_LIMIT) return this.shouldRateLimit(stream, message, (stream.tag as KeyScope | undefined) ?? KeyScope.ANY);
     let service: string | undefined;
     try {
       service = decodeHealthCheckRequest(message).service;

@@ -92,5 +92,8 @@ function takeField(stream: H2Stream, name: string, value: string): void {
     case "grpc-timeout":
       stream.grpcTimeout = value;
       return;
+    case "grpc-encoding":
+      stream.grpcEncoding = value;
+      return;
   }
 }

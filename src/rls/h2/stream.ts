@@ -52,6 +52,9 @@ export class H2Stream {
   contentType = "";
   authorization = "";
   grpcTimeout = "";
+  grpcEncoding = "";
+  /** the handler's own, for its stream (what its headers decided, for the message) */
+  tag: unknown = undefined;
   /** the request body, whole, when the call is dispatched */
   body: Buffer = EMPTY;
   /** no more is sent on this stream */
