@@ -24,6 +24,8 @@ export interface H2GrpcBounds {
 const MAX_HEADER_LIST_BYTES = 16 * 1024;
 
 const UNSUPPORTED_MEDIA_TYPE = 415;
+/** the body of a 415: what this port serves */
+const NOT_GRPC = Buffer.from("this port serves gRPC (content-type: application/grpc, POST)\n");
 const COMPRESSED = "compressed messages are not accepted";
 
 /**
@@ -72,7 +74,8 @@ export class RingGrpcServer {
             fail(stream, "internal", RLS_ERRORS.internal.message);
           }
         },
-        expired: (stream) => stream.fail(DEADLINE_EXCEEDED, "deadline exceeded"),
+        // an answer begun and held by the client's windows is reset: no stream outlives its deadline
+        expired: (stream) => (stream.headersSent ? stream.cancel() : stream.fail(DEADLINE_EXCEEDED, "deadline exceeded")),
       },
     );
   }
@@ -87,7 +90,10 @@ export class RingGrpcServer {
    * caller's key, and the deadline from now, so an unfinished message ends at it too.
    */
   private opened(stream: H2Stream, now: number): void {
-    if (stream.method !== "POST" || !stream.contentType.startsWith("application/grpc")) return stream.status(UNSUPPORTED_MEDIA_TYPE);
+    const timeout = stream.grpcTimeout === "" ? undefined : grpcTimeoutMs(stream.grpcTimeout);
+    stream.deadlineAt = now + (timeout ?? this.bounds.defaultDeadlineMs);
+    // Not a gRPC call: answered 415 at its end, as an HTTP server answers (h2spec drives streams so).
+    if (!isGrpc(stream)) return;
     const path = stream.path;
     if (path === CHECK || path === WATCH) stream.maxBody = RLS_BOUNDS.healthMessageBytes + 5;
     else if (path !== SHOULD_RATE_LIMIT) return fail(stream, "unimplemented", `no method ${echo(path)}`);
@@ -97,12 +103,11 @@ export class RingGrpcServer {
       stream.tag = scope; // read at its message
     }
     // A compressed request is refused by its headers: no message of it is read (docs/envoy.md).
-    if (stream.grpcEncoding !== "" && stream.grpcEncoding !== "identity") return stream.fail(RLS_ERRORS.unimplemented.grpc, COMPRESSED);
-    const timeout = stream.grpcTimeout === "" ? undefined : grpcTimeoutMs(stream.grpcTimeout);
-    stream.deadlineAt = now + (timeout ?? this.bounds.defaultDeadlineMs);
+    if (stream.grpcEncoding !== "" && stream.grpcEncoding !== "identity") stream.fail(RLS_ERRORS.unimplemented.grpc, COMPRESSED);
   }
 
   private onCall(stream: H2Stream, tooLarge: boolean): void {
+    if (!isGrpc(stream)) return stream.status(UNSUPPORTED_MEDIA_TYPE, NOT_GRPC);
     if (tooLarge) return fail(stream, "resourceExhausted", `${RLS_ERRORS.resourceExhausted.message} (at most ${stream.maxBody - 5} bytes)`);
     const path = stream.path;
     const body = stream.body;
@@ -176,6 +181,10 @@ export class RingGrpcServer {
     this.health.close();
     return this.h2.close(graceMs);
   }
+}
+
+function isGrpc(stream: H2Stream): boolean {
+  return stream.method === "POST" && stream.contentType.startsWith("application/grpc");
 }
 
 function fail(stream: H2Stream, kind: RlsErrorKind, message: string): void {

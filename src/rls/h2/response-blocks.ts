@@ -46,9 +46,10 @@ export const GRPC_HEADERS = Buffer.from([...STATUS_200, ...indexedName(CONTENT_T
 /** `grpc-status: 0` */
 export const GRPC_OK_TRAILERS = Buffer.from(literal("grpc-status", "0"));
 
-/** An HTTP status alone (not a gRPC call: 415; a header list over the bound: 431). */
-export function statusBlock(status: number): Buffer {
-  return status === 200 ? Buffer.from(STATUS_200) : Buffer.from(indexedName(STATUS, String(status)));
+/** An HTTP status (not a gRPC call: 415; a header list over the bound: 431), and the type of a text body when one follows. */
+export function statusBlock(status: number, text = false): Buffer {
+  const head = status === 200 ? STATUS_200 : indexedName(STATUS, String(status));
+  return Buffer.from(text ? [...head, ...indexedName(CONTENT_TYPE, "text/plain")] : head);
 }
 
 /** A trailers-only answer (gRPC's form for errors): status, content type, grpc-status and grpc-message. */
