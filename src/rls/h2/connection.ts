@@ -34,8 +34,6 @@ export class H2Connection implements StreamOwner {
   readonly streams = new Map<number, H2Stream>();
   private readonly blockedStreams = new Set<H2Stream>();
   private readonly ended = new EndedStreams();
-  /** streams we closed in this read: the client, which has not seen it yet, still counts them open */
-  private closedInRead = 0;
   private readonly blocks: HeaderBlocks;
   private lastStreamId = 0;
   private prefaceLeft = F.PREFACE.length;
@@ -101,7 +99,6 @@ export class H2Connection implements StreamOwner {
     let buf = this.rest === undefined ? chunk : Buffer.concat([this.rest, chunk]);
     this.rest = undefined;
     this.output.inRead = true;
-    this.closedInRead = 0;
     const now = Date.now();
     try {
       let p = 0;
@@ -262,7 +259,7 @@ export class H2Connection implements StreamOwner {
     this.lastStreamId = id;
     const s = stream!;
     if (this.peerGoaway || this.goawayLastId >= 0) return this.cheap(now); // not served after GOAWAY
-    if (this.streams.size + this.closedInRead >= this.limits.maxConcurrentStreams) {
+    if (this.streams.size >= this.limits.maxConcurrentStreams) {
       this.cheap(now);
       this.output.emit(F.rstStreamFrame(id, F.REFUSED_STREAM));
       return;
@@ -316,7 +313,6 @@ export class H2Connection implements StreamOwner {
     if (!this.resets.spend(now)) throw new ConnectionError(F.ENHANCE_YOUR_CALM, "rapid reset");
     stream.remoteEnded = stream.clientEnded = true;
     stream.close();
-    this.closedInRead--; // the client knows this one is closed
   }
 
   /** A stream error: RST_STREAM, the stream forgotten. */
@@ -345,7 +341,6 @@ export class H2Connection implements StreamOwner {
     this.blockedStreams.delete(stream);
     if (!stream.dispatched) releaseBody(stream, this.limits);
     if (stream.clientEnded) this.ended.add(stream.id);
-    if (this.output.inRead) this.closedInRead++;
     // Answered before the request ended: the client may stop sending (RFC 9113 §8.1).
     if (!stream.remoteEnded && !this.closed) this.output.emit(F.rstStreamFrame(stream.id, F.NO_ERROR));
     this.closeIfDone();

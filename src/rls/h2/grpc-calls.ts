@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { GrpcTls, tlsServerOptions } from "../grpc/grpc-tls.js";
 import { KeyScope } from "../../auth/api-keys.js";
 import { RLS_ERRORS, type RlsErrorKind } from "../errors.js";
 import type { GrpcDeps, GrpcOptions } from "../grpc/grpc-server.js";
@@ -36,6 +36,8 @@ const COMPRESSED = "compressed messages are not accepted";
 export class RingGrpcServer {
   private readonly h2: H2Server;
   private readonly health: HealthService;
+  /** GRPC_SERVER_TLS_*: client certificates (a CA, a SAN) and the files' rotation, as on node:http2 */
+  private readonly tls: GrpcTls | undefined;
   private draining = false;
   private watches = 0;
   private readonly watchesOf = new WeakMap<object, number>();
@@ -48,8 +50,8 @@ export class RingGrpcServer {
     private readonly bounds: H2GrpcBounds,
   ) {
     this.health = new HealthService(() => !this.draining && deps.isReady());
-    const files = options.tls;
-    const tls = bounds.tls ?? (files === undefined ? undefined : { cert: readFileSync(files.certFile), key: readFileSync(files.keyFile) });
+    const files = bounds.tls === undefined ? options.tls : undefined;
+    const tls = bounds.tls ?? (files === undefined ? undefined : tlsServerOptions(files));
     this.h2 = new H2Server(
       {
         limits: {
@@ -78,6 +80,7 @@ export class RingGrpcServer {
         expired: (stream) => (stream.headersSent ? stream.cancel() : stream.fail(DEADLINE_EXCEEDED, "deadline exceeded")),
       },
     );
+    this.tls = files === undefined ? undefined : new GrpcTls(files, deps.logger, {}, this.h2.tlsServer);
   }
 
   listen(): Promise<number> {
@@ -179,6 +182,7 @@ export class RingGrpcServer {
   /** GOAWAY on every connection, calls in flight answered, what is left closed after `graceMs`. */
   close(graceMs: number): Promise<void> {
     this.health.close();
+    this.tls?.close();
     return this.h2.close(graceMs);
   }
 }
