@@ -28,7 +28,7 @@ import { loadPolicy, NO_POLICY_VERSION, PolicyWatcher } from "./policy/index.js"
 import { PolicyMetrics } from "./metrics/policy-metrics.js";
 import { XdsPolicy, xdsClientOptionsOf } from "./policy/xds/index.js";
 import { RlsGrpcServer, type GrpcOptions } from "./rls/grpc/grpc-server.js";
-import { RingGrpcServer } from "./rls/h2/grpc-calls.js";
+import { RingGrpcServer } from "./rls/grpc/ring-grpc-server.js";
 import type { GrpcTlsFiles } from "./rls/grpc/grpc-tls.js";
 import { grpcClientCa } from "./config/envoy-ratelimit.js";
 import { RlsMetrics } from "./rls/rls-metrics.js";

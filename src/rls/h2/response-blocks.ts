@@ -1,5 +1,3 @@
-import { percentEncoded } from "../grpc-call.js";
-
 /**
  * The header blocks this server sends, HPACK-encoded once as literals "without indexing"
  * (RFC 7541 §6.2.2): they never touch the client's dynamic table, so the bytes stay valid on
@@ -55,4 +53,21 @@ export function statusBlock(status: number, text = false): Buffer {
 /** A trailers-only answer (gRPC's form for errors): status, content type, grpc-status and grpc-message. */
 export function errorBlock(code: number, message: string): Buffer {
   return Buffer.from([...GRPC_HEADERS, ...literal("grpc-status", String(code)), ...literal("grpc-message", percentEncoded(message))]);
+}
+
+const HEX = "0123456789ABCDEF";
+
+/**
+ * grpc-message is percent-encoded: bytes outside printable ASCII, and "%" itself. Encoded
+ * from the UTF-8 bytes, so a lone surrogate (caller input cut short by echo() inside a pair)
+ * becomes U+FFFD instead of throwing as encodeURIComponent would.
+ */
+export function percentEncoded(message: string): string {
+  const bytes = Buffer.from(message, "utf8");
+  let out = "";
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i]!;
+    out += b >= 0x20 && b <= 0x7e && b !== 0x25 ? String.fromCharCode(b) : "%" + HEX[b >> 4]! + HEX[b & 15]!;
+  }
+  return out;
 }

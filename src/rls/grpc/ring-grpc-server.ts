@@ -1,13 +1,13 @@
-import { GrpcTls, tlsServerOptions } from "../grpc/grpc-tls.js";
+import { GrpcTls, tlsServerOptions } from "./grpc-tls.js";
 import { KeyScope } from "../../auth/api-keys.js";
 import { RLS_ERRORS, type RlsErrorKind } from "../errors.js";
-import type { GrpcDeps, GrpcOptions } from "../grpc/grpc-server.js";
+import type { GrpcDeps, GrpcOptions } from "./grpc-server.js";
 import { HealthService, MAX_WATCHES, MAX_WATCHES_PER_CONNECTION } from "../health-service.js";
 import { decodeHealthCheckRequest, encodeHealthCheckResponse, encodeRateLimitResponse } from "../wire/codec.js";
 import { CHECK, DEADLINE_EXCEEDED, grpcTimeoutMs, NOT_FOUND, refusal, serveShouldRateLimit, SHOULD_RATE_LIMIT, WATCH } from "../grpc-call.js";
 import { echo, RLS_BOUNDS } from "../wire/fields.js";
-import { H2Server } from "./server.js";
-import type { H2Stream } from "./stream.js";
+import { H2Server } from "../h2/server.js";
+import type { H2Stream } from "../h2/stream.js";
 
 /** The bounds of this server (GRPC_* settings); each has the meaning it has for the node:http2 server. */
 export interface H2GrpcBounds {
