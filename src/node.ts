@@ -28,7 +28,7 @@ import { loadPolicy, NO_POLICY_VERSION, PolicyWatcher } from "./policy/index.js"
 import { PolicyMetrics } from "./metrics/policy-metrics.js";
 import { XdsPolicy, xdsClientOptionsOf } from "./policy/xds/index.js";
 import { RlsGrpcServer, type GrpcOptions } from "./rls/grpc/grpc-server.js";
-import { RingGrpcServer } from "./rls/h2/grpc-calls.js";
+import { RingGrpcServer } from "./rls/grpc/ring-grpc-server.js";
 import type { GrpcTlsFiles } from "./rls/grpc/grpc-tls.js";
 import { grpcClientCa } from "./config/envoy-ratelimit.js";
 import { RlsMetrics } from "./rls/rls-metrics.js";
@@ -240,12 +240,12 @@ export async function startNode(
     },
   };
   const grpcDeps = { service: rls, verifier, isReady: () => cluster?.ready ?? true, logger };
-  // GRPC_SERVER_IMPL: ringlimit's own HTTP/2 (src/rls/h2), or node:http2 to fall back on; client
-  // certificates (GRPC_SERVER_TLS_CA_CERT, with rotation) are node:http2's alone for now.
+  // GRPC_SERVER_IMPL: ringlimit's own HTTP/2 (src/rls/h2), or node:http2 to fall back on; both
+  // serve every TLS configuration (client certificates, rotation).
   const grpc =
     config.grpcPort === undefined
       ? undefined
-      : config.grpcServerImpl === "node-http2" || grpcOptions.tls?.caFile !== undefined
+      : config.grpcServerImpl === "node-http2"
         ? new RlsGrpcServer(grpcOptions, grpcDeps)
         : new RingGrpcServer(grpcOptions, grpcDeps, grpcOptions.limits);
   // Bound before the HTTP port, so a node that answers /ready already serves gRPC.

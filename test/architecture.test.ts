@@ -144,6 +144,13 @@ t.test("rls/ (Envoy's rate limit service) reaches shard/ only through the compos
   t.same(violations(inside("rls"), inside("shard")), []);
 });
 
+t.test("rls/h2 (the HTTP/2 server) imports nothing of the RLS layer: the layer implements its StreamHandler", async (t) => {
+  t.same(
+    violations(inside("rls/h2"), (d) => d.startsWith(SRC) && !inside("rls/h2")(d)),
+    [],
+  );
+});
+
 t.test("rls/ imports nothing from http/; auth/ imports nothing of src/", async (t) => {
   t.same(violations(inside("rls"), inside("http")), []);
   t.same(

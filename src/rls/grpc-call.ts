@@ -34,22 +34,8 @@ export function grpcTimeoutMs(value: string): number | undefined {
   return Math.max(1, Math.ceil(Number(m[1]) * TIMEOUT_UNIT_MS[m[2]!]!));
 }
 
-const HEX = "0123456789ABCDEF";
-
-/**
- * grpc-message is percent-encoded: bytes outside printable ASCII, and "%" itself. Encoded
- * from the UTF-8 bytes, so a lone surrogate (caller input cut short by echo() inside a pair)
- * becomes U+FFFD instead of throwing as encodeURIComponent would.
- */
-export function percentEncoded(message: string): string {
-  const bytes = Buffer.from(message, "utf8");
-  let out = "";
-  for (let i = 0; i < bytes.length; i++) {
-    const b = bytes[i]!;
-    out += b >= 0x20 && b <= 0x7e && b !== 0x25 ? String.fromCharCode(b) : "%" + HEX[b >> 4]! + HEX[b & 15]!;
-  }
-  return out;
-}
+// grpc-message's encoding lives with the HTTP/2 server's blocks, which must not import this layer
+export { percentEncoded } from "./h2/response-blocks.js";
 
 /**
  * What the answer says of a request the decoder refused: a DecodeError is named with the

@@ -108,6 +108,9 @@ export class RlsGrpcServer {
       return;
     }
     if (path !== SHOULD_RATE_LIMIT && path !== CHECK && path !== WATCH) return fail(stream, "unimplemented", `no method ${echo(String(path))}`);
+    // A compressed request is refused by its headers: no message of it is read (docs/envoy.md).
+    const encoding = headers["grpc-encoding"];
+    if (encoding !== undefined && encoding !== "identity") return failWith(stream, RLS_ERRORS.unimplemented.grpc, "compressed messages are not accepted");
     let scope: KeyScope | undefined = KeyScope.ANY;
     if (path === SHOULD_RATE_LIMIT && this.options.auth === "api-key") {
       const authorization = headers.authorization;

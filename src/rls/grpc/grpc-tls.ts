@@ -1,6 +1,14 @@
 import { readFileSync, statSync } from "node:fs";
-import http2, { type Http2SecureServer, type SecureServerOptions } from "node:http2";
-import { checkServerIdentity, createSecureContext, type PeerCertificate, type SecureContextOptions, type TLSSocket } from "node:tls";
+import http2, { type SecureServerOptions } from "node:http2";
+import {
+  checkServerIdentity,
+  createSecureContext,
+  type PeerCertificate,
+  type SecureContextOptions,
+  type Server,
+  type TlsOptions,
+  type TLSSocket,
+} from "node:tls";
 import { certificatesOf } from "../../config/parsers.js";
 import type { Logger } from "../../logger.js";
 
@@ -26,7 +34,7 @@ export interface GrpcTlsFiles {
  * context (a swap half done, a key that does not match) are skipped until the next change.
  */
 export class GrpcTls {
-  readonly server: Http2SecureServer;
+  readonly server: Server;
   private fingerprint: string;
   private readonly timer: NodeJS.Timeout;
 
@@ -35,17 +43,15 @@ export class GrpcTls {
     private readonly logger: Logger,
     /** the gRPC port's bounds on the server itself (grpc-server.ts: HTTP/2 settings, the handshake's timeout) */
     serverOptions: Pick<SecureServerOptions, "settings" | "handshakeTimeout"> = {},
+    /** the TLS server to keep, made with tlsServerOptions(files) (the own HTTP/2's); unset: a node:http2 one */
+    server?: Server,
   ) {
     this.fingerprint = fingerprintOf(files);
-    this.server = http2.createSecureServer({
-      ...serverOptions,
-      ...contextOptions(files),
-      requestCert: files.caFile !== undefined,
-      rejectUnauthorized: files.caFile !== undefined,
-    });
+    this.server = server ?? http2.createSecureServer({ ...serverOptions, ...tlsServerOptions(files) });
     if (files.clientSan !== undefined) {
       const san = files.clientSan;
-      this.server.on("secureConnection", (socket: TLSSocket) => {
+      // before the server's own listener: a connection refused here never reaches a handler
+      this.server.prependListener("secureConnection", (socket: TLSSocket) => {
         // The chain is verified already; the name is ours to check (Node checks none on a server).
         if (checkServerIdentity(san, socket.getPeerCertificate() as PeerCertificate) !== undefined) socket.destroy();
       });
@@ -76,6 +82,11 @@ export class GrpcTls {
   close(): void {
     clearInterval(this.timer);
   }
+}
+
+/** The TLS options of the port's server: the node's certificate, and with a CA, client certificates required and verified. */
+export function tlsServerOptions(files: GrpcTlsFiles): TlsOptions {
+  return { ...contextOptions(files), requestCert: files.caFile !== undefined, rejectUnauthorized: files.caFile !== undefined };
 }
 
 function contextOptions(files: GrpcTlsFiles): SecureContextOptions {

@@ -1,4 +1,4 @@
-import type { H2Limits, H2Stream } from "./stream.js";
+import type { H2Limits, H2Stream, StreamHandler } from "./stream.js";
 
 /**
  * A request body as its DATA frames arrive, counted against the stream's bound and the node's
@@ -36,4 +36,12 @@ export function releaseBody(stream: H2Stream, limits: H2Limits): void {
   limits.pending.bytes -= stream.received;
   stream.received = 0;
   stream.chunks = undefined;
+}
+
+/** Past a bound: answered at once, what it holds let go, the rest of its body dropped. */
+export function tooLarge(stream: H2Stream, limits: H2Limits, handler: StreamHandler): void {
+  releaseBody(stream, limits);
+  stream.dispatched = true;
+  handler.complete(stream, true);
+  if (!stream.closed) stream.close();
 }

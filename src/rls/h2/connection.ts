@@ -3,9 +3,9 @@ import { FrameBudget } from "./budget.js";
 import * as F from "./frames.js";
 import { ConnectionError } from "./frames.js";
 import { HeaderBlocks, type Block } from "./header-block.js";
-import { addBody, releaseBody, takeBody } from "./body.js";
+import { addBody, releaseBody, takeBody, tooLarge } from "./body.js";
 import { FrameOutput } from "./output.js";
-import { applySettings, checkShape, type PeerSettings } from "./control.js";
+import { applySettings, checkShape, EndedStreams, moveWindows, serverPreface, type PeerSettings } from "./control.js";
 import { H2Stream, type H2Limits, type StreamHandler, type StreamOwner } from "./stream.js";
 
 /** the connection window we keep open for request bodies: topped up at half */
@@ -33,6 +33,7 @@ export class H2Connection implements StreamOwner {
   private readonly peer: PeerSettings = { initialWindow: F.DEFAULT_WINDOW, maxFrame: F.DEFAULT_MAX_FRAME };
   readonly streams = new Map<number, H2Stream>();
   private readonly blockedStreams = new Set<H2Stream>();
+  private readonly ended = new EndedStreams();
   private readonly blocks: HeaderBlocks;
   private lastStreamId = 0;
   private prefaceLeft = F.PREFACE.length;
@@ -65,14 +66,7 @@ export class H2Connection implements StreamOwner {
     // compressed bytes of one block: twice the list bound leaves room for literals, not for floods
     this.blocks = new HeaderBlocks(limits.maxHeaderListBytes * 2);
     socket.setNoDelay(true);
-    this.output.emit(
-      F.settingsFrame([
-        [F.SETTINGS_MAX_CONCURRENT_STREAMS, limits.maxConcurrentStreams],
-        [F.SETTINGS_MAX_HEADER_LIST_SIZE, limits.maxHeaderListBytes],
-        [F.SETTINGS_ENABLE_PUSH, 0],
-      ]),
-    );
-    this.output.emit(F.windowUpdateFrame(0, CONNECTION_WINDOW - F.DEFAULT_WINDOW));
+    this.output.emit(serverPreface(limits, CONNECTION_WINDOW));
     this.flush();
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("error", () => {});
@@ -163,8 +157,10 @@ export class H2Connection implements StreamOwner {
         if ((flags & F.ACK) === 0) {
           const delta = applySettings(this.peer, buf, start, end);
           this.peerMaxFrame = this.peer.maxFrame;
-          if (delta !== 0) this.windowsMoved(delta);
+          if (delta !== 0) moveWindows(this.streams.values(), delta);
+          // acknowledged before the DATA the new window lets out: the client reads them in that order
           this.output.emit(F.SETTINGS_ACK);
+          if (delta > 0) this.unblock();
         }
         if (this.ready) this.cheap(now);
         this.ready = true;
@@ -178,7 +174,11 @@ export class H2Connection implements StreamOwner {
       case F.RST_STREAM:
         return this.rstStream(id, now);
       case F.PRIORITY:
-        return this.cheap(now);
+        this.cheap(now);
+        // a stream may not depend on itself (RFC 9113 §5.3.1); an idle one cannot be reset: the connection ends
+        if ((buf.readUInt32BE(start) & 0x7fffffff) !== id) return;
+        if (id > this.lastStreamId) throw new ConnectionError(F.PROTOCOL_ERROR, "PRIORITY of an idle stream on itself");
+        return this.streamError(id, F.PROTOCOL_ERROR);
       case F.GOAWAY:
         this.peerGoaway = true;
         return this.closeIfDone();
@@ -203,15 +203,20 @@ export class H2Connection implements StreamOwner {
     const endStream = (flags & F.END_STREAM) !== 0;
     if (length === 0 && !endStream) this.cheap(now);
     const stream = this.streams.get(id);
-    if (stream === undefined || stream.remoteEnded) return; // closed or answered meanwhile: dropped
+    if (stream === undefined || stream.remoteEnded) {
+      // after the client's own end: its error; after ours (answered, reset), in flight: dropped
+      if (stream?.clientEnded ?? this.ended.has(id)) this.streamError(id, F.STREAM_CLOSED, now);
+      return;
+    }
     if (flags & F.PADDED) {
       if (length === 0 || buf[start]! >= length) throw new ConnectionError(F.PROTOCOL_ERROR, "padding past the frame");
       end -= buf[start]!;
       start++;
     }
+    if (stream.contentLeft >= 0 && (stream.contentLeft -= end - start) < 0) return this.reset(stream, F.PROTOCOL_ERROR);
     stream.recvWindow -= length;
     if (stream.recvWindow < 0) return this.reset(stream, F.FLOW_CONTROL_ERROR);
-    if (!stream.closed && end > start && !addBody(stream, this.limits, buf, start, end, endStream)) return this.tooLarge(stream);
+    if (!stream.closed && end > start && !addBody(stream, this.limits, buf, start, end, endStream)) return tooLarge(stream, this.limits, this.handler);
     if (endStream) return this.endOfRequest(stream);
     stream.recvUnacked += length;
     if (stream.recvUnacked >= STREAM_WINDOW / 2) {
@@ -221,17 +226,10 @@ export class H2Connection implements StreamOwner {
     }
   }
 
-  /** Past a bound: answered at once, what it holds let go, the rest of its body dropped. */
-  private tooLarge(stream: H2Stream): void {
-    releaseBody(stream, this.limits);
-    stream.dispatched = true;
-    this.handler.complete(stream, true);
-    if (!stream.closed) stream.close();
-  }
-
   private endOfRequest(stream: H2Stream): void {
-    stream.remoteEnded = true;
+    stream.remoteEnded = stream.clientEnded = true;
     if (stream.closed || stream.dispatched) return this.finished(stream);
+    if (stream.contentLeft > 0) return this.reset(stream, F.PROTOCOL_ERROR); // shorter than its content-length
     stream.body = takeBody(stream, this.limits) ?? stream.body;
     stream.dispatched = true;
     this.handler.complete(stream, false);
@@ -247,8 +245,13 @@ export class H2Connection implements StreamOwner {
     const stream = isNew ? new H2Stream(this, id, this.peer.initialWindow, STREAM_WINDOW) : undefined;
     const listSize = this.blocks.decode(block, stream);
     if (!isNew) {
-      // Trailers of a request (must end it), or a block on a stream closed meanwhile: decoded, dropped.
-      if (existing === undefined) return;
+      // Trailers of a request (must end it), or a block on a stream closed meanwhile: decoded, dropped
+      // unless the client had ended that stream itself.
+      if (existing?.clientEnded) return this.streamError(id, F.STREAM_CLOSED, now);
+      if (existing === undefined) {
+        if (this.ended.has(id)) throw new ConnectionError(F.STREAM_CLOSED, "HEADERS on a stream the client closed");
+        return;
+      }
       if (!block.endStream) return this.reset(existing, F.PROTOCOL_ERROR);
       if (!existing.remoteEnded) this.endOfRequest(existing);
       return;
@@ -267,7 +270,7 @@ export class H2Connection implements StreamOwner {
       s.status(431);
       return;
     }
-    if (s.method === "" || s.path === "" || s.scheme === "") {
+    if (s.malformed || block.selfDependent || s.method === "" || s.path === "" || s.scheme === "") {
       this.reset(s, F.PROTOCOL_ERROR);
       return;
     }
@@ -294,15 +297,6 @@ export class H2Connection implements StreamOwner {
     if (this.blockedStreams.delete(stream)) stream.pump();
   }
 
-  /** SETTINGS_INITIAL_WINDOW_SIZE changed: every open stream's window moves by the difference (RFC 9113 §6.9.2). */
-  private windowsMoved(delta: number): void {
-    for (const stream of this.streams.values()) {
-      stream.sendWindow += delta;
-      if (stream.sendWindow > F.MAX_WINDOW) throw new ConnectionError(F.FLOW_CONTROL_ERROR, "stream window past 2^31-1");
-    }
-    if (delta > 0) this.unblock();
-  }
-
   private unblock(): void {
     for (const stream of [...this.blockedStreams]) {
       if (this.connectionWindow <= 0) return;
@@ -317,7 +311,7 @@ export class H2Connection implements StreamOwner {
     // A reset before the answer is what rapid reset is made of: counted, in its own budget.
     if (stream === undefined) return this.cheap(now);
     if (!this.resets.spend(now)) throw new ConnectionError(F.ENHANCE_YOUR_CALM, "rapid reset");
-    stream.remoteEnded = true;
+    stream.remoteEnded = stream.clientEnded = true;
     stream.close();
   }
 
@@ -330,6 +324,14 @@ export class H2Connection implements StreamOwner {
     this.output.emit(F.rstStreamFrame(stream.id, code));
   }
 
+  /** A stream error on `id`, open or closed; counted when it answers a frame on a closed stream (`now`). */
+  private streamError(id: number, code: number, now?: number): void {
+    if (now !== undefined) this.cheap(now);
+    const stream = this.streams.get(id);
+    if (stream !== undefined) return this.reset(stream, code);
+    this.output.emit(F.rstStreamFrame(id, code));
+  }
+
   // --- StreamOwner ---
 
   finished(stream: H2Stream): void {
@@ -338,9 +340,14 @@ export class H2Connection implements StreamOwner {
     this.streams.delete(stream.id);
     this.blockedStreams.delete(stream);
     if (!stream.dispatched) releaseBody(stream, this.limits);
+    if (stream.clientEnded) this.ended.add(stream.id);
     // Answered before the request ended: the client may stop sending (RFC 9113 §8.1).
     if (!stream.remoteEnded && !this.closed) this.output.emit(F.rstStreamFrame(stream.id, F.NO_ERROR));
     this.closeIfDone();
+  }
+
+  cancel(stream: H2Stream): void {
+    this.reset(stream, F.CANCEL);
   }
 
   blocked(stream: H2Stream): void {
@@ -376,7 +383,7 @@ export class H2Connection implements StreamOwner {
     for (const stream of [...this.streams.values()]) stream.close();
     this.streams.clear();
     this.blockedStreams.clear();
-    if (this.rest !== undefined) this.rest = undefined;
+    this.rest = undefined;
     this.onClosed(this);
   }
 

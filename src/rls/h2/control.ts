@@ -1,5 +1,24 @@
 import * as F from "./frames.js";
 import { ConnectionError } from "./frames.js";
+import type { H2Limits, H2Stream } from "./stream.js";
+
+/** Our SETTINGS and the connection window beyond the default: the first bytes a connection sends. */
+export function serverPreface(limits: H2Limits, connectionWindow: number): Buffer {
+  const settings = F.settingsFrame([
+    [F.SETTINGS_MAX_CONCURRENT_STREAMS, limits.maxConcurrentStreams],
+    [F.SETTINGS_MAX_HEADER_LIST_SIZE, limits.maxHeaderListBytes],
+    [F.SETTINGS_ENABLE_PUSH, 0],
+  ]);
+  return Buffer.concat([settings, F.windowUpdateFrame(0, connectionWindow - F.DEFAULT_WINDOW)]);
+}
+
+/** SETTINGS_INITIAL_WINDOW_SIZE changed: every open stream's window moves by the difference (RFC 9113 §6.9.2). */
+export function moveWindows(streams: Iterable<H2Stream>, delta: number): void {
+  for (const stream of streams) {
+    stream.sendWindow += delta;
+    if (stream.sendWindow > F.MAX_WINDOW) throw new ConnectionError(F.FLOW_CONTROL_ERROR, "stream window past 2^31-1");
+  }
+}
 
 /**
  * The fixed shape of each control frame (RFC 9113 §6): which stream it may name, how long
@@ -72,4 +91,27 @@ export function applySettings(peer: PeerSettings, buf: Buffer, start: number, en
     }
   }
   return delta;
+}
+
+/** streams remembered after the client ended them: enough for frames a broken client sends right after */
+const ENDED_KEPT = 64;
+
+/**
+ * The last ENDED_KEPT streams the client had ended itself (END_STREAM or RST_STREAM) before
+ * they closed. A DATA or HEADERS on one of them is the client's error, STREAM_CLOSED (RFC 9113
+ * §5.1); one on a stream we ended first may be in flight and is dropped. Older ones are
+ * forgotten, and dropped too: the bound is the memory, not the rule.
+ */
+export class EndedStreams {
+  private readonly ids = new Int32Array(ENDED_KEPT);
+  private next = 0;
+
+  add(id: number): void {
+    this.ids[this.next] = id;
+    this.next = (this.next + 1) % ENDED_KEPT;
+  }
+
+  has(id: number): boolean {
+    return this.ids.includes(id);
+  }
 }

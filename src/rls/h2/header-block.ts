@@ -10,6 +10,8 @@ export interface Block {
   streamId: number;
   endStream: boolean;
   bytes: Buffer;
+  /** its priority names its own stream: a stream error (RFC 9113 §5.3.1) */
+  selfDependent: boolean;
 }
 
 /**
@@ -19,7 +21,7 @@ export interface Block {
  */
 export class HeaderBlocks {
   private readonly hpack = new HpackDecoder();
-  private open: { streamId: number; endStream: boolean; parts: Buffer[]; bytes: number; frames: number } | undefined;
+  private open: { streamId: number; endStream: boolean; selfDependent: boolean; parts: Buffer[]; bytes: number; frames: number } | undefined;
 
   /** `maxBytes`: the compressed bytes of one block */
   constructor(private readonly maxBytes: number) {}
@@ -36,14 +38,16 @@ export class HeaderBlocks {
       end -= buf[start]!;
       start++;
     }
+    let selfDependent = false;
     if (flags & F.PRIORITY_FLAG) {
       if (end - start < 5) throw new ConnectionError(F.FRAME_SIZE_ERROR, "HEADERS too short for its priority");
+      selfDependent = (buf.readUInt32BE(start) & 0x7fffffff) === id;
       start += 5;
     }
     const endStream = (flags & F.END_STREAM) !== 0;
-    if (flags & F.END_HEADERS) return { streamId: id, endStream, bytes: buf.subarray(start, end) };
+    if (flags & F.END_HEADERS) return { streamId: id, endStream, selfDependent, bytes: buf.subarray(start, end) };
     // the read's buffer is not kept past the read
-    this.open = { streamId: id, endStream, parts: [Buffer.from(buf.subarray(start, end))], bytes: end - start, frames: 1 };
+    this.open = { streamId: id, endStream, selfDependent, parts: [Buffer.from(buf.subarray(start, end))], bytes: end - start, frames: 1 };
     return undefined;
   }
 
@@ -55,7 +59,7 @@ export class HeaderBlocks {
     open.parts.push(Buffer.from(buf.subarray(start, end)));
     if ((flags & F.END_HEADERS) === 0) return undefined;
     this.open = undefined;
-    return { streamId: open.streamId, endStream: open.endStream, bytes: Buffer.concat(open.parts) };
+    return { streamId: open.streamId, endStream: open.endStream, selfDependent: open.selfDependent, bytes: Buffer.concat(open.parts) };
   }
 
   /** Decodes `block` into `stream`'s request fields (or only into the tables); returns the header list's size. */
@@ -71,18 +75,48 @@ export class HeaderBlocks {
 
 function ignoreField(): void {}
 
-/** The request fields a call reads; every other field is decoded, counted in the list's size and dropped. */
+const METHOD = 1;
+const SCHEME = 2;
+const PATH = 4;
+const AUTHORITY = 8;
+/** a regular field was seen: no pseudo-header may follow */
+const REGULAR = 16;
+
+/**
+ * The request fields a call reads; every other field is decoded, counted in the list's size
+ * and dropped. A request that breaks RFC 9113 §8.2-8.3 (an upper-case name, a pseudo-header
+ * unknown, repeated or after a regular field, a connection-specific field, `te` other than
+ * "trailers", a content-length not a number) is marked malformed: a stream error.
+ */
 function takeField(stream: H2Stream, name: string, value: string): void {
+  if (name.charCodeAt(0) === 0x3a) {
+    let bit: number;
+    switch (name) {
+      case ":method":
+        stream.method = value;
+        bit = METHOD;
+        break;
+      case ":path":
+        stream.path = value;
+        bit = PATH;
+        break;
+      case ":scheme":
+        stream.scheme = value;
+        bit = SCHEME;
+        break;
+      case ":authority":
+        bit = AUTHORITY;
+        break;
+      default:
+        stream.malformed = true;
+        return;
+    }
+    if (stream.fieldsSeen & (bit | REGULAR)) stream.malformed = true;
+    stream.fieldsSeen |= bit;
+    return;
+  }
+  stream.fieldsSeen |= REGULAR;
   switch (name) {
-    case ":method":
-      stream.method = value;
-      return;
-    case ":path":
-      stream.path = value;
-      return;
-    case ":scheme":
-      stream.scheme = value;
-      return;
     case "content-type":
       stream.contentType = value;
       return;
@@ -92,5 +126,33 @@ function takeField(stream: H2Stream, name: string, value: string): void {
     case "grpc-timeout":
       stream.grpcTimeout = value;
       return;
+    case "grpc-encoding":
+      stream.grpcEncoding = value;
+      return;
+    case "te":
+      if (value !== "trailers") stream.malformed = true;
+      return;
+    case "content-length":
+      if (!/^\d{1,15}$/.test(value) || stream.contentLeft >= 0) stream.malformed = true;
+      else stream.contentLeft = Number(value);
+      return;
+    case "connection":
+    case "keep-alive":
+    case "proxy-connection":
+    case "transfer-encoding":
+    case "upgrade":
+      stream.malformed = true;
+      return;
+    default:
+      if (!lowerCase(name)) stream.malformed = true;
   }
+}
+
+/** A field name with no upper-case letter, not empty (RFC 9113 §8.2.1). */
+function lowerCase(name: string): boolean {
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c >= 0x41 && c <= 0x5a) return false;
+  }
+  return name.length > 0;
 }

@@ -1,5 +1,3 @@
-import { percentEncoded } from "../grpc-call.js";
-
 /**
  * The header blocks this server sends, HPACK-encoded once as literals "without indexing"
  * (RFC 7541 §6.2.2): they never touch the client's dynamic table, so the bytes stay valid on
@@ -46,12 +44,30 @@ export const GRPC_HEADERS = Buffer.from([...STATUS_200, ...indexedName(CONTENT_T
 /** `grpc-status: 0` */
 export const GRPC_OK_TRAILERS = Buffer.from(literal("grpc-status", "0"));
 
-/** An HTTP status alone (not a gRPC call: 415; a header list over the bound: 431). */
-export function statusBlock(status: number): Buffer {
-  return status === 200 ? Buffer.from(STATUS_200) : Buffer.from(indexedName(STATUS, String(status)));
+/** An HTTP status (not a gRPC call: 415; a header list over the bound: 431), and the type of a text body when one follows. */
+export function statusBlock(status: number, text = false): Buffer {
+  const head = status === 200 ? STATUS_200 : indexedName(STATUS, String(status));
+  return Buffer.from(text ? [...head, ...indexedName(CONTENT_TYPE, "text/plain")] : head);
 }
 
 /** A trailers-only answer (gRPC's form for errors): status, content type, grpc-status and grpc-message. */
 export function errorBlock(code: number, message: string): Buffer {
   return Buffer.from([...GRPC_HEADERS, ...literal("grpc-status", String(code)), ...literal("grpc-message", percentEncoded(message))]);
+}
+
+const HEX = "0123456789ABCDEF";
+
+/**
+ * grpc-message is percent-encoded: bytes outside printable ASCII, and "%" itself. Encoded
+ * from the UTF-8 bytes, so a lone surrogate (caller input cut short by echo() inside a pair)
+ * becomes U+FFFD instead of throwing as encodeURIComponent would.
+ */
+export function percentEncoded(message: string): string {
+  const bytes = Buffer.from(message, "utf8");
+  let out = "";
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i]!;
+    out += b >= 0x20 && b <= 0x7e && b !== 0x25 ? String.fromCharCode(b) : "%" + HEX[b >> 4]! + HEX[b & 15]!;
+  }
+  return out;
 }

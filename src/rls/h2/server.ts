@@ -29,6 +29,8 @@ const SWEEP_EVERY = 10;
  */
 export class H2Server {
   private readonly server: Server;
+  /** set: the TLS listener (its context can be swapped for new connections: setSecureContext) */
+  readonly tlsServer: tls.Server | undefined;
   readonly connections = new Set<H2Connection>();
   private ticks = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -43,7 +45,7 @@ export class H2Server {
     } else {
       // A handshake counts against the preface timeout: one that never ends is closed by it.
       const secure = { ...options.tls, ALPNProtocols: ["h2"], handshakeTimeout: options.prefaceTimeoutMs };
-      this.server = tls.createServer(secure, (socket) => this.accept(socket));
+      this.server = this.tlsServer = tls.createServer(secure, (socket) => this.accept(socket));
       this.server.on("tlsClientError", () => {});
     }
     // TLS handshakes come before accept(): a bound on them beside the cap accept() keeps.
@@ -63,7 +65,7 @@ export class H2Server {
   }
 
   private accept(socket: Socket): void {
-    if (this.draining) return void socket.destroy();
+    if (this.draining || socket.destroyed) return void socket.destroy(); // destroyed: refused by a check before this one
     if (socket instanceof tls.TLSSocket && socket.alpnProtocol !== "h2" && socket.alpnProtocol !== false) return void socket.destroy();
     socket.setTimeout(0);
     if (this.connections.size >= this.options.maxConnections && !this.evictIdlest()) return void socket.destroy();

@@ -34,6 +34,8 @@ export interface StreamOwner {
   connectionWindow: number;
   /** the stream sent its END_STREAM (or was reset): the connection forgets it */
   finished(stream: H2Stream): void;
+  /** resets the stream (CANCEL) */
+  cancel(stream: H2Stream): void;
   /** the stream has DATA waiting for a WINDOW_UPDATE */
   blocked(stream: H2Stream): void;
 }
@@ -52,6 +54,15 @@ export class H2Stream {
   contentType = "";
   authorization = "";
   grpcTimeout = "";
+  grpcEncoding = "";
+  /** the request broke HTTP/2's rules for fields (header-block.ts): a stream error */
+  malformed = false;
+  /** which pseudo-headers came, and whether a regular field did (header-block.ts) */
+  fieldsSeen = 0;
+  /** content-length less the DATA bytes so far; -1: none given */
+  contentLeft = -1;
+  /** the handler's own, for its stream (what its headers decided, for the message) */
+  tag: unknown = undefined;
   /** the request body, whole, when the call is dispatched */
   body: Buffer = EMPTY;
   /** no more is sent on this stream */
@@ -66,8 +77,10 @@ export class H2Stream {
   headSeen = false;
 
   // --- the connection's bookkeeping ---
-  /** the client's END_STREAM arrived */
+  /** no more of the request is read: the client's END_STREAM or RST_STREAM came, or we reset the stream */
   remoteEnded = false;
+  /** the client ended its side (END_STREAM or RST_STREAM): a DATA or HEADERS after that is its error */
+  clientEnded = false;
   /** the request went to the handler */
   dispatched = false;
   headersSent = false;
@@ -82,6 +95,8 @@ export class H2Stream {
   /** DATA payload waiting for the client's windows, then the trailers (or not) */
   private queued: Buffer | undefined = undefined;
   private trailersAfter = false;
+  /** the last queued DATA frame carries END_STREAM (a plain HTTP answer: no trailers) */
+  private endWithData = false;
 
   constructor(
     /** the connection: streams of one connection share it */
@@ -130,11 +145,14 @@ export class H2Stream {
     this.close();
   }
 
-  /** A plain HTTP answer with no body (not a gRPC request). */
-  status(code: number): void {
+  /** A plain HTTP answer (not a gRPC request), with a short text body or none; the body honours the windows. */
+  status(code: number, text?: Buffer): void {
     if (this.closed || this.headersSent) return;
-    this.headers(statusBlock(code), true);
-    this.close();
+    this.headers(statusBlock(code, text !== undefined), text === undefined);
+    if (text === undefined) return this.close();
+    this.queued = text;
+    this.endWithData = true;
+    this.pump();
   }
 
   /** The response headers of a streaming answer (Watch); messages follow with send(). */
@@ -173,13 +191,14 @@ export class H2Stream {
       const n = Math.min(this.queued.length, this.sendWindow, owner.connectionWindow, owner.peerMaxFrame);
       if (n <= 0) return owner.blocked(this);
       const at = owner.reserve(FRAME_HEADER + n);
-      writeFrameHeader(owner.out, at, n, DATA, 0, this.id);
+      writeFrameHeader(owner.out, at, n, DATA, this.endWithData && n === this.queued.length ? END_STREAM : 0, this.id);
       this.queued.copy(owner.out, at + FRAME_HEADER, 0, n);
       this.sendWindow -= n;
       owner.connectionWindow -= n;
       this.queued = n === this.queued.length ? undefined : this.queued.subarray(n);
     }
-    if (this.trailersAfter) {
+    if (this.endWithData) this.close();
+    else if (this.trailersAfter) {
       this.headers(GRPC_OK_TRAILERS, true);
       this.close();
     }
@@ -190,6 +209,11 @@ export class H2Stream {
     const at = this.owner.reserve(FRAME_HEADER + block.length);
     writeFrameHeader(this.owner.out, at, block.length, HEADERS, END_HEADERS | (endStream ? END_STREAM : 0), this.id);
     block.copy(this.owner.out, at + FRAME_HEADER);
+  }
+
+  /** Ends an answer that cannot complete (its DATA held by the client's windows past the deadline): RST_STREAM CANCEL. */
+  cancel(): void {
+    if (!this.closed) this.owner.cancel(this);
   }
 
   /** The stream is done for the sender (END_STREAM sent, a reset either way, the connection gone). */

@@ -6,6 +6,7 @@
  */
 import t, { type Test } from "tap";
 import * as F from "../../../src/rls/h2/frames.js";
+import { TEST_KEY } from "../../harness/http-client.js";
 import { spawnNode } from "../../harness/node-process.js";
 import { freePort } from "../../harness/ports.js";
 import { sleep } from "../../harness/wait.js";
@@ -138,7 +139,9 @@ t.test("one node, default bounds", async (t) => {
 
   t.test("flow control: a body past 64 KiB gets WINDOW_UPDATEs; answers honour the client's window", async (t) => {
     const c = await connect(t, port);
-    c.frame(F.HEADERS, F.END_HEADERS, 1, headerBlock(grpcFields("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit")));
+    // with its key: a call without one is answered UNAUTHENTICATED at its headers, its body never read
+    const key: [string, string][] = [["authorization", `Bearer ${TEST_KEY}`]];
+    c.frame(F.HEADERS, F.END_HEADERS, 1, headerBlock(grpcFields("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", key)));
     c.frame(F.DATA, 0, 1, Buffer.alloc(16_000));
     c.frame(F.DATA, 0, 1, Buffer.alloc(16_000));
     c.frame(F.DATA, 0, 1, Buffer.alloc(16_000));

@@ -1,13 +1,13 @@
-import { readFileSync } from "node:fs";
+import { GrpcTls, tlsServerOptions } from "./grpc-tls.js";
 import { KeyScope } from "../../auth/api-keys.js";
 import { RLS_ERRORS, type RlsErrorKind } from "../errors.js";
-import type { GrpcDeps, GrpcOptions } from "../grpc/grpc-server.js";
+import type { GrpcDeps, GrpcOptions } from "./grpc-server.js";
 import { HealthService, MAX_WATCHES, MAX_WATCHES_PER_CONNECTION } from "../health-service.js";
 import { decodeHealthCheckRequest, encodeHealthCheckResponse, encodeRateLimitResponse } from "../wire/codec.js";
 import { CHECK, DEADLINE_EXCEEDED, grpcTimeoutMs, NOT_FOUND, refusal, serveShouldRateLimit, SHOULD_RATE_LIMIT, WATCH } from "../grpc-call.js";
 import { echo, RLS_BOUNDS } from "../wire/fields.js";
-import { H2Server } from "./server.js";
-import type { H2Stream } from "./stream.js";
+import { H2Server } from "../h2/server.js";
+import type { H2Stream } from "../h2/stream.js";
 
 /** The bounds of this server (GRPC_* settings); each has the meaning it has for the node:http2 server. */
 export interface H2GrpcBounds {
@@ -24,6 +24,9 @@ export interface H2GrpcBounds {
 const MAX_HEADER_LIST_BYTES = 16 * 1024;
 
 const UNSUPPORTED_MEDIA_TYPE = 415;
+/** the body of a 415: what this port serves */
+const NOT_GRPC = Buffer.from("this port serves gRPC (content-type: application/grpc, POST)\n");
+const COMPRESSED = "compressed messages are not accepted";
 
 /**
  * The gRPC port on ringlimit's own HTTP/2 (GRPC_SERVER_IMPL=ringlimit): the same services
@@ -33,6 +36,8 @@ const UNSUPPORTED_MEDIA_TYPE = 415;
 export class RingGrpcServer {
   private readonly h2: H2Server;
   private readonly health: HealthService;
+  /** GRPC_SERVER_TLS_*: client certificates (a CA, a SAN) and the files' rotation, as on node:http2 */
+  private readonly tls: GrpcTls | undefined;
   private draining = false;
   private watches = 0;
   private readonly watchesOf = new WeakMap<object, number>();
@@ -45,8 +50,8 @@ export class RingGrpcServer {
     private readonly bounds: H2GrpcBounds,
   ) {
     this.health = new HealthService(() => !this.draining && deps.isReady());
-    const files = options.tls;
-    const tls = bounds.tls ?? (files === undefined ? undefined : { cert: readFileSync(files.certFile), key: readFileSync(files.keyFile) });
+    const files = bounds.tls === undefined ? options.tls : undefined;
+    const tls = bounds.tls ?? (files === undefined ? undefined : tlsServerOptions(files));
     this.h2 = new H2Server(
       {
         limits: {
@@ -71,37 +76,48 @@ export class RingGrpcServer {
             fail(stream, "internal", RLS_ERRORS.internal.message);
           }
         },
-        expired: (stream) => stream.fail(DEADLINE_EXCEEDED, "deadline exceeded"),
+        // an answer begun and held by the client's windows is reset: no stream outlives its deadline
+        expired: (stream) => (stream.headersSent ? stream.cancel() : stream.fail(DEADLINE_EXCEEDED, "deadline exceeded")),
       },
     );
+    this.tls = files === undefined ? undefined : new GrpcTls(files, deps.logger, {}, this.h2.tlsServer);
   }
 
   listen(): Promise<number> {
     return this.h2.listen(this.options.port, this.options.host);
   }
 
-  /** Headers in: the message's bound by method, and the deadline from now, so an unfinished message ends at it too. */
+  /**
+   * Headers in: what they decide is answered now, before any message (a client streaming its
+   * request, as reflection does, waits for nothing); else the message's bound by method, the
+   * caller's key, and the deadline from now, so an unfinished message ends at it too.
+   */
   private opened(stream: H2Stream, now: number): void {
-    if (stream.path === CHECK || stream.path === WATCH) stream.maxBody = RLS_BOUNDS.healthMessageBytes + 5;
     const timeout = stream.grpcTimeout === "" ? undefined : grpcTimeoutMs(stream.grpcTimeout);
     stream.deadlineAt = now + (timeout ?? this.bounds.defaultDeadlineMs);
+    // Not a gRPC call: answered 415 at its end, as an HTTP server answers (h2spec drives streams so).
+    if (!isGrpc(stream)) return;
+    const path = stream.path;
+    if (path === CHECK || path === WATCH) stream.maxBody = RLS_BOUNDS.healthMessageBytes + 5;
+    else if (path !== SHOULD_RATE_LIMIT) return fail(stream, "unimplemented", `no method ${echo(path)}`);
+    else if (this.options.auth === "api-key") {
+      const scope = this.deps.verifier.scopeOf(stream.authorization);
+      if (scope === undefined) return fail(stream, "unauthenticated", RLS_ERRORS.unauthenticated.message);
+      stream.tag = scope; // read at its message
+    }
+    // A compressed request is refused by its headers: no message of it is read (docs/envoy.md).
+    if (stream.grpcEncoding !== "" && stream.grpcEncoding !== "identity") stream.fail(RLS_ERRORS.unimplemented.grpc, COMPRESSED);
   }
 
   private onCall(stream: H2Stream, tooLarge: boolean): void {
-    if (stream.method !== "POST" || !stream.contentType.startsWith("application/grpc")) return stream.status(UNSUPPORTED_MEDIA_TYPE);
+    if (!isGrpc(stream)) return stream.status(UNSUPPORTED_MEDIA_TYPE, NOT_GRPC);
     if (tooLarge) return fail(stream, "resourceExhausted", `${RLS_ERRORS.resourceExhausted.message} (at most ${stream.maxBody - 5} bytes)`);
     const path = stream.path;
-    if (path !== SHOULD_RATE_LIMIT && path !== CHECK && path !== WATCH) return fail(stream, "unimplemented", `no method ${echo(path)}`);
-    let scope: KeyScope | undefined = KeyScope.ANY;
-    if (path === SHOULD_RATE_LIMIT && this.options.auth === "api-key") {
-      scope = this.deps.verifier.scopeOf(stream.authorization);
-      if (scope === undefined) return fail(stream, "unauthenticated", RLS_ERRORS.unauthenticated.message);
-    }
     const body = stream.body;
     if (body.length < 5 || body.readUInt32BE(1) !== body.length - 5) return fail(stream, "invalidArgument", "request: not one gRPC message");
-    if (body[0] !== 0) return stream.fail(RLS_ERRORS.unimplemented.grpc, "compressed messages are not accepted");
+    if (body[0] !== 0) return stream.fail(RLS_ERRORS.unimplemented.grpc, COMPRESSED);
     const message = body.subarray(5);
-    if (path === SHOULD_RATE_LIMIT) return this.shouldRateLimit(stream, message, scope!);
+    if (path === SHOULD_RATE_LIMIT) return this.shouldRateLimit(stream, message, (stream.tag as KeyScope | undefined) ?? KeyScope.ANY);
     let service: string | undefined;
     try {
       service = decodeHealthCheckRequest(message).service;
@@ -166,8 +182,13 @@ export class RingGrpcServer {
   /** GOAWAY on every connection, calls in flight answered, what is left closed after `graceMs`. */
   close(graceMs: number): Promise<void> {
     this.health.close();
+    this.tls?.close();
     return this.h2.close(graceMs);
   }
+}
+
+function isGrpc(stream: H2Stream): boolean {
+  return stream.method === "POST" && stream.contentType.startsWith("application/grpc");
 }
 
 function fail(stream: H2Stream, kind: RlsErrorKind, message: string): void {
