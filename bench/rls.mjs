@@ -382,7 +382,8 @@ try {
   rmSync(tmp, { recursive: true, force: true })
 }
 
-const med = (row, f) => median(results[row].map((m) => m[f]))
+// NaN for a row --only left out, so a ratio that needs it prints NaN instead of throwing after the table
+const med = (row, f) => (results[row] ? median(results[row].map((m) => m[f])) : NaN)
 console.log(`\nringlimit ${MAIN}, ${ROUNDS} rounds × ${SECONDS} s, h2load, ${CONNECTIONS} connection(s) × ${STREAMS} streams, medians`)
 console.log('| row | CPU µs per call | calls/s | p50 ms | p99 ms |')
 console.log('|:--|--:|--:|--:|--:|')
