@@ -11,12 +11,19 @@ import { execFileSync, spawn } from 'node:child_process'
 import { readFileSync, readdirSync, writeFileSync, mkdtempSync } from 'node:fs'
 import { tmpdir, cpus, loadavg } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { benchOptions } from './lib/options.mjs'
 import { ringlimitMain, makeApiKey } from './lib/servers.mjs'
 import { freePort } from './lib/net.mjs'
 
-const { values } = parseArgs({
-  options: { workers: { type: 'string', default: '1,2' }, seconds: { type: 'string', default: '4' }, connections: { type: 'string', default: '50' } },
+const { values } = benchOptions(import.meta.url, {
+  about: `Where a WORKERS node's CPU goes, thread by thread: one node per WORKERS value, POST /limit
+driven by wrk, each thread's CPU from /proc/<pid>/task; the main thread is the state owner, whose
+µs per decision sets the node's ceiling. Needs the build (npm run build) and wrk.`,
+  options: {
+    workers: { type: 'string', arg: 'LIST', default: '1,2', help: 'WORKERS values to run, comma-separated' },
+    seconds: { type: 'number', min: 1, default: 4, help: 'measured seconds per node' },
+    connections: { type: 'number', min: 1, default: 50, help: 'wrk connections (1 for a light load)' },
+  },
 })
 const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim())
 
@@ -63,9 +70,9 @@ for (const w of values.workers.split(',')) {
   })
   const url = `http://127.0.0.1:${port}`
   await ready(url)
-  execFileSync('wrk', ['-t1', '-c', values.connections, '-d', '2', '-s', script, url], { encoding: 'utf8' })
+  execFileSync('wrk', ['-t1', '-c', String(values.connections), '-d', '2', '-s', script, url], { encoding: 'utf8' })
   const before = threads(child.pid)
-  const out = execFileSync('wrk', ['-t1', '-c', values.connections, '-d', values.seconds, '--latency', '-s', script, url], { encoding: 'utf8' })
+  const out = execFileSync('wrk', ['-t1', '-c', String(values.connections), '-d', String(values.seconds), '--latency', '-s', script, url], { encoding: 'utf8' })
   const after = threads(child.pid)
   const total = Number(/(\d+) requests in/.exec(out)[1])
   const p99 = /99%\s+(\S+)/.exec(out)[1]
