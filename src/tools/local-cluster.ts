@@ -154,7 +154,11 @@ function watchListening(i: number, child: ChildProcess): void {
       (res) => {
         res.resume();
         everListened[i] = true;
-        if (!started && everListened.length === count && everListened.every(Boolean)) started = true;
+        if (!started && everListened.length === count && everListened.every(Boolean)) {
+          // From here a node that exits is a death the others outlive, not a refused start.
+          started = true;
+          process.stdout.write(`npm run cluster: all ${count} nodes answer HTTP\n`);
+        }
       },
     );
     req.once("timeout", () => req.destroy());

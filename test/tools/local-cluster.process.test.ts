@@ -210,6 +210,9 @@ t.test("a node killed while running: the others keep answering, the tool says ho
   const ringOf = async (url: string) => (await request(url + "/cluster", { headers: auth })).json?.data?.members?.length;
   await until("a ring of three", async () => (await Promise.all(urls.map(ringOf))).every((n) => n === 3), 30_000);
 
+  // The tool's own poll may see the nodes later than this test did: until it has, a death reads
+  // as a refused start (which stops the cluster).
+  await until("the tool sees every node answer", async () => /all 3 nodes answer HTTP/.test(tool.stdout()), 60_000);
   const pid = Number(new RegExp(`node 1 \\(${urls[1]!.replace(/\./g, "\\.")}\\) started, pid (\\d+)`).exec(tool.stdout())?.[1]);
   t.ok(pid > 0, "the tool prints each node's pid");
   process.kill(pid, "SIGKILL"); // a real crash: no drain, no hand-off
