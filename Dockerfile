@@ -25,6 +25,11 @@ COPY test ./test
 RUN npx tspc -p . && cp -r src/rls/wire/proto dist/src/rls/wire/ && rm -rf dist/test
 # The xDS client's .proto files (CONFIG_TYPE=GRPC_XDS_SOTW), next to its compiled code.
 RUN cp -r src/policy/xds/proto dist/src/policy/xds/
+# `ringlimit --version` names the commit: the build context has no .git, so the commit comes
+# in as a build argument (docker build --build-arg GIT_COMMIT=$(git rev-parse --short=12 HEAD)).
+ARG GIT_COMMIT=unknown
+COPY scripts/write-build-info.mjs ./scripts/
+RUN GIT_COMMIT="$GIT_COMMIT" node scripts/write-build-info.mjs
 
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
