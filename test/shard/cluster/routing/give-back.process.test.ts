@@ -45,6 +45,18 @@ const countAtB = async (id: string) => (await hit(b, id, LIMIT, { cost: 0 })).js
 const counts = (ids: string[]) => Promise.all(ids.map(countAtB));
 const request = (id: string) => limitRequest({ namespace: "test", identifier: id, limit: LIMIT, duration: 3600 });
 const givenBack = async () => (await metric(a, "ringlimit_forward_given_back_total")) ?? 0;
+/**
+ * Waits for the first 100 ms of a wall-clock second. The owner gives back only into a state born
+ * no later than the second of the earliest moment the decision can have been counted (the
+ * frame's departure, as the GIVE_BACK's age says): a second that turns while the forward crosses
+ * the 200 ms link makes that ambiguous, and the owner then keeps the count (never give back what
+ * a later state did not hold). These tests are about the unambiguous case, so each forward
+ * leaves early in a second; a loaded machine still has ~700 ms of slack.
+ */
+async function earlyInSecond(): Promise<void> {
+  const into = Date.now() % 1000;
+  if (into >= 100) await sleep(1000 - into + 5);
+}
 
 t.test("a pipelining client cut off by uWebSockets.js: the forwarded decision it never saw is given back", async (t) => {
   const ids = ownedByB("pipelined", 20);
@@ -53,6 +65,7 @@ t.test("a pipelining client cut off by uWebSockets.js: the forwarded decision it
   for (const id of ids) {
     // Two requests in one write: the first is forwarded, and uWS closes the connection when it
     // parses the second while the first's answer is pending (docs/api.md, Pipelining).
+    await earlyInSecond();
     const r = await rawExchange(portA, request(id) + request(id), { waitMs: 5_000 });
     t.ok(r.closedByServer, `${id}: the connection was closed`);
     answered += r.responses.length;
@@ -74,6 +87,7 @@ t.test("a caller that closes its connection while its forward is on the way: not
   for (const id of ids) {
     const socket = net.connect(portA, "127.0.0.1");
     await new Promise<void>((resolve) => socket.once("connect", resolve));
+    await earlyInSecond();
     socket.write(request(id));
     await sleep(50);
     socket.destroy();
@@ -97,6 +111,7 @@ t.test("answers delivered stay counted, after and beside the ones given back", a
     t.equal(r.json.data.remaining, LIMIT - i, `answer ${i} delivered: remaining ${LIMIT - i}`);
   }
   // One more on a connection that is cut off: given back, while the three answered stay.
+  await earlyInSecond();
   const cut = await rawExchange(portA, request(id!) + request(id!), { waitMs: 5_000 });
   t.equal(cut.responses.length, 0);
   t.ok(await eventually(async () => (await givenBack()) - before === 1, 10_000));
