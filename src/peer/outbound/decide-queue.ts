@@ -200,78 +200,70 @@ export class DecideQueue {
 const FRAMES_RING = 32;
 
 /**
- * The writes of DECIDE frames of one connection still unanswered, oldest first: how many of
- * its frames are unanswered, and the deadline of its last waiter. DECIDE_REPLYs come in the
- * order of their frames, one each; a frame its owner dropped (budget spent) gets none, so a
- * write also stops counting once its deadline has passed, and a later reply that takes an
- * older frame's place only makes the count right sooner.
+ * A fixed ring of (u32, f64) pairs, oldest first, in typed arrays (no allocation per write):
+ * what both records below keep. Pushing onto a full ring forgets the oldest.
  */
-class WritesInFlight {
-  private readonly frames = new Uint32Array(FRAMES_RING);
-  private readonly deadlines = new Float64Array(FRAMES_RING);
-  private head = 0;
-  private n = 0;
+class PairRing {
+  protected readonly u = new Uint32Array(FRAMES_RING);
+  protected readonly f = new Float64Array(FRAMES_RING);
+  protected head = 0;
+  protected n = 0;
 
-  sent(frames: number, lastDeadline: number): void {
+  protected push(u: number, f: number): void {
     if (this.n === FRAMES_RING) this.drop();
     const i = (this.head + this.n) % FRAMES_RING;
-    this.frames[i] = frames;
-    this.deadlines[i] = lastDeadline;
+    this.u[i] = u;
+    this.f[i] = f;
     this.n++;
-  }
-
-  answeredFrame(): void {
-    if (this.n > 0 && --this.frames[this.head]! === 0) this.drop();
-  }
-
-  /** Writes unanswered whose waiters may still be waiting at `now`. */
-  count(now: number): number {
-    while (this.n > 0 && this.deadlines[this.head]! <= now) this.drop();
-    return this.n;
   }
 
   clear(): void {
     this.head = this.n = 0;
   }
 
-  private drop(): void {
+  protected drop(): void {
     this.head = (this.head + 1) % FRAMES_RING;
     this.n--;
   }
 }
 
 /**
- * When each batch left: `[endId, at]` per take(), ids below endId (u32, consecutive) in it.
- * Answers come in the order sent, so a send whose ids are all below an answered id is done
+ * The writes of DECIDE frames of one connection still unanswered, oldest first: how many of
+ * its frames are unanswered (u), and the deadline of its last waiter (f). DECIDE_REPLYs come in
+ * the order of their frames, one each; a frame its owner dropped (budget spent) gets none, so a
+ * write also stops counting once its deadline has passed, and a later reply that takes an
+ * older frame's place only makes the count right sooner.
+ */
+class WritesInFlight extends PairRing {
+  sent(frames: number, lastDeadline: number): void {
+    this.push(frames, lastDeadline);
+  }
+
+  answeredFrame(): void {
+    if (this.n > 0 && --this.u[this.head]! === 0) this.drop();
+  }
+
+  /** Writes unanswered whose waiters may still be waiting at `now`. */
+  count(now: number): number {
+    while (this.n > 0 && this.f[this.head]! <= now) this.drop();
+    return this.n;
+  }
+}
+
+/**
+ * When each batch left: `[endId (u), at (f)]` per take(), ids below endId (u32, consecutive) in
+ * it. Answers come in the order sent, so a send whose ids are all below an answered id is done
  * with. Beyond the ring the oldest is forgotten, and its answers' send time is unknown (NaN).
  */
-class SendTimes {
-  private readonly endIds = new Uint32Array(FRAMES_RING);
-  private readonly at = new Float64Array(FRAMES_RING);
-  private head = 0;
-  private n = 0;
-
+class SendTimes extends PairRing {
   sent(endId: number, at: number): void {
-    if (this.n === FRAMES_RING) this.drop();
-    const i = (this.head + this.n) % FRAMES_RING;
-    this.endIds[i] = endId;
-    this.at[i] = at;
-    this.n++;
+    this.push(endId, at);
   }
 
   /** When the batch holding `reqId` left; NaN when forgotten. */
   of(reqId: number): number {
     // The id is below the send's end when (end - id) as a u32 is 1..2^31-1 (wrap-around included).
-    while (this.n > 0 && (((this.endIds[this.head]! - reqId) >>> 0) - 1) >>> 0 >= 0x7fff_ffff) this.drop();
-    return this.n === 0 ? NaN : this.at[this.head]!;
-  }
-
-  clear(): void {
-    this.head = this.n = 0;
-  }
-
-  private drop(): void {
-    this.head = (this.head + 1) % FRAMES_RING;
-    this.n--;
+    while (this.n > 0 && (((this.u[this.head]! - reqId) >>> 0) - 1) >>> 0 >= 0x7fff_ffff) this.drop();
+    return this.n === 0 ? NaN : this.f[this.head]!;
   }
 }
