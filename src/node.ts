@@ -1,7 +1,7 @@
 import { ApiKeyVerifier, generateApiKey } from "./auth/api-keys.js";
 import { ConfigError, type Config } from "./config.js";
 import type { Decider } from "./decision.js";
-import { FrontEnd } from "./http/server.js";
+import { FrontEnd, frontEndOptionsOf } from "./http/server.js";
 import type { TopQuery, TopResult } from "./http/endpoints/top.js";
 import { admitsOf } from "./shard/cluster/top-offenders.js";
 import { IdGenerator } from "./http/ids.js";
@@ -261,22 +261,12 @@ export async function startNode(
   // Every thread mints and checks concurrency leases with one key.
   const leaseRoot = rootKey ?? (config.workers > 1 ? randomBytes(32) : undefined);
   let pool: WorkerPool | undefined;
-  const frontEnd = new FrontEnd(
-    {
-      host: config.host,
-      port: config.port,
-      failOpen: config.failOpen,
-      ...(config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined ? { tls: { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile } } : {}),
-      ...(config.metricsPort !== undefined ? { metricsPort: config.metricsPort } : {}),
-      ...(config.metricsToken !== undefined ? { metricsToken: config.metricsToken } : {}),
-    },
-    {
-      ...{ decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top },
-      notReadyReason: () => cluster?.notReadyReason,
-      leases: new LeaseTokens(leaseRoot),
-      policyLoaded,
-    },
-  );
+  const frontEnd = new FrontEnd(frontEndOptionsOf(config), {
+    ...{ decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top },
+    notReadyReason: () => cluster?.notReadyReason,
+    leases: new LeaseTokens(leaseRoot),
+    policyLoaded,
+  });
   if (config.workers > 1) {
     pool = new WorkerPool({
       ...{ config, apiKeys, leaseRoot: leaseRoot!, decider, acceptor: frontEnd, metrics, topBlocked, top, directory, logger, policyLoaded, rls },

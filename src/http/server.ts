@@ -40,6 +40,26 @@ export interface FrontEndOptions {
   failOpen: boolean;
 }
 
+/** The settings a front end reads (Config has them), as its options: one mapping for the main thread and every worker. */
+export function frontEndOptionsOf(c: {
+  host: string;
+  port: number;
+  failOpen: boolean;
+  tlsCertFile?: string | undefined;
+  tlsKeyFile?: string | undefined;
+  metricsPort?: number | undefined;
+  metricsToken?: string | undefined;
+}): FrontEndOptions {
+  return {
+    host: c.host,
+    port: c.port,
+    failOpen: c.failOpen,
+    ...(c.tlsCertFile !== undefined && c.tlsKeyFile !== undefined ? { tls: { certFile: c.tlsCertFile, keyFile: c.tlsKeyFile } } : {}),
+    ...(c.metricsPort !== undefined ? { metricsPort: c.metricsPort } : {}),
+    ...(c.metricsToken !== undefined ? { metricsToken: c.metricsToken } : {}),
+  };
+}
+
 export interface FrontEndDeps {
   decider: Decider;
   verifier: ApiKeyVerifier;

@@ -5,7 +5,7 @@ import type { Config } from "../config.js";
 import type { ClusterMemberView, RingDirectory } from "../http/endpoints/cluster.js";
 import type { SoftwareFacts } from "../peer/index.js";
 import { IdGenerator } from "../http/ids.js";
-import { FrontEnd } from "../http/server.js";
+import { FrontEnd, frontEndOptionsOf } from "../http/server.js";
 import { LeaseTokens } from "../leases/lease-token.js";
 import { createLogger } from "../logger.js";
 import { Metrics } from "../metrics/metrics.js";
@@ -97,15 +97,8 @@ class DirectoryMirror implements RingDirectory {
 const directory = new DirectoryMirror();
 
 const frontEnd: FrontEnd = new FrontEnd(
-  {
-    host: config.host,
-    port: config.port,
-    failOpen: config.failOpen,
-    ...(config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined ? { tls: { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile } } : {}),
-    // With METRICS_PORT the owner's admin app serves /metrics; this thread's is never listened on.
-    ...(config.metricsPort !== undefined ? { metricsPort: config.metricsPort } : {}),
-    ...(config.metricsToken !== undefined ? { metricsToken: config.metricsToken } : {}),
-  },
+  // With METRICS_PORT the owner's admin app serves /metrics; this thread's is never listened on.
+  frontEndOptionsOf(config),
   {
     decider,
     verifier: new ApiKeyVerifier(data.apiKeys, config.apiKeyHashes),
