@@ -246,27 +246,6 @@ export async function runMemory(opts) {
 }
 
 /**
- * The nodes' RSS once it stops falling: read every 500 ms until four readings in a row are
- * within 1 % of the lowest (at most 20 s). Read at once after a fill, RSS still holds that
- * load's garbage and a young generation grown to it, which V8 gives back after a few idle
- * seconds (bench/replication.mjs measured a factor of two between runs read too early).
- */
-async function settledRss(L, pgids) {
-  const watch = new L.GroupWatch(pgids)
-  const t0 = performance.now()
-  let lowest = Infinity
-  let steady = 0
-  for (;;) {
-    watch.refresh()
-    const rss = watch.rssKb() * 1024
-    steady = rss < lowest * 0.99 ? 0 : steady + 1
-    lowest = Math.min(lowest, rss)
-    if (steady >= 4 || performance.now() - t0 > 20_000) return lowest
-    await sleep(500)
-  }
-}
-
-/**
  * Scenario 3: bytes per key of a 3-node cluster with REPLICAS=2, for each build in `builds`
  * ([{ label, main }]). Returns { rows, lines }.
  */
@@ -293,7 +272,7 @@ export async function runClusterMemory(opts) {
         bodySpec: { namespace: 'mem', limit: 1000000, duration: 3600, idSpace: 1000, idPrefix: 'warm-' },
         tmpDir: opts.tmpDir,
       })
-      const rss0 = await settledRss(L, server.pgids)
+      const rss0 = await L.settledRss(server.pgids)
       const watch = new L.GroupWatch(server.pgids)
       watch.refresh()
       const ticks0 = watch.cpuTicks()
@@ -310,7 +289,7 @@ export async function runClusterMemory(opts) {
         tmpDir: opts.tmpDir,
       })
       conditions.add(`memory: cluster fill (${label})`, (watch.cpuTicks() - ticks0) / L.clockTicks(), (performance.now() - t0) / 1000, 3)
-      const rss1 = await settledRss(L, server.pgids)
+      const rss1 = await L.settledRss(server.pgids)
       let owned = 0
       let copies = 0
       for (const url of server.urls) {

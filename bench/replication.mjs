@@ -17,7 +17,7 @@ import { installCleanup } from './lib/children.mjs'
 import { RunConditions } from './lib/conditions.mjs'
 import { get } from './lib/net.mjs'
 import { benchOptions } from './lib/options.mjs'
-import { GroupWatch, clockTicks } from './lib/procfs.mjs'
+import { GroupWatch, clockTicks, settledRss } from './lib/procfs.mjs'
 import { runLoad, wrkVersion } from './lib/load.mjs'
 import { makeApiKey, startRinglimit } from './lib/servers.mjs'
 
@@ -125,29 +125,6 @@ for (let run = 1; run <= RUNS; run++) {
     )
   }
 }
-
-/**
- * The nodes' RSS once it stops falling: read every 500 ms until four readings in a row are
- * within 1 % of the lowest (at most SETTLE_MAX_MS). Read at once after a load, RSS still holds
- * the garbage of that load and a young generation grown to it (up to 48 MiB a node, which V8's
- * memory reducer gives back after a few idle seconds): a reading 1.5 s after the fill moved by
- * a factor of two between runs of one build (305 and 544 B per key, 2026-11-26).
- */
-async function settledRss(pgids) {
-  const watch = new GroupWatch(pgids)
-  const t0 = performance.now()
-  let lowest = Infinity
-  let steady = 0
-  for (;;) {
-    watch.refresh()
-    const rss = watch.rssKb() * 1024
-    steady = rss < lowest * 0.99 ? 0 : steady + 1
-    lowest = Math.min(lowest, rss)
-    if (steady >= 4 || performance.now() - t0 > SETTLE_MAX_MS) return lowest
-    await new Promise((res) => setTimeout(res, 500))
-  }
-}
-const SETTLE_MAX_MS = 20_000
 
 // Memory: fill each cluster with KEYS distinct keys.
 const memory = {}
