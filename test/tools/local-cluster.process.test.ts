@@ -8,7 +8,7 @@
 import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import t from "tap";
+import t, { type Test } from "tap";
 import { closeAgents, limit, request } from "../harness/http-client.js";
 import { spawnTool, type ToolProcess } from "../harness/node-process.js";
 import { freePort, freePortRange } from "../harness/ports.js";
@@ -155,17 +155,23 @@ t.test("a node that cannot start ends the cluster: the others stop, exit 1", asy
   t.notOk(await listening(peerPort), "and its peer port closed");
 });
 
-t.test("--grpc-port gives each node a gRPC port; SIGUSR2 restarts one node while the others keep answering", async (t) => {
-  const port = await freePortRange(3);
-  const peerPort = await freePortRange(3);
-  const grpcPort = await freePortRange(3);
-  const tool = runTool(["--nodes", "3", "--port", String(port), "--peer-port", String(peerPort), "--grpc-port", String(grpcPort)]);
+/** Starts the tool with three nodes on `port`.. and waits for all three ready in a ring of three. */
+async function threeNodes(t: Test, port: number, args: string[], env: Record<string, string> = {}) {
+  const tool = runTool(["--nodes", "3", "--port", String(port), ...args], env);
   t.teardown(() => tool.kill());
   const urls = [0, 1, 2].map((i) => `http://127.0.0.1:${port + i}`);
   await until("three nodes ready", async () => (await Promise.all(urls.map(ready))).every(Boolean), 60_000);
   const auth = { authorization: `Bearer ${apiKey(tool)}` };
   const ringOf = async (url: string) => (await request(url + "/cluster", { headers: auth })).json?.data?.members?.length;
   await until("a ring of three", async () => (await Promise.all(urls.map(ringOf))).every((n) => n === 3), 30_000);
+  return { tool, urls, auth, ringOf };
+}
+
+t.test("--grpc-port gives each node a gRPC port; SIGUSR2 restarts one node while the others keep answering", async (t) => {
+  const port = await freePortRange(3);
+  const peerPort = await freePortRange(3);
+  const grpcPort = await freePortRange(3);
+  const { tool, urls, auth, ringOf } = await threeNodes(t, port, ["--peer-port", String(peerPort), "--grpc-port", String(grpcPort)]);
   for (let i = 0; i < 3; i++) t.ok(await listening(grpcPort + i), `node ${i} serves gRPC on ${grpcPort + i}`);
   t.match(tool.stdout(), new RegExp(`gRPC \\(Envoy's rate limit service\\): 127\\.0\\.0\\.1:${grpcPort}\\.\\.${grpcPort + 2}`));
 
@@ -202,13 +208,7 @@ t.test("--grpc-port gives each node a gRPC port; SIGUSR2 restarts one node while
 t.test("a node killed while running: the others keep answering, the tool says how to start it, and starts it on request", async (t) => {
   const port = await freePortRange(3);
   const peerPort = await freePortRange(3);
-  const tool = runTool(["--nodes", "3", "--port", String(port), "--peer-port", String(peerPort)], { LOG_LEVEL: "info" });
-  t.teardown(() => tool.kill());
-  const urls = [0, 1, 2].map((i) => `http://127.0.0.1:${port + i}`);
-  await until("three nodes ready", async () => (await Promise.all(urls.map(ready))).every(Boolean), 60_000);
-  const auth = { authorization: `Bearer ${apiKey(tool)}` };
-  const ringOf = async (url: string) => (await request(url + "/cluster", { headers: auth })).json?.data?.members?.length;
-  await until("a ring of three", async () => (await Promise.all(urls.map(ringOf))).every((n) => n === 3), 30_000);
+  const { tool, urls, auth, ringOf } = await threeNodes(t, port, ["--peer-port", String(peerPort)], { LOG_LEVEL: "info" });
 
   // The tool's own poll may see the nodes later than this test did: until it has, a death reads
   // as a refused start (which stops the cluster).
