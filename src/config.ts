@@ -6,6 +6,7 @@ import { clusterSecretWeakness } from "./peer/link/cluster-secret.js";
 import { PROTOCOL_MIN, PROTOCOL_VERSION } from "./peer/wire/constants.js";
 import { fileDescriptorLimit } from "./config/fd-limit.js";
 import { CHARGE_ID_MEMORY_MS } from "./decision.js";
+import { isAdvertiseUrl } from "./config/advertise-url.js";
 
 /** WORKERS' bound: past this the state owner, one thread, is the ceiling (docs/architecture.md, Threads). */
 export const MAX_WORKERS = 16;
@@ -239,13 +240,6 @@ const VARIABLES: Record<keyof Config, [env: string, parse: Parser, help: string]
 
 const HOST_PORT = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;
 const API_KEY = /^svc_sk_[A-Za-z0-9_-]{32,}$/;
-
-/** An absolute http(s) URL of at most 2 KiB without credentials, query or fragment: ADVERTISE_URL, or one a peer advertises (membership/directory.ts). */
-export function isAdvertiseUrl(url: string): boolean {
-  if (url.length === 0 || Buffer.byteLength(url) > 2048 || !URL.canParse(url)) return false;
-  const u = new URL(url);
-  return (u.protocol === "http:" || u.protocol === "https:") && u.username === "" && u.password === "" && u.search === "" && u.hash === "";
-}
 
 /** `API_KEYS` → `--api-keys` */
 export function flagOf(env: string): string {

@@ -115,6 +115,13 @@ t.test("shard/local (the owner's decisions) never loads the settings' loader, di
   t.same([...reached].filter(loader).map(rel), []);
 });
 
+t.test("shard/ takes only types from config.ts: a value would load the settings' loader into the shard", async (t) => {
+  const loaderValues = files
+    .filter(inside("shard"))
+    .flatMap((f) => [...readFileSync(f, "utf8").matchAll(/^import\s+(?!type\b)[^;]*from\s+["'][./]*config\.js["']/gm)].map(() => rel(f)));
+  t.same(loaderValues, []);
+});
+
 t.test("shard/cluster/: wire formats sit below routing, membership and movement", async (t) => {
   const cluster = (sub: string) => inside(`shard/cluster/${sub}`);
   t.same(

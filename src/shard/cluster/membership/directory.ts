@@ -2,7 +2,7 @@ import type { Logger } from "../../../logger.js";
 import type { PeerClient } from "../../../peer/index.js";
 import { hash32 } from "../../ring/hash.js";
 import { CallMethod } from "../wire/call-methods.js";
-import { isAdvertiseUrl } from "../../../config.js";
+import { isAdvertiseUrl } from "../../../config/advertise-url.js";
 import type { SoftwareFacts } from "../../../peer/index.js";
 
 /** One ring member as clients see it: its ring name and the URL clients reach it at (null until it has told us). */

@@ -4,7 +4,7 @@
  */
 import t from "tap";
 import { Directory, ringVersionOf } from "../../../../src/shard/cluster/membership/directory.js";
-import { isAdvertiseUrl } from "../../../../src/config.js";
+import { isAdvertiseUrl } from "../../../../src/config/advertise-url.js";
 import { defaultAdvertiseUrl } from "../../../../src/shard/cluster/membership/self-address.js";
 
 t.test("ring version: stable across order, changes with members and URLs", async (t) => {
