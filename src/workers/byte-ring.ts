@@ -3,10 +3,11 @@
  * thread hands the state owner its decisions and gets the answers back (docs/architecture.md,
  * Threads). Bounded in bytes: a write that does not fit is refused, never waited for, so no
  * thread's event loop ever blocks on it. The consumer sleeps in Atomics.waitAsync, never
- * Atomics.wait, and the producer wakes it once per turn (`wake`), not once per record.
+ * Atomics.wait, and the producer wakes it at most once per turn (`wake`), and only when it
+ * sleeps: a consumer still in its turn finds the records without a wake-up.
  *
- * Layout: four Int32 header words (write and read byte counters, the wake sequence, closed),
- * then the records. The counters only grow (modulo 2^32) and the capacity is a power of two,
+ * Layout: eight Int32 header words (write and read byte counters, the wake sequence, closed,
+ * sleeping, three unused), then the records. The counters only grow (modulo 2^32) and the capacity is a power of two,
  * so `write - read` is the bytes in use and `counter & mask` a position. A record is a u32
  * length and its payload, padded to 4 bytes, and never straddles the end: a length of
  * WRAP there tells the reader to go on at 0.
@@ -15,7 +16,9 @@ const WRITE = 0;
 const READ = 1;
 const SEQ = 2;
 const CLOSED = 3;
-const HEADER_BYTES = 16;
+const SLEEPING = 4;
+const HEADER_WORDS = 8;
+const HEADER_BYTES = 4 * HEADER_WORDS;
 const WRAP = 0xffffffff;
 
 /** Atomics.waitAsync (Node 16+) is in the ES2024 library, past this build's target. */
@@ -24,10 +27,14 @@ const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 
 const pad = (n: number): number => (n + 3) & ~3;
 
+/** The end of this loop turn: after the I/O callbacks and immediates queued so far. */
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 export class ByteRing {
   readonly buffer: Buffer;
+  /** the records' bytes as `buffer`, for the codec's numbers (DataView's are inlined by V8, Buffer's are not) */
+  readonly view: DataView;
   private readonly header: Int32Array;
-  private readonly view: DataView;
   private readonly mask: number;
   /** this side's own counter, published with Atomics.store */
   private write = 0;
@@ -41,7 +48,7 @@ export class ByteRing {
   }
 
   constructor(readonly sab: SharedArrayBuffer) {
-    this.header = new Int32Array(sab, 0, 4);
+    this.header = new Int32Array(sab, 0, HEADER_WORDS);
     this.buffer = Buffer.from(sab, HEADER_BYTES);
     this.view = new DataView(sab, HEADER_BYTES);
     this.mask = this.buffer.length - 1;
@@ -80,8 +87,22 @@ export class ByteRing {
     Atomics.store(this.header, WRITE, this.write);
   }
 
-  /** Producer: wake the consumer (once per batch of commits). */
+  /** wake-ups sent (the consumer slept) and skipped (it was awake): for the bench and the tests */
+  wakes = 0;
+  wakesSkipped = 0;
+
+  /**
+   * Producer: wake the consumer (once per batch of commits, after them), if it sleeps. The
+   * commits stored WRITE before this reads SLEEPING, and the consumer stores SLEEPING before it
+   * reads WRITE a last time (serve): with sequentially consistent Atomics one of the two sees
+   * the other's store, so either the consumer finds the records or this wakes it.
+   */
   wake(): void {
+    if (Atomics.load(this.header, SLEEPING) === 0) {
+      this.wakesSkipped++;
+      return;
+    }
+    this.wakes++;
     Atomics.add(this.header, SEQ, 1);
     Atomics.notify(this.header, SEQ);
   }
@@ -114,22 +135,36 @@ export class ByteRing {
   }
 
   /**
-   * Consumer: call `drain` whenever records may have arrived, until `close`. The sequence is
-   * read before draining, so a record committed during the drain makes the wait return at
-   * once: no wake-up is lost.
+   * Consumer: call `drain` whenever records may have arrived, until `close`. After a drain the
+   * thread stays awake for the rest of its turn (`yieldTurn`: the other rings, the sockets) and
+   * drains again at its end; only a ring still empty then goes to sleep. A busy thread thus
+   * takes its records without being woken (the producer skips the notify while SLEEPING is 0),
+   * and an idle one sleeps one loop turn later.
+   *
+   * No wake-up is lost: the sequence is read before SLEEPING is set and WRITE is read after it
+   * (see `wake`), so a record committed after that last read comes with a wake that either
+   * changes the sequence before the wait (which then returns at once) or notifies it.
    */
-  async serve(drain: () => void): Promise<void> {
+  async serve(drain: () => void, yieldTurn: () => Promise<void> = nextTurn): Promise<void> {
     const header = this.header;
     while (Atomics.load(header, CLOSED) === 0) {
-      const seq = Atomics.load(header, SEQ);
       drain();
-      const waited = waitAsync(header, SEQ, seq);
-      if (waited.async) await waited.value;
+      await yieldTurn();
+      if (Atomics.load(header, WRITE) !== this.read) continue;
+      const seq = Atomics.load(header, SEQ);
+      Atomics.store(header, SLEEPING, 1);
+      if (Atomics.load(header, WRITE) === this.read && Atomics.load(header, CLOSED) === 0) {
+        const waited = waitAsync(header, SEQ, seq);
+        if (waited.async) await waited.value;
+      }
+      Atomics.store(header, SLEEPING, 0);
     }
   }
 
+  /** Producer or owner: stop the consumer's `serve`, woken whether it sleeps or not. */
   close(): void {
     Atomics.store(this.header, CLOSED, 1);
-    this.wake();
+    Atomics.add(this.header, SEQ, 1);
+    Atomics.notify(this.header, SEQ);
   }
 }

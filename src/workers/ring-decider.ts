@@ -66,7 +66,7 @@ export class RingDecider implements Decider {
     }
     const slot = this.freeSlots[--this.free]!;
     this.waiting[slot] = done;
-    ring.commit(writeQuery(ring.buffer, at, slot, query, now));
+    ring.commit(writeQuery(ring, at, slot, query, now));
     this.decisions++;
     if (!this.wakeScheduled) {
       this.wakeScheduled = true;
@@ -82,14 +82,13 @@ export class RingDecider implements Decider {
 
   private drainAnswers(): void {
     const ring = this.answers;
-    const buf = ring.buffer;
     for (let at = ring.next(); at >= 0; at = ring.next()) {
-      const slot = answerSlot(buf, at);
+      const slot = answerSlot(ring, at);
       const done = this.waiting[slot];
       if (done === undefined) continue;
       this.waiting[slot] = undefined;
       this.freeSlots[this.free++] = slot;
-      done(readAnswer(buf, at, this.scratch));
+      done(readAnswer(ring, at, this.scratch));
     }
     ring.release();
   }

@@ -1,7 +1,9 @@
-import type { Decider, Decision, LimitQuery } from "../decision.js";
+import { newDecision, type Decider, type Decision, type LimitQuery } from "../decision.js";
 import type { Logger } from "../logger.js";
 import { ByteRing } from "./byte-ring.js";
 import { ANSWER_BYTES, queryNow, querySlot, readQuery, writeAnswer } from "./decision-codec.js";
+
+const UNPARSED: Decision = { ...newDecision(), allowed: true, degraded: "internal" };
 
 /**
  * The state owner's end of one worker's decision rings: it reads the queries the worker wrote,
@@ -32,15 +34,18 @@ export class RingServer {
 
   private drain(): void {
     const ring = this.queries;
-    const buf = ring.buffer;
     const decider = this.decider;
     let answered = false;
     for (let at = ring.next(); at >= 0; at = ring.next()) {
-      const slot = querySlot(buf, at);
-      const query = readQuery(buf, at);
-      const now = queryNow(buf, at);
+      const slot = querySlot(ring, at);
+      const query = readQuery(ring, at, ring.lastLength);
+      const now = queryNow(ring, at);
       if (query === undefined) {
-        this.logger.error({ slot }, "a worker sent a query with an unknown algorithm code");
+        // Answered all the same (the invariant above), as an internal fault: fail-open by the
+        // caller's FAIL_OPEN, nothing counted.
+        this.logger.error({ slot }, "a worker sent a query record that does not parse");
+        this.answer(slot, UNPARSED);
+        answered = true;
         continue;
       }
       const sync = decider.decideSync?.(query, now);
@@ -62,7 +67,7 @@ export class RingServer {
       this.logger.error({ slot }, "answer ring full: a worker's decision was not answered");
       return;
     }
-    writeAnswer(ring.buffer, at, slot, d);
+    writeAnswer(ring, at, slot, d);
     ring.commit(ANSWER_BYTES);
   }
 
