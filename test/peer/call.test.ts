@@ -86,17 +86,17 @@ t.test("call(): one timer for every call: a short call after a long one times ou
   };
   const { client } = await connectedPair(t, handler);
   const order: string[] = [];
-  const long = client.call(9, Buffer.alloc(0), 3_000).then(
+  const long = client.call(9, Buffer.alloc(0), 5_000).then(
     () => order.push("long answered"),
     (e: PeerError) => order.push(`long ${e.code}`),
   );
   // Answered calls of a shorter timeout than the timer armed: each settles once, with its reply.
-  const answered = await Promise.all(Array.from({ length: 50 }, (_, i) => client.call(1 + (i % 8), Buffer.alloc(0), 100)));
+  const answered = await Promise.all(Array.from({ length: 50 }, (_, i) => client.call(1 + (i % 8), Buffer.alloc(0), 2_000)));
   t.same(
     answered.map((b) => b[0]),
     Array.from({ length: 50 }, (_, i) => 1 + (i % 8)),
   );
-  const short = client.call(9, Buffer.alloc(0), 150).then(
+  const short = client.call(9, Buffer.alloc(0), 300).then(
     () => order.push("short answered"),
     (e: PeerError) => order.push(`short ${e.code}`),
   );
