@@ -90,6 +90,46 @@ t.test("while two writes are unanswered, the next turns' forwards wait and leave
   );
 });
 
+t.test("a frame of turns that waited carries the budget of the first of them, less the wait", async (t) => {
+  // Answers held in the relay as above; the DECIDE frames' budgets read on their way to the owner.
+  let holding = false;
+  const held: Buffer[] = [];
+  const budgets: number[] = [];
+  let toClient: RelayedConnection | undefined;
+  const { server, client } = await relayedPair(t, echoHandler(), { timeoutMs: PATIENT_TIMEOUT_MS, heartbeatIntervalMs: 60_000 }, (frame, _n, dir, conn) => {
+    // DECIDE: u32 length, u8 type, u32 count, u32 budgetUs.
+    if (dir === "toServer" && frameType(frame) === FrameType.DECIDE) budgets.push(frame.readUInt32BE(9));
+    if (dir !== "toClient") return [frame];
+    toClient = conn;
+    if (!holding) return [frame];
+    held.push(frame);
+    return [];
+  });
+  holding = true;
+  const answers: Array<Promise<Answer>> = [];
+  const turn = async (name: string): Promise<void> => {
+    for (let i = 0; i < 5; i++) answers.push(ask(client, "ns", `${name}-${i}`, 0, 100, 1));
+    await new Promise((r) => setImmediate(r));
+  };
+  await turn("a");
+  await turn("b");
+  await until("both answers are held", () => held.filter((f) => frameType(f) === FrameType.DECIDE_REPLY).length === 2);
+  await turn("c"); // the first turn that waits: its deadline is the frame's
+  const cAsked = performance.now();
+  await new Promise((r) => setTimeout(r, 400));
+  await turn("d"); // 400 ms later: a budget of its own deadline would be ~400 ms more
+  const released = performance.now();
+  holding = false;
+  for (const f of held) toClient!.inject("toClient", f);
+  const got = await Promise.all(answers);
+  t.equal(server.stats.decideFrames, 3, "turns c and d left in one frame");
+  t.equal(got.filter((a) => a.r?.remaining !== 99).length, 0, "every forward answered");
+  // c's deadline is at most cAsked + the timeout, and the frame left after `released`.
+  const bound = (cAsked + PATIENT_TIMEOUT_MS - released) * 1000;
+  t.ok(budgets[2]! <= bound, `the frame's budget ${budgets[2]} µs is within turn c's ${Math.round(bound)} µs`);
+  t.ok(budgets[2]! > 0, "and still positive");
+});
+
 t.test("a batch over 1 MiB is split into frames and fully answered", async (t) => {
   const { server, client } = await pair(t);
   const answers: Array<Promise<Answer>> = [];
