@@ -282,12 +282,15 @@ for (const rate of RATES) {
         const all = (k) => cluster.urls.reduce((s, _, i) => s + c.delta(i, k), 0)
         const frames = all('ringlimit_peer_decide_frame_decisions_count')
         const framed = all('ringlimit_peer_decide_frame_decisions_sum')
+        // NaN against a build without the counter (a baseline before it).
+        const reads = all('ringlimit_peer_decide_reads_total')
         const calls = all('ringlimit_replication_batch_states_count')
         const states = all('ringlimit_replication_batch_states_sum')
         row.frames = {
           forwarded: all('ringlimit_forwarded_total') / c.n,
           framesPerDecision: frames / c.n,
           perFrame: framed / frames,
+          framesPerRead: frames / reads,
           callsPerDecision: calls / c.n,
           statesPerCall: states / calls,
           degraded: all('ringlimit_degraded_total'),
@@ -298,7 +301,7 @@ for (const rate of RATES) {
         results.push(row)
         console.log(
           `${label} (${row.variant}): ${Math.round(c.rps)} decisions/s; cluster ${f1(row.clusterUs)} µs/decision vs 1 node ${f1(localUs)} (${f2(row.clusterUs / localUs)}x); ` +
-            `${f2(row.frames.perFrame)} decisions per DECIDE frame, ${f2(row.frames.statesPerCall)} states per REPLICATE call; p50/p99 ${ms(c.latencyUs.p50)}/${ms(c.latencyUs.p99)} ms (1 node ${ms(local.latencyUs.p50)}/${ms(local.latencyUs.p99)})`,
+            `${f2(row.frames.perFrame)} decisions per DECIDE frame, ${f2(row.frames.framesPerRead)} frames per owner read, ${f2(row.frames.statesPerCall)} states per REPLICATE call; p50/p99 ${ms(c.latencyUs.p50)}/${ms(c.latencyUs.p99)} ms (1 node ${ms(local.latencyUs.p50)}/${ms(local.latencyUs.p99)})`,
         )
       }
     } finally {
@@ -338,13 +341,13 @@ for (const r of results) {
   )
 }
 console.log(
-  '\n| build | layout | rate asked | forwarded share | DECIDE frames/decision | decisions/DECIDE frame | REPLICATE calls/decision | states/call | degraded | p50 / p99 ms (1 node) |',
+  '\n| build | layout | rate asked | forwarded share | DECIDE frames/decision | decisions/DECIDE frame | DECIDE frames/owner read | REPLICATE calls/decision | states/call | degraded | p50 / p99 ms (1 node) |',
 )
-console.log('|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|')
+console.log('|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|')
 for (const r of results) {
   const x = r.frames
   console.log(
-    `| ${r.variant} | ${r.layout} | ${r.rate} | ${f2(x.forwarded)} | ${f2(x.framesPerDecision)} | ${f2(x.perFrame)} | ${f2(x.callsPerDecision)} | ${f2(x.statesPerCall)} | ${x.degraded} | ${ms(r.latencyUs.p50)} / ${ms(r.latencyUs.p99)} (${ms(r.localLatencyUs.p50)} / ${ms(r.localLatencyUs.p99)}) |`,
+    `| ${r.variant} | ${r.layout} | ${r.rate} | ${f2(x.forwarded)} | ${f2(x.framesPerDecision)} | ${f2(x.perFrame)} | ${f2(x.framesPerRead)} | ${f2(x.callsPerDecision)} | ${f2(x.statesPerCall)} | ${x.degraded} | ${ms(r.latencyUs.p50)} / ${ms(r.latencyUs.p99)} (${ms(r.localLatencyUs.p50)} / ${ms(r.localLatencyUs.p99)}) |`,
   )
 }
 if (PROF !== undefined) {

@@ -35,6 +35,8 @@ export class ClusterMetrics {
       lateAllowed: () => number;
       /** forwarded items this node dropped undecided: their sender's deadline budget had run out */
       expiredForwards: () => number;
+      /** socket reads of other members' connections that carried at least one DECIDE frame (as an owner) */
+      decideReads: () => number;
       /** requests owners granted this node beyond its shares (LEASE, opening grants), and those it gave back unused */
       sharesGranted: () => number;
       sharesReturned: () => number;
@@ -59,6 +61,12 @@ export class ClusterMetrics {
       "ringlimit_forward_expired_total",
       "Forwarded decisions received by this node after their sender's deadline budget ran out: dropped, not decided, not counted",
       sources.expiredForwards,
+    );
+    pulledCounter(
+      registry,
+      "ringlimit_peer_decide_reads_total",
+      "Socket reads of other members' connections that carried at least one DECIDE frame (as an owner): with ringlimit_peer_decide_frame_decisions_count, the frames one read amortises (each read is a wake-up and a syscall, whatever it carries)",
+      sources.decideReads,
     );
     pulledCounter(
       registry,

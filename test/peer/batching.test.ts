@@ -52,7 +52,7 @@ t.test("separate turns make separate frames while answers come back", async (t) 
   );
 });
 
-t.test("while two writes are unanswered, the next turns' frames wait and leave with the first answer, each turn in its own frame", async (t) => {
+t.test("while two writes are unanswered, the next turns' forwards wait and leave with the first answer, in one frame", async (t) => {
   // The owner's answers are held in the relay (in order, so their tags still verify) until
   // released: which turns could see an answer is fixed by the test, not by timing.
   let holding = false;
@@ -75,16 +75,59 @@ t.test("while two writes are unanswered, the next turns' frames wait and leave w
   await until("both answers are held", () => held.filter((f) => frameType(f) === FrameType.DECIDE_REPLY).length === 2);
   t.equal(server.stats.decideFrames, 2, "MAX_DECIDE_WRITES_IN_FLIGHT writes left; 18 turns wait");
   t.equal(client.pendingCount, 200, "every forward still waits (none dropped, none failed)");
+  const readsBefore = server.stats.decideReads;
   holding = false;
   for (const f of held) toClient!.inject("toClient", f);
   const got = await Promise.all(answers);
-  t.equal(server.stats.decideFrames, 20, "the 18 waiting turns left, each in its own frame (its own budget)");
+  // One frame for the 18 turns that waited: one tag each way and one reply for all of them.
+  t.equal(server.stats.decideFrames, 3, "the 18 waiting turns left in one frame");
+  t.equal(server.stats.decideReads, readsBefore + 1, "in one write, read at once");
   t.equal(server.stats.decideItems, 200);
   t.same(
     got.map((a) => a.err ?? a.r?.remaining),
     got.map((_, i) => i),
     "each forward got its own answer",
   );
+});
+
+t.test("a frame of turns that waited carries the budget of the first of them, less the wait", async (t) => {
+  // Answers held in the relay as above; the DECIDE frames' budgets read on their way to the owner.
+  let holding = false;
+  const held: Buffer[] = [];
+  const budgets: number[] = [];
+  let toClient: RelayedConnection | undefined;
+  const { server, client } = await relayedPair(t, echoHandler(), { timeoutMs: PATIENT_TIMEOUT_MS, heartbeatIntervalMs: 60_000 }, (frame, _n, dir, conn) => {
+    // DECIDE: u32 length, u8 type, u32 count, u32 budgetUs.
+    if (dir === "toServer" && frameType(frame) === FrameType.DECIDE) budgets.push(frame.readUInt32BE(9));
+    if (dir !== "toClient") return [frame];
+    toClient = conn;
+    if (!holding) return [frame];
+    held.push(frame);
+    return [];
+  });
+  holding = true;
+  const answers: Array<Promise<Answer>> = [];
+  const turn = async (name: string): Promise<void> => {
+    for (let i = 0; i < 5; i++) answers.push(ask(client, "ns", `${name}-${i}`, 0, 100, 1));
+    await new Promise((r) => setImmediate(r));
+  };
+  await turn("a");
+  await turn("b");
+  await until("both answers are held", () => held.filter((f) => frameType(f) === FrameType.DECIDE_REPLY).length === 2);
+  await turn("c"); // the first turn that waits: its deadline is the frame's
+  const cAsked = performance.now();
+  await new Promise((r) => setTimeout(r, 400));
+  await turn("d"); // 400 ms later: a budget of its own deadline would be ~400 ms more
+  const released = performance.now();
+  holding = false;
+  for (const f of held) toClient!.inject("toClient", f);
+  const got = await Promise.all(answers);
+  t.equal(server.stats.decideFrames, 3, "turns c and d left in one frame");
+  t.equal(got.filter((a) => a.r?.remaining !== 99).length, 0, "every forward answered");
+  // c's deadline is at most cAsked + the timeout, and the frame left after `released`.
+  const bound = (cAsked + PATIENT_TIMEOUT_MS - released) * 1000;
+  t.ok(budgets[2]! <= bound, `the frame's budget ${budgets[2]} µs is within turn c's ${Math.round(bound)} µs`);
+  t.ok(budgets[2]! > 0, "and still positive");
 });
 
 t.test("a batch over 1 MiB is split into frames and fully answered", async (t) => {

@@ -71,3 +71,38 @@ t.test("call(): refused locally when it cannot be sent, timeout when unanswered"
   stuck.dropConnections();
   await t.rejects(pending, { code: "unavailable" });
 });
+
+t.test("call(): one timer for every call: a short call after a long one times out first, answered calls never do", async (t) => {
+  // Method 9 is never answered (the handler waits until the test ends); the others answer at once.
+  let release = (): void => {};
+  const never = new Promise<void>((r) => (release = r));
+  t.teardown(() => release());
+  const handler = {
+    ...echoHandler(),
+    async call(method: number): Promise<Buffer> {
+      if (method === 9) await never;
+      return Buffer.from([method]);
+    },
+  };
+  const { client } = await connectedPair(t, handler);
+  const order: string[] = [];
+  const long = client.call(9, Buffer.alloc(0), 5_000).then(
+    () => order.push("long answered"),
+    (e: PeerError) => order.push(`long ${e.code}`),
+  );
+  // Answered calls of a shorter timeout than the timer armed: each settles once, with its reply.
+  const answered = await Promise.all(Array.from({ length: 50 }, (_, i) => client.call(1 + (i % 8), Buffer.alloc(0), 2_000)));
+  t.same(
+    answered.map((b) => b[0]),
+    Array.from({ length: 50 }, (_, i) => 1 + (i % 8)),
+  );
+  const short = client.call(9, Buffer.alloc(0), 300).then(
+    () => order.push("short answered"),
+    (e: PeerError) => order.push(`short ${e.code}`),
+  );
+  await short;
+  t.same(order, ["short timeout"], "the short call expired while the long one still waits");
+  await long;
+  t.same(order, ["short timeout", "long timeout"]);
+  t.equal(client.state, "up", "time-outs leave the connection up");
+});

@@ -57,6 +57,8 @@ export interface PeerServerStats {
   framesReceived: number;
   decideFrames: number;
   decideItems: number;
+  /** Socket reads that carried at least one DECIDE frame: decideFrames / decideReads is how many frames one read amortises. */
+  decideReads: number;
   /** Items whose handler threw (answered with code 2). */
   decideErrors: number;
   /** Items dropped undecided because their frame's deadline budget ran out before they were reached. */
@@ -133,10 +135,12 @@ export class InboundConnection implements PendingConnection {
     // One clock read per chunk (not per frame) feeds the idle check.
     this.lastRx = performance.now();
     this.heardFrom = true;
+    const framesBefore = this.server.stats.decideFrames;
     // Replies to every frame of this chunk leave in one write.
     this.socket.cork();
     try {
       this.decoder.push(chunk);
+      if (this.server.stats.decideFrames !== framesBefore) this.server.stats.decideReads++;
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       if (err instanceof FrameAuthError) {

@@ -58,6 +58,7 @@ export class PeerServer implements ConnectionHost {
     framesReceived: 0,
     decideFrames: 0,
     decideItems: 0,
+    decideReads: 0,
     decideErrors: 0,
     decideExpired: 0,
     calls: 0,

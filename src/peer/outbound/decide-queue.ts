@@ -1,11 +1,11 @@
 // The hot path of one peer connection: every decide() of an event-loop turn goes out in
 // one DECIDE batch carrying its deadline budget, the waiters are kept in a ring, and one
 // timer per connection expires them (PeerClient owns the connection around it). While
-// MAX_DECIDE_WRITES_IN_FLIGHT writes of frames are unanswered, the turns' frames wait and
-// leave together in one write at the end of the turn an answer (or a deadline) frees the
-// link: the write, the owner's read and its reply write are paid per round trip, not per
-// turn, once a link is busy. Each turn keeps its own frame and budget. Never on a timer of
-// its own, and no wait at all while fewer writes are on their way.
+// MAX_DECIDE_WRITES_IN_FLIGHT writes of frames are unanswered, the turns' forwards wait in one
+// frame and leave in one write at the end of the turn an answer (or a deadline) frees the
+// link: the write, the owner's read, the tags and its reply are paid per round trip, not per
+// turn, once a link is busy. The waiting turns share the budget of the first (the earliest
+// deadline). Never on a timer of its own, and no wait at all while fewer writes are on their way.
 
 import { performance } from "node:perf_hooks";
 import { DecideCode, DecideItemFlag, MAX_DECIDE_WRITES_IN_FLIGHT } from "../wire/constants.js";
@@ -111,10 +111,15 @@ export class DecideQueue {
     // Deadlines never decrease (PendingRequests): turnStart only grows.
     const deadline = this.turnStart + this.timeoutMs;
     if (!this.turnFramed) {
-      // A held batch's earlier turns keep their frames and budgets; this turn's go in a new one.
-      this.batch.startFrame(deadline);
       this.turnFramed = true;
-      this.turnDeadline = deadline;
+      if (this.batch.count === 0) {
+        this.batch.startFrame(deadline);
+        this.turnDeadline = deadline;
+      }
+      // Else a frame is held for an answer: this turn's items join it, under the budget of its
+      // first turn (the earliest deadline, so no item is decided after its waiter gave up). One
+      // frame per write, not one per turn: one tag each way and one DECIDE_REPLY, whatever
+      // number of turns waited (at saturation a write carried ~1.4 frames of ~2.8 decisions).
     }
     if (!this.batch.add(this.pending.nextId, q.algorithm.code, q.limit, q.duration, q.namespace, q.identifier, Math.abs(q.cost), flags, chargeId)) return false;
     this.lastDeadline = deadline;
@@ -163,7 +168,11 @@ export class DecideQueue {
     // Held: onReply or onDeadline (a write's waiters all gave up) schedules the next flush.
     // +1: timers may fire a fraction of a millisecond early by this clock (as in onDeadline).
     if (this.inFlight.count(now + 1) >= MAX_DECIDE_WRITES_IN_FLIGHT) {
-      if (this.turnFramed) this.held.push(this.turnDeadline, this.budget.budgetUs(this.turnDeadline, now), now);
+      // Once per frame: a turn that joined the held frame has its first turn's deadline, and
+      // the budget the frame had then, less the wait, is no more than it has now.
+      const held = this.held;
+      if (this.turnFramed && (held.length === 0 || held[held.length - 3] !== this.turnDeadline))
+        held.push(this.turnDeadline, this.budget.budgetUs(this.turnDeadline, now), now);
       this.turnFramed = false;
       return;
     }

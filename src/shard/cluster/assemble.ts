@@ -131,6 +131,7 @@ export function assembleCluster(
     peerStates: () => pool.peerStates(),
     lateAllowed: () => pool.lateAllowed(),
     expiredForwards: () => server?.stats.decideExpired ?? 0,
+    decideReads: () => server?.stats.decideReads ?? 0,
     sharesGranted: () => shares.granted,
     sharesReturned: () => shares.returned,
   });

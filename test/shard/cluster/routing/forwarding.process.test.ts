@@ -74,15 +74,19 @@ t.test("3 nodes: one counter per key whichever node is asked; exact under concur
     let asked = 0;
     let received = 0;
     let frames = 0;
+    let reads = 0;
     for (const n of nodes) {
       asked +=
         ((await metric(n, "ringlimit_forwarded_total", '{outcome="allowed"}')) ?? 0) +
         ((await metric(n, "ringlimit_forwarded_total", '{outcome="blocked"}')) ?? 0);
       received += (await metric(n, "ringlimit_peer_decide_frame_decisions_sum")) ?? 0;
       frames += (await metric(n, "ringlimit_peer_decide_frame_decisions_count")) ?? 0;
+      reads += (await metric(n, "ringlimit_peer_decide_reads_total")) ?? 0;
     }
     t.ok(asked > 0, `${asked} decisions were forwarded`);
     t.equal(received, asked, "each forwarded decision arrived in exactly one DECIDE frame");
     t.ok(frames >= 1 && frames <= received, `${frames} frames carried them (${(received / frames).toFixed(2)} per frame)`);
+    // A frame is counted in the read that completes it: every frame in one read, each read at least one.
+    t.ok(reads >= 1 && reads <= frames, `${reads} socket reads carried the frames (${(frames / reads).toFixed(2)} per read)`);
   });
 });
