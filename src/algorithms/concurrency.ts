@@ -140,6 +140,20 @@ function encode(b: Buckets, out: LimitState): void {
   out.c = (b.newest / 1000) * BASE + n[4]!;
 }
 
+/** The bucket counts of `state`, oldest first, and the newest bucket's lapse (ms): fresh arrays, for fine-lapses.ts. */
+export function bucketsOf(state: Readonly<LimitState> | null): { n: number[]; newest: number } {
+  const b = decode(state, { n: [0, 0, 0, 0, 0], newest: 0 });
+  return { n: b.n, newest: b.newest };
+}
+
+/** Write bucket counts (oldest first) and the newest lapse (ms) as a state. */
+export function stateOfBuckets(n: readonly number[], newest: number, out: LimitState): void {
+  encode({ n: n as number[], newest }, out);
+}
+
+/** Live buckets at once (five): fine-lapses.ts walks them. */
+export const LIVE_BUCKETS = LIVE;
+
 /** Move `b` so its newest bucket lapses at `newest` (≥ b.newest, both multiples of W): older buckets fall off. */
 function alignTo(b: Buckets, newest: number, W: number): void {
   const shift = Math.min(LIVE, (newest - b.newest) / W);
