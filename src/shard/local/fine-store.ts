@@ -1,0 +1,89 @@
+import { concurrency } from "../../algorithms/concurrency.js";
+import { acquireFine, emptyFine, FINE_ENTRY_BYTES, pruneFine, refines, type FineLapses } from "../../algorithms/fine-lapses.js";
+import type { Algorithm, LimitState } from "../../algorithms/index.js";
+
+/** Bytes per key beside its entries: the Map entry, the key string's share and the object (~5 fields), rounded up. */
+const KEY_BYTES = 160;
+
+/**
+ * The owner's side store of fine lapses (algorithms/fine-lapses.ts; the DESIGN at the top of
+ * algorithms/concurrency.ts): per concurrency state key, the second each slot it granted
+ * lapses in. Bounded in bytes (`maxBytes`, counted in MAX_MEMORY_MB); when full, a slot gets
+ * no entry and lapses at its bucket's end, as without the store. Invariant: an overlay is
+ * read only while it refines the table's state (checked on every read: a change made
+ * elsewhere that freed slots, an eviction, a reset drop it), so the store can only make
+ * slots lapse earlier than their bucket's end, never earlier than they really do.
+ *
+ * Not replicated, handed over nor snapshotted yet: a new owner reads the buckets alone
+ * (slots held to their bucket's end, as before) and keeps entries for what it grants.
+ */
+export class FineStore {
+  private readonly overlays = new Map<string, { fine: FineLapses; durationMs: number }>();
+  private entries = 0;
+  private current: FineLapses = emptyFine();
+  private maxEntriesNow = 0;
+  /** the lapse second of the lease the last `algorithm` step granted (0: none) */
+  leaseS = 0;
+
+  /** concurrency, deciding through the overlay `use` chose; the state table calls it like any algorithm */
+  readonly algorithm: Algorithm<"concurrency"> = {
+    ...concurrency,
+    step: (state, limit, D, now, out, cost = 1) => {
+      this.leaseS = acquireFine(state, this.current, limit, D, now, out, cost, this.maxEntriesNow);
+    },
+  };
+
+  constructor(readonly maxBytes: number) {}
+
+  get bytes(): number {
+    return this.overlays.size * KEY_BYTES + this.entries * FINE_ENTRY_BYTES;
+  }
+
+  /**
+   * The overlay of `key` for a step or a release against `state` (the table's, or null), made
+   * current for `algorithm`; a new empty one when it had none or no longer refines `state`.
+   * Undefined when the store is full and the key has none: decide on the buckets alone.
+   */
+  use(key: string, state: Readonly<LimitState> | null, durationMs: number, now: number): FineLapses | undefined {
+    let o = this.overlays.get(key);
+    if (o !== undefined && (o.durationMs !== durationMs || !refines(state ?? { a: 0, b: 0, c: 0 }, o.fine, durationMs, now))) {
+      this.drop(key);
+      o = undefined;
+    }
+    if (o === undefined) {
+      if (this.bytes + KEY_BYTES > this.maxBytes) return undefined;
+      o = { fine: emptyFine(), durationMs };
+      this.overlays.set(key, o);
+    }
+    this.entries -= o.fine.s.length;
+    this.current = o.fine;
+    this.maxEntriesNow = o.fine.s.length + Math.max(0, Math.floor((this.maxBytes - this.bytes) / FINE_ENTRY_BYTES));
+    this.leaseS = 0;
+    return o.fine;
+  }
+
+  /** After the step or release `use` prepared: count the overlay's entries again (an empty one goes). */
+  settle(key: string): void {
+    const o = this.overlays.get(key);
+    if (o === undefined) return;
+    if (o.fine.s.length === 0 && o.fine.a === 0 && o.fine.b === 0 && o.fine.c === 0) this.overlays.delete(key);
+    else this.entries += o.fine.s.length;
+  }
+
+  private drop(key: string): void {
+    const o = this.overlays.get(key);
+    if (o === undefined) return;
+    this.entries -= o.fine.s.length;
+    this.overlays.delete(key);
+  }
+
+  /** The once-a-second sweep: entries of lapsed buckets go, and overlays left with none. */
+  sweep(now: number): void {
+    for (const [key, o] of this.overlays) {
+      this.entries -= o.fine.s.length;
+      pruneFine(o.fine, o.durationMs, now);
+      if (o.fine.s.length === 0) this.overlays.delete(key);
+      else this.entries += o.fine.s.length;
+    }
+  }
+}
