@@ -98,8 +98,19 @@ export function refines(state: Readonly<LimitState>, fine: Readonly<FineLapses>,
 export function lapsedSlots(fine: Readonly<FineLapses>, D: number, now: number): number {
   const W = bucketMs(D);
   let n = 0;
-  for (let i = 0; i < fine.s.length; i++) if (fine.s[i]! * 1000 <= now && endOf(fine.s[i]!, W) > now) n += fine.m[i]!;
+  // Sorted by second: the lapsed entries are a prefix.
+  for (let i = 0; i < fine.s.length && fine.s[i]! * 1000 <= now; i++) if (endOf(fine.s[i]!, W) > now) n += fine.m[i]!;
   return n;
+}
+
+/** Drop the entries of lapsed buckets: a prefix (sorted by second), so this costs what it drops. */
+function dropLapsedPrefix(fine: FineLapses, W: number, now: number): void {
+  let k = 0;
+  while (k < fine.s.length && endOf(fine.s[k]!, W) <= now) k++;
+  if (k > 0) {
+    fine.s.splice(0, k);
+    fine.m.splice(0, k);
+  }
 }
 
 /** Slots held at `now`, read through the overlay (which must refine `state`). */
@@ -153,7 +164,8 @@ export function acquireFine(
   maxEntries: number,
 ): number {
   const W = bucketMs(D);
-  pruneFine(fine, D, now);
+  // Entries never stay at 0 (releases prune them), so only lapsed buckets' entries can go here.
+  dropLapsedPrefix(fine, W, now);
   const freed = lapsedSlots(fine, D, now);
   // The bucket step counts what the buckets hold; of that, `freed` has lapsed already.
   concurrency.step(state, limit + freed, D, now, out, cost);

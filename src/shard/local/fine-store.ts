@@ -46,7 +46,9 @@ export class FineStore {
    */
   use(key: string, state: Readonly<LimitState> | null, durationMs: number, now: number): FineLapses | undefined {
     let o = this.overlays.get(key);
-    if (o !== undefined && (o.durationMs !== durationMs || !refines(state ?? { a: 0, b: 0, c: 0 }, o.fine, durationMs, now))) {
+    // The state as the overlay last wrote it (the usual case) needs no check: R held then and time only drops buckets.
+    const same = o !== undefined && state !== null && state.a === o.fine.a && state.b === o.fine.b && state.c === o.fine.c;
+    if (o !== undefined && !same && (o.durationMs !== durationMs || !refines(state ?? { a: 0, b: 0, c: 0 }, o.fine, durationMs, now))) {
       this.drop(key);
       o = undefined;
     }
