@@ -149,6 +149,11 @@ export function bucketsOf(state: Readonly<LimitState> | null): { n: number[]; ne
   return { n: b.n, newest: b.newest };
 }
 
+/** The newest bucket's lapse (ms) of `state`, without decoding the counts. */
+export function newestLapseOf(state: Readonly<LimitState>): number {
+  return Math.floor(state.c / BASE) * 1000;
+}
+
 /** Write bucket counts (oldest first) and the newest lapse (ms) as a state. */
 export function stateOfBuckets(n: readonly number[], newest: number, out: LimitState): void {
   encode({ n: n as number[], newest }, out);

@@ -1,4 +1,4 @@
-import { bucketMs, bucketsOf, concurrency, heldAt, LIVE_BUCKETS, stateOfBuckets } from "./concurrency.js";
+import { bucketMs, bucketsOf, concurrency, heldAt, LIVE_BUCKETS, newestLapseOf, stateOfBuckets } from "./concurrency.js";
 import { ceilDiv } from "./integer.js";
 import type { LimitState, Step } from "./types.js";
 
@@ -25,6 +25,13 @@ export interface FineLapses {
   a: number;
   b: number;
   c: number;
+  /**
+   * Memo of acquireFine (-1: none): entries [0, cut) have their second at or before the last
+   * `now` it read, and `cutSlots` is their sum. Appends and increments never touch that prefix
+   * (a new slot's second is after now); a release or merge resets it.
+   */
+  cut?: number;
+  cutSlots?: number;
 }
 
 /** Bytes an entry costs in a side store (two doubles), for the memory bound. */
@@ -58,6 +65,7 @@ export function pruneFine(fine: FineLapses, D: number, now: number): void {
   }
   fine.s.length = k;
   fine.m.length = k;
+  fine.cut = -1;
 }
 
 /**
@@ -103,14 +111,32 @@ export function lapsedSlots(fine: Readonly<FineLapses>, D: number, now: number):
   return n;
 }
 
-/** Drop the entries of lapsed buckets: a prefix (sorted by second), so this costs what it drops. */
-function dropLapsedPrefix(fine: FineLapses, W: number, now: number): void {
+/**
+ * Drop the entries of lapsed buckets, a prefix (sorted by second), and return the slots of the
+ * entries left whose second has come (lapsedSlots after the drop), advancing the memo: what
+ * one acquisition costs is what time moved since the last, not the entries' number.
+ */
+function dropAndCountLapsed(fine: FineLapses, W: number, now: number): number {
   let k = 0;
-  while (k < fine.s.length && endOf(fine.s[k]!, W) <= now) k++;
+  let dropped = 0;
+  while (k < fine.s.length && endOf(fine.s[k]!, W) <= now) dropped += fine.m[k++]!;
   if (k > 0) {
     fine.s.splice(0, k);
     fine.m.splice(0, k);
   }
+  let cut = fine.cut ?? -1;
+  let sum = fine.cutSlots ?? 0;
+  if (cut < k || (cut - k > 0 && fine.s[cut - k - 1]! * 1000 > now)) {
+    cut = 0;
+    sum = 0;
+  } else {
+    cut -= k;
+    sum -= dropped;
+  }
+  while (cut < fine.s.length && fine.s[cut]! * 1000 <= now) sum += fine.m[cut++]!;
+  fine.cut = cut;
+  fine.cutSlots = sum;
+  return sum;
 }
 
 /** Slots held at `now`, read through the overlay (which must refine `state`). */
@@ -165,16 +191,15 @@ export function acquireFine(
 ): number {
   const W = bucketMs(D);
   // Entries never stay at 0 (releases prune them), so only lapsed buckets' entries can go here.
-  dropLapsedPrefix(fine, W, now);
-  const freed = lapsedSlots(fine, D, now);
+  const freed = dropAndCountLapsed(fine, W, now);
   // The bucket step counts what the buckets hold; of that, `freed` has lapsed already.
   concurrency.step(state, limit + freed, D, now, out, cost);
   const after: LimitState = out.allowed ? out : (state ?? { a: 0, b: 0, c: 0 });
   let leaseS = 0;
   if (out.allowed && cost > 0) {
     const sec = ceilDiv(now + D, 1000);
-    const b = bucketsOf(out);
-    const j = indexOf(b.newest, W, endOf(sec, W));
+    const newest = newestLapseOf(out);
+    const j = indexOf(newest, W, endOf(sec, W));
     // The step counted the slot in the bucket ending at endOf(sec) (= ⌈(now + D) / W⌉ × W, W being whole
     // seconds), unless a state stamped ahead has no such bucket any more: then in its oldest, later.
     const counted = j >= 0;
@@ -187,12 +212,12 @@ export function acquireFine(
       fine.s.splice(at, 0, sec);
       fine.m.splice(at, 0, cost);
       leaseS = sec;
-    } else leaseS = Math.max(ceilDiv(now + D, W) * W, b.newest - (LIVE_BUCKETS - 1) * W) / 1000;
+    } else leaseS = Math.max(ceilDiv(now + D, W) * W, newest - (LIVE_BUCKETS - 1) * W) / 1000;
   }
   // resetMs stays the buckets' last lapse: it is the state's expiry, and unknown slots are held to it.
   if (!out.allowed) {
     const lapses = lapsesOf(after, fine, D, now);
-    const held = heldAt(after, D, now) - lapsedSlots(fine, D, now);
+    const held = heldAt(after, D, now) - freed;
     const need = cost === 0 ? 1 : cost;
     let gone = 0;
     for (const l of lapses) {

@@ -222,7 +222,7 @@ export class LocalDecider implements Decider {
     limit = ownerLimitAt(algorithm.code, limit, duration, now, this.sharers);
     const stateKey = stateKeyOf(algorithm.code, duration, ringKey);
     // A concurrency slot is decided through its key's fine lapses when the store has room (fine-store.ts).
-    const fine = algorithm === concurrency && !charge ? this.fineLapses.use(stateKey, this.table.get(stateKey) ?? null, duration * 1000, now) : undefined;
+    const fine = algorithm === concurrency && !charge ? this.fineLapses.useForStep(stateKey, duration * 1000) : undefined;
     this.table.decide(stateKey, fine === undefined ? algorithm : this.fineLapses.algorithm, limit, duration * 1000, now, step, cost, charge);
     if (fine !== undefined) this.fineLapses.settle(stateKey);
     if (charge && cost < 0) this.refunded?.(ringKey);
