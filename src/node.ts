@@ -83,6 +83,7 @@ export async function startNode(
     replicaTable?.sweep(now);
     local.reservations.sweep(now);
     local.released.sweep(now);
+    local.fineLapses.sweep(now);
     local.chargeIds.sweep(now);
   }, SWEEP_INTERVAL_MS);
   sweep.unref();
@@ -100,7 +101,13 @@ export async function startNode(
     {
       storedKeys: () => table.size,
       storedBytes: (): number =>
-        table.bytes + (replicaTable?.bytes ?? 0) + (cluster?.blockedCache.bytes ?? 0) + topBlocked.bytes + local.released.bytes + local.chargeIds.bytes,
+        table.bytes +
+        (replicaTable?.bytes ?? 0) +
+        (cluster?.blockedCache.bytes ?? 0) +
+        topBlocked.bytes +
+        local.released.bytes +
+        local.fineLapses.bytes +
+        local.chargeIds.bytes,
       topBlocked,
       maxStoredBytes: budget.totalBytes,
       maxKeys: config.maxKeys,

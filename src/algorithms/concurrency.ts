@@ -26,6 +26,69 @@ import type { AgedBounds, AgedVerdict, Algorithm, LimitState } from "./types.js"
  * the bucket lapses as a whole, so the count can never go below what is still held there.
  */
 
+/*
+ * DESIGN (#41 item 4: lapse within 1 s of `duration`). Built: the overlay and its operations
+ * (fine-lapses.ts), kept by the owner in a side store (shard/local/fine-store.ts). Not yet
+ * built: carrying it to replicas, on hand-off (feature 15) and in snapshots (format 4); until
+ * then a state that moves lands with no overlay, its slots held to their buckets' ends. The coarse state above
+ * stays, unchanged, as the one every part of the system already carries; beside it an owner
+ * keeps a FINE overlay that says, of the slots a coarse bucket counts, which second each one
+ * really lapses in. The coarse state is then a conservative projection of the fine one.
+ *
+ * Fine overlay of one key: a sparse list of (lapse second s, count m), sorted by s, of the
+ * slots taken with a lapse of ⌈(t + D) / 1 s⌉ (the lease's own second, not its bucket's end).
+ * Every s lies in one coarse bucket: k(s) = the bucket lapsing at ⌈s / W⌉ × W.
+ *
+ * Invariant R (what makes the overlay safe to lose or ignore): for every live bucket k,
+ *   fine_k = Σ m over the entries with k(s) = k   ≤   coarse_k.
+ * The coarse_k − fine_k slots without an entry ("unknown") are taken to lapse at the bucket's
+ * end, the latest any of them can: never earlier than they really do.
+ *   held(now) = Σ over live k of (coarse_k − Σ m over the entries of k with s ≤ now).
+ * Since every entry's s ≤ its bucket's end, held(now) ≥ the true count and ≤ the coarse held:
+ * dropping the overlay (memory full, an old peer, a reader that does not know it) can only
+ * hold slots longer (up to D + W, today's bound), never admit more.
+ *
+ * Operations, each keeping R (coarse and fine are written in the same synchronous step):
+ * - acquire at t: coarse as today (bucket ⌈(t + D) / W⌉ × W), and m += cost at s = ⌈t + D⌉ s.
+ *   The decision uses held(now): the coarse step runs with limit + (fine slots of live
+ *   buckets already lapsed), which admits exactly when held(now) + cost ≤ limit.
+ * - the lease carries s (its second) instead of the bucket's end; a release maps s to k(s)
+ *   (old leases carry a bucket end L, and k(L) = L) and takes one from coarse_k and, when the
+ *   entry (s) has any, from it too. Whichever of the interchangeable slots of second s it was,
+ *   the rest are still counted to lapse no earlier than they do.
+ * - releaseOldest (RLS give-back): per bucket, oldest first, the live entries by s, then the
+ *   unknown ones; each taken from both.
+ * - retry_after: the earliest time at which held + need ≤ limit, walking the live entries and
+ *   the buckets' ends (unknown slots) in time order: the next slot's own second, within 1 s.
+ * - merge of disjoint holders (hand-off): coarse add, fine add per second.
+ * - mergeCopies (replicas, promotion): coarse takes per bucket the larger count; the fine
+ *   entries of that bucket come from the same copy (on a tie, the copy with more fine slots
+ *   there), so R holds for the result; never a max per second (that can exceed coarse_k).
+ * - anything else that changes the coarse state (a merge that knows no overlay, eviction and
+ *   a fresh state, an operator reset): the overlay remembers the coarse counts it was last
+ *   written with; on use, if some coarse_k is now smaller than remembered, the overlay is
+ *   dropped (coarse rules, still safe); larger is a merge's additions: unknown slots.
+ *
+ * Where it lives and travels:
+ * - Memory: a side store per concurrency state key on the owner (and replicas), bounded in
+ *   bytes, its own share of MAX_MEMORY_MB beside the released leases' (8 bytes an entry in a
+ *   typed array plus the key); at most min(held, D + 1) entries a key. When the store is full
+ *   a slot gets no entry: it is unknown, lapsing at its bucket's end.
+ * - Peer wire, feature 15 (FEATURE_VERSIONS.FINE_LAPSES), gated per link: a state record of a
+ *   concurrency key is followed by u32 entry count, then entries of (u32 seconds until s,
+ *   rounded up; u32 m), both checked before anything is allocated (count ≤ D + 1 and ≤ the
+ *   coarse held, each s within the record's live buckets, R against the record's own coarse
+ *   counts) or the overlay is dropped and the coarse state kept. A link of 14 or below gets
+ *   the three numbers only, today's record byte for byte.
+ * - Snapshots, format version 4: the same entries after each concurrency record, as absolute
+ *   unix seconds (same clock); a version 3 file still loads (no overlay: coarse rules).
+ * - Clock: a lapse carried as seconds-until, rounded up, lands at most 1 s later per hop,
+ *   never earlier; through a snapshot it is exact.
+ *
+ * Bounds this gives: a lease held at least `duration` and at most `duration` + 1 s on its
+ * owner (+ up to 1 s per peer hop, + W where the overlay was lost); never over-admitted.
+ */
+
 /** Buckets per lease lifetime: a lease lapses at most D/4 (rounded up to whole seconds) after its `duration`. */
 export const BUCKETS_PER_DURATION = 4;
 /** Live buckets at once: a lease acquired now and the four before it may still be held. */
@@ -79,6 +142,25 @@ function encode(b: Buckets, out: LimitState): void {
   out.b = n[2]! + n[3]! * BASE;
   out.c = (b.newest / 1000) * BASE + n[4]!;
 }
+
+/** The bucket counts of `state`, oldest first, and the newest bucket's lapse (ms): fresh arrays, for fine-lapses.ts. */
+export function bucketsOf(state: Readonly<LimitState> | null): { n: number[]; newest: number } {
+  const b = decode(state, { n: [0, 0, 0, 0, 0], newest: 0 });
+  return { n: b.n, newest: b.newest };
+}
+
+/** The newest bucket's lapse (ms) of `state`, without decoding the counts. */
+export function newestLapseOf(state: Readonly<LimitState>): number {
+  return Math.floor(state.c / BASE) * 1000;
+}
+
+/** Write bucket counts (oldest first) and the newest lapse (ms) as a state. */
+export function stateOfBuckets(n: readonly number[], newest: number, out: LimitState): void {
+  encode({ n: n as number[], newest }, out);
+}
+
+/** Live buckets at once (five): fine-lapses.ts walks them. */
+export const LIVE_BUCKETS = LIVE;
 
 /** Move `b` so its newest bucket lapses at `newest` (≥ b.newest, both multiples of W): older buckets fall off. */
 function alignTo(b: Buckets, newest: number, W: number): void {

@@ -31,12 +31,13 @@ export interface Item {
   query: LimitQuery | undefined;
   allowed: boolean;
   remaining: number;
-  /** unix ms of the end of the window or of the full reset */
+  /** unix ms of the end of the window or of the full reset (a full concurrency key: of its next free slot) */
   resetMs: number;
   degraded: DegradedReason | null;
 }
 
 const FIXED_WINDOW = algorithmByName("fixed-window")!;
+const CONCURRENCY = algorithmByName("concurrency")!;
 
 /** Match a descriptor to what it is counted against: its own `limit` first, else its rule. */
 export function planItem(
@@ -113,7 +114,11 @@ export function record(item: Item, d: Decision, now: number): void {
   item.remaining = d.remaining;
   item.degraded = d.degraded;
   // A fixed window ends exactly at the next multiple of its length; the Decision carries whole seconds.
-  item.resetMs = q.algorithm === FIXED_WINDOW ? windowEnd(now, q.duration) : d.resetTime * 1000;
+  if (q.algorithm === FIXED_WINDOW) item.resetMs = windowEnd(now, q.duration);
+  // A full concurrency key is over until its next slot frees (the oldest held lease's lapse),
+  // not until its last lease lapses: a gateway that waits duration_until_reset retries then.
+  else if (!d.allowed && q.algorithm === CONCURRENCY) item.resetMs = now + d.retryAfterMs;
+  else item.resetMs = d.resetTime * 1000;
 }
 
 function windowEnd(now: number, seconds: number): number {

@@ -4,6 +4,7 @@ import type { LimitQuery, ReleaseOutcome, ReleaseQuery } from "../../decision.js
 import { concurrency } from "../../algorithms/concurrency.js";
 import { releaseOnOwner } from "./release.js";
 import { ReleasedLeases } from "./released-leases.js";
+import { FineStore } from "./fine-store.js";
 import type { Policy } from "../../policy/types.js";
 import { decideBatchOn } from "./batch.js";
 import { itemPoliciesOf } from "./item-policy.js";
@@ -65,12 +66,15 @@ export class LocalDecider implements Decider {
 
   /** concurrency leases released and not yet lapsed: a second release of one frees nothing (released-leases.ts) */
   readonly released: ReleasedLeases;
+  /** the second each granted concurrency slot lapses in (fine-store.ts): leases lapse within 1 s of `duration` */
+  readonly fineLapses: FineStore;
 
   /** an answer recalled from `chargeIds`, with the same validity as `decision` */
   private readonly recalled = newDecision();
 
   /**
-   * `releasedBytes`: the byte bound of the memory of released leases (memory-budget.ts);
+   * `releasedBytes`: the byte bound of the memory of released leases (memory-budget.ts),
+   * which it shares half and half with the fine lapses of held ones;
    * `chargeIds`: the memory of charges with an id (charge-ids.ts).
    */
   constructor(
@@ -78,7 +82,8 @@ export class LocalDecider implements Decider {
     releasedBytes = 1024 * 1024,
     readonly chargeIds = new ChargeIds(1024 * 1024, CHARGE_ID_MEMORY_MS),
   ) {
-    this.released = new ReleasedLeases(releasedBytes);
+    this.released = new ReleasedLeases(releasedBytes / 2);
+    this.fineLapses = new FineStore(releasedBytes / 2);
     this.reservations = new Reservations(table);
     this.resets = new ResetQueue(table);
   }
@@ -216,7 +221,10 @@ export class LocalDecider implements Decider {
     const shared = charge && shareOf(algorithm.code, limit) !== 0;
     limit = ownerLimitAt(algorithm.code, limit, duration, now, this.sharers);
     const stateKey = stateKeyOf(algorithm.code, duration, ringKey);
-    this.table.decide(stateKey, algorithm, limit, duration * 1000, now, step, cost, charge);
+    // A concurrency slot is decided through its key's fine lapses when the store has room (fine-store.ts).
+    const fine = algorithm === concurrency && !charge ? this.fineLapses.useForStep(stateKey, duration * 1000) : undefined;
+    this.table.decide(stateKey, fine === undefined ? algorithm : this.fineLapses.algorithm, limit, duration * 1000, now, step, cost, charge);
+    if (fine !== undefined) this.fineLapses.settle(stateKey);
     if (charge && cost < 0) this.refunded?.(ringKey);
     // Into debt from within the limit (a fixed window: the count before is what it counts less
     // the cost): members answer from their shares no more. Once per crossing, not per charge.
@@ -226,7 +234,9 @@ export class LocalDecider implements Decider {
     const d = this.decision;
     d.allowed = step.allowed;
     d.remaining = step.remaining;
-    d.resetTime = Math.ceil(step.resetMs / 1000);
+    // An allowed slot's reset is its lease's own lapse second, which the lease carries (the table
+    // keeps the buckets' last lapse as the state's expiry).
+    d.resetTime = fine !== undefined && step.allowed && cost > 0 && this.fineLapses.leaseS > 0 ? this.fineLapses.leaseS : Math.ceil(step.resetMs / 1000);
     d.retryAfterMs = step.retryAfterMs;
     d.debt = charge ? Math.max(0, step.used - limit) : 0;
     d.degraded = null;
@@ -266,7 +276,7 @@ export class LocalDecider implements Decider {
   /** The owner's release of one lease (release.ts), local or forwarded by a peer. */
   releaseSync(rq: ReleaseQuery, now: number): ReleaseOutcome {
     const q = rq.query;
-    return releaseOnOwner(this.table, this.released, rq, now, (ringKey) => this.decideKey(ringKey, concurrency, q.limit, q.duration, now, 1));
+    return releaseOnOwner(this.table, this.released, this.fineLapses, rq, now, (ringKey) => this.decideKey(ringKey, concurrency, q.limit, q.duration, now, 1));
   }
 
   /** Applied by the reset queue, now or in a later turn, at the time it runs. */

@@ -1,4 +1,6 @@
 import { concurrency, releaseLease, releaseOldest } from "../../algorithms/concurrency.js";
+import { releaseFine, releaseOldestFine } from "../../algorithms/fine-lapses.js";
+import type { FineStore } from "./fine-store.js";
 import type { LimitState } from "../../algorithms/index.js";
 import type { ReleaseOutcome, ReleaseQuery } from "../../decision.js";
 import { ringKeyOf, stateKeyOf } from "../ring/state-key.js";
@@ -18,6 +20,7 @@ const freed: LimitState = { a: 0, b: 0, c: 0 };
 export function releaseOnOwner(
   table: StateTable,
   released: ReleasedLeases,
+  fineLapses: FineStore,
   rq: ReleaseQuery,
   now: number,
   acquire: (ringKey: string) => { allowed: boolean; resetTime: number; remaining: number },
@@ -29,14 +32,23 @@ export function releaseOnOwner(
   const lapseMs = rq.lapseS * 1000;
   const none: ReleaseOutcome = { ok: true, released: false, renewedLapseS: 0, remaining: 0 };
   if (state === undefined) return none;
+  const D = q.duration * 1000;
+  // Through the key's fine lapses when it has them (fine-store.ts): what they free they also take off its entries.
+  const fine = fineLapses.use(key, state, D, now);
   if (rq.leaseId === "") {
-    const n = releaseOldest(state, q.duration * 1000, now, freed, q.cost);
+    const n = fine !== undefined ? releaseOldestFine(state, fine, D, now, freed, q.cost) : releaseOldest(state, D, now, freed, q.cost);
+    fineLapses.settle(key);
     if (n > 0) table.set(key, { a: freed.a, b: freed.b, c: freed.c, expiresAt: state.expiresAt, origin: state.origin, born: state.born }, KEEP_WEIGHT);
     return { ok: true, released: n > 0, renewedLapseS: 0, remaining: 0 };
   }
-  if (lapseMs <= now || released.has(rq.leaseId)) return none;
-  if (!releaseLease(state, 1, lapseMs, q.duration * 1000, now, freed)) return none;
-  if (!released.remember(rq.leaseId, rq.lapseS)) return none;
+  // Remembered first: a release the memory has no room for frees nothing (its slot lapses on time).
+  if (lapseMs <= now || released.has(rq.leaseId) || !released.canRemember()) {
+    fineLapses.settle(key);
+    return none;
+  }
+  const done = fine !== undefined ? releaseFine(state, fine, rq.lapseS, D, now, freed) : releaseLease(state, 1, lapseMs, D, now, freed);
+  fineLapses.settle(key);
+  if (!done || !released.remember(rq.leaseId, rq.lapseS)) return none;
   table.set(key, { a: freed.a, b: freed.b, c: freed.c, expiresAt: state.expiresAt, origin: state.origin, born: state.born }, KEEP_WEIGHT);
   if (!rq.renew) return { ok: true, released: true, renewedLapseS: 0, remaining: 0 };
   const d = acquire(ringKey);

@@ -38,6 +38,11 @@ export class ReleasedLeases {
     return this.lapseOf.has(id);
   }
 
+  /** Whether `remember` has room for one more. */
+  canRemember(): boolean {
+    return this.lapseOf.size < this.maxEntries;
+  }
+
   /** Remember `id` until unix second `lapseS`; false (nothing remembered) when the memory is full. */
   remember(id: string, lapseS: number): boolean {
     if (this.lapseOf.size >= this.maxEntries) {

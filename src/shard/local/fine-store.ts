@@ -1,0 +1,105 @@
+import { concurrency } from "../../algorithms/concurrency.js";
+import { acquireFine, emptyFine, FINE_ENTRY_BYTES, pruneFine, refines, type FineLapses } from "../../algorithms/fine-lapses.js";
+import type { Algorithm, LimitState } from "../../algorithms/index.js";
+
+const ZERO: LimitState = { a: 0, b: 0, c: 0 };
+
+/** An overlay emptied in place: every slot it knew becomes unknown (held to its bucket's end). */
+function clearFine(f: FineLapses): void {
+  f.s.length = 0;
+  f.m.length = 0;
+  f.a = f.b = f.c = 0;
+  f.cut = -1;
+}
+
+/** Bytes per key beside its entries: the Map entry, the key string's share and the object (~5 fields), rounded up. */
+const KEY_BYTES = 160;
+
+/**
+ * The owner's side store of fine lapses (algorithms/fine-lapses.ts; the DESIGN at the top of
+ * algorithms/concurrency.ts): per concurrency state key, the second each slot it granted
+ * lapses in. Bounded in bytes (`maxBytes`, counted in MAX_MEMORY_MB); when full, a slot gets
+ * no entry and lapses at its bucket's end, as without the store. Invariant: an overlay is
+ * read only while it refines the table's state (checked on every read: a change made
+ * elsewhere that freed slots, an eviction, a reset drop it), so the store can only make
+ * slots lapse earlier than their bucket's end, never earlier than they really do.
+ *
+ * Not replicated, handed over nor snapshotted yet: a new owner reads the buckets alone
+ * (slots held to their bucket's end, as before) and keeps entries for what it grants.
+ */
+export class FineStore {
+  private readonly overlays = new Map<string, { fine: FineLapses; durationMs: number }>();
+  private entries = 0;
+  private current: FineLapses = emptyFine();
+  /** the holder `use` prepared, until `settle` */
+  private held: { fine: FineLapses; durationMs: number } | undefined = undefined;
+  private maxEntriesNow = 0;
+  /** the lapse second of the lease the last `algorithm` step granted (0: none) */
+  leaseS = 0;
+
+  /** concurrency, deciding through the overlay `use` chose; the state table calls it like any algorithm */
+  readonly algorithm: Algorithm<"concurrency"> = {
+    ...concurrency,
+    step: (state, limit, D, now, out, cost = 1) => {
+      // The check `use` leaves to the step (useForStep), on the state the table read anyway.
+      const f = this.current;
+      const same = state !== null && state.a === f.a && state.b === f.b && state.c === f.c;
+      if (!same && !refines(state ?? ZERO, f, D, now)) clearFine(f);
+      this.leaseS = acquireFine(state, f, limit, D, now, out, cost, this.maxEntriesNow);
+    },
+  };
+
+  constructor(readonly maxBytes: number) {}
+
+  get bytes(): number {
+    return this.overlays.size * KEY_BYTES + this.entries * FINE_ENTRY_BYTES;
+  }
+
+  /**
+   * The overlay of `key` for a step or a release against `state` (the table's, or null), made
+   * current for `algorithm`; a new empty one when it had none or no longer refines `state`.
+   * Undefined when the store is full and the key has none: decide on the buckets alone.
+   */
+  use(key: string, state: Readonly<LimitState> | null, durationMs: number, now: number): FineLapses | undefined {
+    const fine = this.useForStep(key, durationMs);
+    // The state as the overlay last wrote it (the usual case) needs no check: R held then and time only drops buckets.
+    const same = fine !== undefined && state !== null && state.a === fine.a && state.b === fine.b && state.c === fine.c;
+    if (fine !== undefined && !same && !refines(state ?? ZERO, fine, durationMs, now)) clearFine(fine);
+    return fine;
+  }
+
+  /** `use` for `algorithm`'s step, which checks the overlay against the state the table passes it. */
+  useForStep(key: string, durationMs: number): FineLapses | undefined {
+    let o = this.overlays.get(key);
+    if (o === undefined) {
+      if (this.bytes + KEY_BYTES > this.maxBytes) return undefined;
+      o = { fine: emptyFine(), durationMs };
+      this.overlays.set(key, o);
+    }
+    this.entries -= o.fine.s.length;
+    this.held = o;
+    this.current = o.fine;
+    this.maxEntriesNow = o.fine.s.length + Math.max(0, Math.floor((this.maxBytes - this.bytes) / FINE_ENTRY_BYTES));
+    this.leaseS = 0;
+    return o.fine;
+  }
+
+  /** After the step or release `use` prepared: count the overlay's entries again (an empty one goes). */
+  settle(_key: string): void {
+    const o = this.held;
+    this.held = undefined;
+    if (o === undefined) return;
+    if (o.fine.s.length === 0 && o.fine.a === 0 && o.fine.b === 0 && o.fine.c === 0) this.overlays.delete(_key);
+    else this.entries += o.fine.s.length;
+  }
+
+  /** The once-a-second sweep: entries of lapsed buckets go, and overlays left with none. */
+  sweep(now: number): void {
+    for (const [key, o] of this.overlays) {
+      this.entries -= o.fine.s.length;
+      pruneFine(o.fine, o.durationMs, now);
+      if (o.fine.s.length === 0) this.overlays.delete(key);
+      else this.entries += o.fine.s.length;
+    }
+  }
+}
