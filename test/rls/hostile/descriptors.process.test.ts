@@ -49,7 +49,7 @@ t.test("hostile requests on a 3-node ring are refused without hurting it", async
   });
   t.ok(
     result.attack.every((r) => r.status === GRPC.RESOURCE_EXHAUSTED),
-    "1 MiB: RESOURCE_EXHAUSTED (a request is at most 64 KiB)",
+    `1 MiB: RESOURCE_EXHAUSTED (a request is at most 64 KiB): ${result.attack.map((r) => (r.reset ? "reset" : `${r.status} ${r.message}`)).join("; ")}`,
   );
   t.ok(
     result.counted.every((r) => r.status === GRPC.INVALID_ARGUMENT && r.message === "descriptors: at most 64 per request"),
