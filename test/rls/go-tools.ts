@@ -4,7 +4,8 @@
  * Without Go, or when the proxy does not answer, the caller skips with the one line this
  * returns, so a machine without them runs the rest of the suite.
  */
-import { existsSync, mkdirSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { spawnProtected } from "../harness/child-processes.js";
@@ -48,10 +49,20 @@ export async function goInstall(name: string, moduleAtVersion: string): Promise<
   return { binary };
 }
 
-/** `go build` of the module in `dir` into the cache as `name` (rebuilt each run: its source is ours). */
+/**
+ * `go build` of the module in `dir` into the cache as `name`-<hash of its sources>. The cache is
+ * the machine's, shared by every checkout on it: one name for all let a run from another
+ * checkout replace the binary under a test that was using it (another version of the client).
+ */
 export async function goBuild(name: string, dir: string): Promise<Built> {
-  const binary = path.join(GO_CACHE, name);
-  const failed = await go(["build", "-o", binary, "."], dir);
+  const hash = createHash("sha256");
+  for (const file of readdirSync(dir).sort()) if (/\.go$|^go\.(mod|sum)$/.test(file)) hash.update(file).update(readFileSync(path.join(dir, file)));
+  const binary = path.join(GO_CACHE, `${name}-${hash.digest("hex").slice(0, 16)}`);
+  if (existsSync(binary)) return { binary };
+  // built aside and renamed: a run that finds the name finds a whole binary
+  const partial = `${binary}.${process.pid}`;
+  const failed = await go(["build", "-o", partial, "."], dir);
   if (failed !== undefined) return { skip: `no ${name}: go build in ${dir} failed (Go or its module proxy missing?): ${failed}` };
+  renameSync(partial, binary);
   return { binary };
 }

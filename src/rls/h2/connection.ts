@@ -5,7 +5,7 @@ import { ConnectionError } from "./frames.js";
 import { HeaderBlocks, type Block } from "./header-block.js";
 import { addBody, releaseBody, takeBody, tooLarge } from "./body.js";
 import { FrameOutput } from "./output.js";
-import { applySettings, checkShape, EndedStreams, moveWindows, serverPreface, type PeerSettings } from "./control.js";
+import { applySettings, checkShape, EndedStreams, moveWindows, serverPreface, SkippedIds, type PeerSettings } from "./control.js";
 import { H2Stream, type H2Limits, type StreamHandler, type StreamOwner } from "./stream.js";
 
 /** the connection window we keep open for request bodies: topped up at half */
@@ -34,6 +34,7 @@ export class H2Connection implements StreamOwner {
   readonly streams = new Map<number, H2Stream>();
   private readonly blockedStreams = new Set<H2Stream>();
   private readonly ended = new EndedStreams();
+  private readonly skipped = new SkippedIds();
   private readonly blocks: HeaderBlocks;
   private lastStreamId = 0;
   private prefaceLeft = F.PREFACE.length;
@@ -250,12 +251,14 @@ export class H2Connection implements StreamOwner {
       if (existing?.clientEnded) return this.streamError(id, F.STREAM_CLOSED, now);
       if (existing === undefined) {
         if (this.ended.has(id)) throw new ConnectionError(F.STREAM_CLOSED, "HEADERS on a stream the client closed");
+        if (this.skipped.has(id)) throw new ConnectionError(F.PROTOCOL_ERROR, "HEADERS on a stream id below one already used");
         return;
       }
       if (!block.endStream) return this.reset(existing, F.PROTOCOL_ERROR);
       if (!existing.remoteEnded) this.endOfRequest(existing);
       return;
     }
+    this.skipped.opened(this.lastStreamId, id);
     this.lastStreamId = id;
     const s = stream!;
     if (this.peerGoaway || this.goawayLastId >= 0) return this.cheap(now); // not served after GOAWAY

@@ -115,3 +115,32 @@ export class EndedStreams {
     return this.ids.includes(id);
   }
 }
+
+/** gaps remembered in the client's stream ids: a client skips ids rarely, if ever */
+const GAPS_KEPT = 16;
+
+/**
+ * The last GAPS_KEPT runs of stream ids the client skipped. Opening a stream closes every
+ * idle one below it (RFC 9113 §5.1.1), so a HEADERS later on a skipped id is "an unexpected
+ * stream identifier": a connection error, PROTOCOL_ERROR. Without this a block on such an id
+ * looked like one on a stream we had ended first, which is dropped. Only the gaps are kept,
+ * not every id used; a gap forgotten is dropped as before: the bound is the memory.
+ */
+export class SkippedIds {
+  private readonly runs = new Int32Array(GAPS_KEPT * 2);
+  private next = 0;
+
+  /** the client opened `id` after `last` (0: none yet) */
+  opened(last: number, id: number): void {
+    const first = last === 0 ? 1 : last + 2;
+    if (id <= first) return;
+    this.runs[this.next * 2] = first;
+    this.runs[this.next * 2 + 1] = id - 1;
+    this.next = (this.next + 1) % GAPS_KEPT;
+  }
+
+  has(id: number): boolean {
+    for (let i = 0; i < this.runs.length; i += 2) if (id >= this.runs[i]! && id <= this.runs[i + 1]!) return true;
+    return false;
+  }
+}

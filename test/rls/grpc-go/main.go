@@ -1,10 +1,14 @@
 // A grpc-go client of ringlimit's gRPC port, driven by test/rls/grpc-go.process.test.ts.
 // Messages are hand-encoded protobuf through a raw codec, so the build needs only grpc-go.
 // Usage: grpcgo ADDR KEY MODE; prints one JSON object per result line on stdout.
+// KEY "-" sends no authorization. TLS when GRPCGO_CA names the server's CA (PEM); a client
+// certificate too when GRPCGO_CERT and GRPCGO_KEY name its PEM files (mutual TLS).
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -15,6 +19,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/encoding/gzip" // registers "gzip" for grpc.UseCompressor
 	"google.golang.org/grpc/keepalive"
@@ -130,14 +135,40 @@ func fail(format string, a ...any) {
 	os.Exit(1)
 }
 
+// transport: plaintext (h2c), or TLS from GRPCGO_CA / GRPCGO_CERT / GRPCGO_KEY.
+func transport() credentials.TransportCredentials {
+	caFile := os.Getenv("GRPCGO_CA")
+	if caFile == "" {
+		return insecure.NewCredentials()
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		fail("GRPCGO_CA: %v", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		fail("GRPCGO_CA: no certificate in %s", caFile)
+	}
+	// the server's name is checked: its certificate names 127.0.0.1, the address dialled
+	config := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	if certFile := os.Getenv("GRPCGO_CERT"); certFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, os.Getenv("GRPCGO_KEY"))
+		if err != nil {
+			fail("GRPCGO_CERT: %v", err)
+		}
+		config.Certificates = []tls.Certificate{pair}
+	}
+	return credentials.NewTLS(config)
+}
+
 func main() {
 	if len(os.Args) != 4 {
-		fail("usage: grpcgo ADDR KEY keepalive|gzip|concurrent|goaway")
+		fail("usage: grpcgo ADDR KEY keepalive|once|gzip|concurrent|goaway")
 	}
 	addr, key, mode := os.Args[1], os.Args[2], os.Args[3]
 	var dials atomic.Int32 // every TCP connection the channel opens: one means it was never dropped
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(transport()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
 			dials.Add(1)
@@ -155,6 +186,9 @@ func main() {
 	defer conn.Close()
 	ctxWith := func(d time.Duration) (context.Context, context.CancelFunc) {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
+		if key == "-" {
+			return ctx, cancel
+		}
 		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key), cancel
 	}
 	call := func(value string, d time.Duration, extra ...grpc.CallOption) result {
@@ -195,6 +229,8 @@ func main() {
 		statesMu.Lock()
 		emit(map[string]any{"first": first, "second": second, "dials": dials.Load(), "states": states})
 		statesMu.Unlock()
+	case "once":
+		emit(call("once", 5*time.Second))
 	case "gzip":
 		emit(call("gzip", 60*time.Second, grpc.UseCompressor("gzip")))
 		emit(map[string]any{"after": call("gzip", 10*time.Second), "dials": dials.Load()})

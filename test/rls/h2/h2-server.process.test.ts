@@ -191,6 +191,27 @@ t.test("one node, default bounds", async (t) => {
     c.send(F.windowUpdateFrame(0, 2 ** 31 - 1));
     t.equal(await c.goaway(), F.FLOW_CONTROL_ERROR, "a connection window past 2^31-1");
   });
+
+  t.test("a stream id below one already used (h2spec 5.1.1 #2): PROTOCOL_ERROR; a block on a stream we ended first is dropped", async (t) => {
+    const c = await connect(t, port);
+    c.send(checkCall(5)); // ids 1 and 3 skipped: opening 5 closed them (RFC 9113 §5.1.1)
+    t.equal((await c.trailers(5)).fields!["grpc-status"], "0");
+    c.send(F.frame(F.HEADERS, F.END_HEADERS | F.END_STREAM, 3, headerBlock(grpcFields(CHECK_PATH))));
+    t.equal(await c.goaway(), F.PROTOCOL_ERROR, "HEADERS on skipped stream 3");
+    // the other side of the rule: stream 1 answered (an unknown method: UNIMPLEMENTED from its
+    // headers) before the client ended it, so its trailers may be in flight: decoded and
+    // dropped, and stream 3 is served after them
+    const d = await connect(t, port);
+    d.send(F.frame(F.HEADERS, F.END_HEADERS, 1, headerBlock(grpcFields("/no.Such/Method"))));
+    t.equal((await d.trailers(1)).fields!["grpc-status"], "12", "UNIMPLEMENTED before the request ended");
+    d.send(F.frame(F.HEADERS, F.END_HEADERS | F.END_STREAM, 1, headerBlock([["x-trailer", "1"]])));
+    d.send(checkCall(3));
+    t.equal((await d.trailers(3)).fields!["grpc-status"], "0", "the connection goes on");
+    t.notOk(
+      d.frames.some((f) => f.type === F.GOAWAY),
+      "no GOAWAY",
+    );
+  });
 });
 
 t.test("gRPC bounds: a head declaring 4 GiB refused at once, an unfinished message ends at grpc-timeout, Watch streams per connection", async (t) => {
