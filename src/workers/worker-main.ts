@@ -11,11 +11,13 @@ import { createLogger } from "../logger.js";
 import { Metrics } from "../metrics/metrics.js";
 import type { DirectoryView, FromWorker, ToWorker } from "./messages.js";
 import { RingDecider } from "./ring-decider.js";
+import { createGrpcDoor, grpcOptionsOf, type GrpcDoor } from "./grpc-door.js";
 
 /**
- * A worker thread (WORKERS > 1): the HTTP door and nothing else. It parses, authenticates and
- * validates as a single-thread node does (the same FrontEnd, door and pipeline), and asks the
- * state owner for every decision (ring-decider.ts). It holds no limit state: a worker that
+ * A worker thread (WORKERS > 1): the HTTP door and the gRPC door (GRPC_PORT) and nothing else.
+ * It parses, authenticates and validates as a single-thread node does (the same FrontEnd, door
+ * and pipeline, the same gRPC server), and asks the state owner for every decision
+ * (ring-decider.ts) and every ShouldRateLimit (the policy and the RLS service are the owner's). It holds no limit state: a worker that
  * dies loses only its connections, and worker-pool.ts starts another.
  */
 export interface WorkerData {
@@ -29,6 +31,8 @@ export interface WorkerData {
   answers: SharedArrayBuffer;
   /** Int32 words the owner keeps current: [ready, policy loaded] */
   control: SharedArrayBuffer;
+  /** set: this thread listens on the gRPC port too, with SO_REUSEPORT beside the other workers */
+  grpcPort?: number;
 }
 
 /** Blocks noted for GET /top, sent to the owner's summary a few times a second, bounded per send. */
@@ -77,6 +81,17 @@ new Counter({
     this.inc({ worker: String(data.index) }, decider.decisions);
   },
 });
+let grpcCalls = 0;
+new Counter({
+  name: "ringlimit_worker_grpc_calls_total",
+  help: "ShouldRateLimit calls a worker thread's gRPC door received (WORKERS > 1, GRPC_PORT), by worker",
+  labelNames: ["worker"],
+  registers: [metrics.registry],
+  collect() {
+    this.reset();
+    this.inc({ worker: String(data.index) }, grpcCalls);
+  },
+});
 
 class DirectoryMirror implements RingDirectory {
   view: DirectoryView = { self: "", version: "", members: [], policyVersions: {}, software: undefined };
@@ -95,17 +110,19 @@ class DirectoryMirror implements RingDirectory {
   software = (): SoftwareFacts => this.view.software as SoftwareFacts;
 }
 const directory = new DirectoryMirror();
+const isReady = (): boolean => Atomics.load(control, 0) === 1;
+const verifier = new ApiKeyVerifier(data.apiKeys, config.apiKeyHashes);
 
 const frontEnd: FrontEnd = new FrontEnd(
   // With METRICS_PORT the owner's admin app serves /metrics; this thread's is never listened on.
   frontEndOptionsOf(config),
   {
     decider,
-    verifier: new ApiKeyVerifier(data.apiKeys, config.apiKeyHashes),
+    verifier,
     ids: new IdGenerator(),
     metrics,
     logger,
-    isReady: () => Atomics.load(control, 0) === 1,
+    isReady,
     directory,
     top: (q) => decider.top(q),
     rls: decider,
@@ -114,6 +131,24 @@ const frontEnd: FrontEnd = new FrontEnd(
     renderMetrics: () => decider.metrics(),
   },
 );
+
+// The policy stays on the owner, its one source of truth: a ShouldRateLimit crosses whole (one
+// call), is resolved and decided there, and its answer is encoded here.
+const grpc: GrpcDoor | undefined =
+  data.grpcPort === undefined
+    ? undefined
+    : createGrpcDoor(config, grpcOptionsOf(config, { port: data.grpcPort, threads: config.workers }), {
+        service: {
+          shouldRateLimit(request, scope, done) {
+            grpcCalls++;
+            decider.shouldRateLimit(request, scope, done);
+          },
+        },
+        verifier,
+        isReady,
+        logger,
+      });
+let drainDeadline = 0;
 
 port.on("message", (m: ToWorker) => {
   switch (m.t) {
@@ -127,7 +162,11 @@ port.on("message", (m: ToWorker) => {
       return;
     case "drain":
       frontEnd.startDraining();
-      if (m.deadline !== undefined) void drain(m.deadline);
+      grpc?.startDraining();
+      if (m.deadline !== undefined) {
+        drainDeadline = m.deadline;
+        void drain(m.deadline);
+      }
       return;
     case "exit":
       return exit(1);
@@ -135,22 +174,34 @@ port.on("message", (m: ToWorker) => {
 });
 
 /**
- * A fatal fault: the connections close first (a thread that ends with uWS sockets open takes
- * the process down with it), then the thread exits and the owner starts another.
+ * The end, after a drain or on a fatal fault: the connections close first (a thread that ends
+ * with uWS sockets open takes the process down with it); the gRPC connections get GOAWAY and
+ * what is left of the drain's time to finish; then the thread exits (and the owner starts
+ * another, unless the node is stopping).
  */
 function exit(code: number): void {
   frontEnd.close();
-  setTimeout(() => process.exit(code), 10);
+  const closed = grpc?.close(Math.max(0, drainDeadline - Date.now())) ?? Promise.resolve();
+  void closed.then(() => setTimeout(() => process.exit(code), 10));
 }
 
 /** SIGTERM, through the owner: the requests in flight finish (until the deadline); the connections stay open until "exit". */
 async function drain(deadline: number): Promise<void> {
-  while (frontEnd.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-  send({ t: "drained", inFlight: frontEnd.inFlight });
+  const inFlight = (): number => frontEnd.inFlight + (grpc?.inFlight ?? 0);
+  while (inFlight() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  send({ t: "drained", inFlight: inFlight() });
 }
 
 // As a single-thread node does (main.ts): a fault in one request is logged, the thread keeps serving.
 process.on("uncaughtException", (err) => logger.error({ err }, "uncaught exception"));
 process.on("unhandledRejection", (err) => logger.error({ err }, "unhandled rejection"));
 
-send({ t: "listening", descriptor: frontEnd.descriptor() });
+// Listening on the gRPC port before the owner hands this thread any HTTP connection: a node
+// that answers /ready serves gRPC from every worker.
+void (grpc?.listen() ?? Promise.resolve(0)).then(
+  () => send({ t: "listening", descriptor: frontEnd.descriptor() }),
+  (err: unknown) => {
+    logger.error({ err, port: data.grpcPort }, "a worker thread cannot listen on the gRPC port");
+    exit(1);
+  },
+);

@@ -47,8 +47,10 @@ export interface WorkerPoolDeps {
   directory: RingDirectory;
   isReady: () => boolean;
   policyLoaded: () => boolean;
-  /** POST /json's RLS service */
+  /** POST /json's RLS service, and the gRPC door's */
   rls?: RlsDecisions;
+  /** set: the workers serve the gRPC port, this one (the owner checked that nothing holds it) */
+  grpcPort?: number | undefined;
   logger: Logger;
 }
 
@@ -99,6 +101,7 @@ export class WorkerPool {
       queries,
       answers,
       control: this.control.buffer as SharedArrayBuffer,
+      ...(this.deps.grpcPort !== undefined ? { grpcPort: this.deps.grpcPort } : {}),
     };
     const worker = new Worker(new URL("./worker-main.js", import.meta.url), { workerData: data });
     const thread: Thread = {

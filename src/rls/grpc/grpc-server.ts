@@ -22,10 +22,13 @@ export interface GrpcOptions {
   /** GRPC_AUTH: "api-key" asks every call for `authorization: Bearer <key>`; "none" trusts the network (an mTLS mesh) */
   auth: "api-key" | "none";
   limits: GrpcLimits;
+  /** WORKERS > 1: every worker thread listens on the port with SO_REUSEPORT (workers/grpc-door.ts) */
+  reusePort?: boolean;
 }
 
 export interface GrpcDeps {
-  service: RlsService;
+  /** the node's RLS service, or (in a worker thread) the state owner's, one thread away */
+  service: Pick<RlsService, "shouldRateLimit">;
   verifier: ApiKeyVerifier;
   /** the node's readiness (GET /ready), which grpc.health.v1 reports */
   isReady: () => boolean;
@@ -88,7 +91,7 @@ export class RlsGrpcServer {
   listen(): Promise<number> {
     return new Promise((resolve, reject) => {
       this.server.once("error", reject);
-      this.server.listen({ port: this.options.port, host: this.options.host, exclusive: true }, () => {
+      this.server.listen({ port: this.options.port, host: this.options.host, exclusive: true, reusePort: this.options.reusePort === true }, () => {
         this.server.off("error", reject);
         resolve((this.server.address() as { port: number }).port);
       });

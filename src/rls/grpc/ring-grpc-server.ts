@@ -84,7 +84,7 @@ export class RingGrpcServer {
   }
 
   listen(): Promise<number> {
-    return this.h2.listen(this.options.port, this.options.host);
+    return this.h2.listen(this.options.port, this.options.host, this.options.reusePort === true);
   }
 
   /**
