@@ -32,7 +32,7 @@ import { RlsService } from "./rls/rls-service.js";
 import { version } from "./cli.js";
 import { PROTOCOL_MIN } from "./peer/index.js";
 import { WorkerPool } from "./workers/worker-pool.js";
-import { createGrpcDoor, grpcOptionsOf, reserveGrpcPort } from "./workers/grpc-door.js";
+import { createGrpcDoor, grpcOptionsOf, reserveGrpcPort, rlsServiceOptionsOf } from "./workers/grpc-door.js";
 import { randomBytes } from "node:crypto";
 
 const SWEEP_INTERVAL_MS = 1000;
@@ -113,6 +113,8 @@ export async function startNode(
   // step with its files (the watcher starts once the cluster is built); a reload swaps the
   // policy in one assignment.
   let policyWatcher: PolicyWatcher | undefined;
+  // WORKERS > 1: made once the cluster is; a policy that changes before is read at its start.
+  let pool: WorkerPool | undefined;
   let xds: XdsPolicy | undefined;
   let policy = options.policy;
   const onPolicyChange = (next: Policy) => {
@@ -120,6 +122,7 @@ export async function startNode(
     // blocks that may not stand under it and logs the members that now differ.
     local.setPolicy(next, config.shadowMode);
     cluster?.policyChanged();
+    pool?.policyChanged();
     logger.info({ version: next.version }, "policy reloaded");
   };
   if (policy === undefined && config.policyPath !== undefined) {
@@ -204,23 +207,12 @@ export async function startNode(
     );
   }
   // Envoy's rate limit service: one more front door on the same decider (docs/envoy.md).
-  const rls = new RlsService(
-    {
-      failOpen: config.failOpen,
-      shadowMode: config.shadowMode,
-      allOrNothing: config.rlsAllOrNothing,
-      countBlocked: config.rlsCountBlocked,
-      quotaMode: config.quotaMode,
-      responseDynamicMetadata: config.responseDynamicMetadata,
-      rateLimitHeaders: config.rlsRateLimitHeaders,
-    },
-    {
-      decider,
-      policy: policy ?? (() => undefined),
-      metrics: new RlsMetrics(metrics.registry, config.usePrometheus),
-      countDegraded: (r) => metrics.countDegraded(r),
-    },
-  );
+  const rls = new RlsService(rlsServiceOptionsOf(config), {
+    decider,
+    policy: policy ?? (() => undefined),
+    metrics: new RlsMetrics(metrics.registry, config.usePrometheus),
+    countDegraded: (r) => metrics.countDegraded(r),
+  });
   const grpcDeps = { service: rls, verifier, isReady: () => cluster?.ready ?? true, logger };
   // WORKERS > 1: the workers serve the gRPC port (workers/grpc-door.ts); this thread only checks
   // that no socket holds it, and picks the port for GRPC_PORT=0. Bound before the HTTP port,
@@ -238,7 +230,6 @@ export async function startNode(
   // thread's front end only accepts connections and hands them over, and keeps the admin port.
   // Every thread mints and checks concurrency leases with one key.
   const leaseRoot = rootKey ?? (config.workers > 1 ? randomBytes(32) : undefined);
-  let pool: WorkerPool | undefined;
   const frontEnd = new FrontEnd(frontEndOptionsOf(config), {
     ...{ decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top },
     notReadyReason: () => cluster?.notReadyReason,
@@ -248,6 +239,7 @@ export async function startNode(
   if (config.workers > 1) {
     pool = new WorkerPool({
       ...{ config, apiKeys, leaseRoot: leaseRoot!, decider, acceptor: frontEnd, metrics, topBlocked, top, directory, logger, policyLoaded, rls, grpcPort },
+      policy: policy ?? (() => undefined),
       isReady: () => cluster?.ready ?? true,
     });
     await pool.start();

@@ -4,6 +4,7 @@ import { grpcClientCa } from "../config/envoy-ratelimit.js";
 import { RlsGrpcServer, type GrpcDeps, type GrpcOptions } from "../rls/grpc/grpc-server.js";
 import type { GrpcTlsFiles } from "../rls/grpc/grpc-tls.js";
 import { RingGrpcServer } from "../rls/grpc/ring-grpc-server.js";
+import type { RlsServiceOptions } from "../rls/rls-service.js";
 
 /**
  * The gRPC port (GRPC_PORT) as the main thread (WORKERS=1) or each worker thread (WORKERS > 1)
@@ -34,6 +35,19 @@ export function grpcOptionsOf(config: Config, share?: { port: number; threads: n
       defaultDeadlineMs: config.grpcDefaultDeadlineMs,
       maxPendingBytes: part(config.grpcMaxPendingBytes),
     },
+  };
+}
+
+/** The RLS service's settings, one mapping for the main thread and every worker. */
+export function rlsServiceOptionsOf(config: Config): RlsServiceOptions {
+  return {
+    failOpen: config.failOpen,
+    shadowMode: config.shadowMode,
+    allOrNothing: config.rlsAllOrNothing,
+    countBlocked: config.rlsCountBlocked,
+    quotaMode: config.quotaMode,
+    responseDynamicMetadata: config.responseDynamicMetadata,
+    rateLimitHeaders: config.rlsRateLimitHeaders,
   };
 }
 

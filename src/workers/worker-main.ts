@@ -9,15 +9,20 @@ import { FrontEnd, frontEndOptionsOf } from "../http/server.js";
 import { LeaseTokens } from "../leases/lease-token.js";
 import { createLogger } from "../logger.js";
 import { Metrics } from "../metrics/metrics.js";
-import type { DirectoryView, FromWorker, ToWorker } from "./messages.js";
+import type { DirectoryView, FromWorker, ToWorker, WorkerPolicy } from "./messages.js";
+import type { RlsDecisions } from "../http/endpoints/json.js";
+import type { Policy } from "../policy/index.js";
+import { revivePolicy } from "../policy/policy.js";
+import { RlsMetrics } from "../rls/rls-metrics.js";
+import { RlsService } from "../rls/rls-service.js";
 import { RingDecider } from "./ring-decider.js";
-import { createGrpcDoor, grpcOptionsOf, type GrpcDoor } from "./grpc-door.js";
+import { createGrpcDoor, grpcOptionsOf, rlsServiceOptionsOf, type GrpcDoor } from "./grpc-door.js";
 
 /**
  * A worker thread (WORKERS > 1): the HTTP door and the gRPC door (GRPC_PORT) and nothing else.
  * It parses, authenticates and validates as a single-thread node does (the same FrontEnd, door
- * and pipeline, the same gRPC server), and asks the state owner for every decision
- * (ring-decider.ts) and every ShouldRateLimit (the policy and the RLS service are the owner's). It holds no limit state: a worker that
+ * and pipeline, the same gRPC server, the same RLS service on a copy of the owner's policy),
+ * and asks the state owner for every decision (ring-decider.ts). It holds no limit state: a worker that
  * dies loses only its connections, and worker-pool.ts starts another.
  */
 export interface WorkerData {
@@ -33,6 +38,8 @@ export interface WorkerData {
   control: SharedArrayBuffer;
   /** set: this thread listens on the gRPC port too, with SO_REUSEPORT beside the other workers */
   grpcPort?: number;
+  /** the owner's policy when this thread started (then by "policy" messages) */
+  policy: WorkerPolicy;
 }
 
 /** Blocks noted for GET /top, sent to the owner's summary a few times a second, bounded per send. */
@@ -113,6 +120,25 @@ const directory = new DirectoryMirror();
 const isReady = (): boolean => Atomics.load(control, 0) === 1;
 const verifier = new ApiKeyVerifier(data.apiKeys, config.apiKeyHashes);
 
+// RLS (gRPC and POST /json): resolved here against a copy of the owner's policy, which stays
+// the one source of truth (a reload is sent here); each descriptor is then decided by the
+// owner over the ring, as a POST /limit is. A policy that cannot be copied: the owner resolves.
+let policy: Policy | undefined;
+let policyAtOwner = false;
+const adoptPolicy = (p: WorkerPolicy): void => {
+  policyAtOwner = p === "owner";
+  policy = p === "owner" || p.policy === undefined ? undefined : revivePolicy(p.policy);
+};
+adoptPolicy(data.policy);
+const localRls = new RlsService(rlsServiceOptionsOf(config), {
+  decider,
+  policy: () => policy,
+  metrics: new RlsMetrics(metrics.registry, config.usePrometheus),
+  countDegraded: (r) => metrics.countDegraded(r),
+});
+const rls: RlsDecisions = {
+  shouldRateLimit: (request, scope, done) => (policyAtOwner ? decider : localRls).shouldRateLimit(request, scope, done),
+};
 const frontEnd: FrontEnd = new FrontEnd(
   // With METRICS_PORT the owner's admin app serves /metrics; this thread's is never listened on.
   frontEndOptionsOf(config),
@@ -125,15 +151,13 @@ const frontEnd: FrontEnd = new FrontEnd(
     isReady,
     directory,
     top: (q) => decider.top(q),
-    rls: decider,
+    rls,
     leases: new LeaseTokens(data.leaseRoot),
     policyLoaded: () => Atomics.load(control, 1) === 1,
     renderMetrics: () => decider.metrics(),
   },
 );
 
-// The policy stays on the owner, its one source of truth: a ShouldRateLimit crosses whole (one
-// call), is resolved and decided there, and its answer is encoded here.
 const grpc: GrpcDoor | undefined =
   data.grpcPort === undefined
     ? undefined
@@ -141,7 +165,7 @@ const grpc: GrpcDoor | undefined =
         service: {
           shouldRateLimit(request, scope, done) {
             grpcCalls++;
-            decider.shouldRateLimit(request, scope, done);
+            rls.shouldRateLimit(request, scope, done);
           },
         },
         verifier,
@@ -154,6 +178,8 @@ port.on("message", (m: ToWorker) => {
   switch (m.t) {
     case "reply":
       return decider.replied(m.id, m.value, m.error);
+    case "policy":
+      return adoptPolicy(m.policy);
     case "directory":
       directory.view = m.view;
       return;
