@@ -126,8 +126,14 @@ const verifier = new ApiKeyVerifier(data.apiKeys, config.apiKeyHashes);
 let policy: Policy | undefined;
 let policyAtOwner = false;
 const adoptPolicy = (p: WorkerPolicy): void => {
-  policyAtOwner = p === "owner";
-  policy = p === "owner" || p.policy === undefined ? undefined : revivePolicy(p.policy);
+  try {
+    policy = p === "owner" || p.policy === undefined ? undefined : revivePolicy(p.policy);
+    policyAtOwner = p === "owner";
+  } catch (err) {
+    // Never a stale copy: the owner resolves until a copy arrives that this thread can use.
+    logger.error({ err }, "the policy's copy could not be revived; RLS requests are resolved on the state owner");
+    policyAtOwner = true;
+  }
 };
 adoptPolicy(data.policy);
 const localRls = new RlsService(rlsServiceOptionsOf(config), {

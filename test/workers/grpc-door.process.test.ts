@@ -3,15 +3,20 @@
  * port is served by both worker threads, each listening with SO_REUSEPORT, with every
  * ShouldRateLimit decided by the one state owner. Calls are answered by both threads (each
  * worker's ringlimit_worker_grpc_calls_total{worker} grows), 20 clients on one descriptor
- * count exactly, a second process cannot take the port, and SIGTERM drains both workers:
+ * count exactly, POLICY_PATH's rules and their reload reach both threads (each resolves with a
+ * copy of the owner's policy), a second process cannot take the port, and SIGTERM drains both workers:
  * health turns NOT_SERVING on every thread, calls in flight are answered, the node exits 0.
  */
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import t, { type Test } from "tap";
 import { closeAgents, request, TEST_KEY } from "../harness/http-client.js";
 import { spawnNode, type NodeProcess } from "../harness/node-process.js";
 import { freePort } from "../harness/ports.js";
-import { rlsClient, type RlsClient } from "../rls/rls-client.js";
+import { eventually } from "../harness/wait.js";
+import { oneDescriptor, rlsClient, type RlsClient } from "../rls/rls-client.js";
 
 t.teardown(closeAgents);
 
@@ -90,6 +95,29 @@ t.test("20 clients on one descriptor of limit 1,000: exactly 1,000 OK, over both
   const [w0, w1] = await grpcCallsByWorker(node.url);
   t.equal(w0! + w1!, CONNECTIONS * 60, "every call counted by one worker");
   t.ok(w0! > 0 && w1! > 0, `spread over both workers (worker 0: ${w0}, worker 1: ${w1})`);
+});
+
+t.test("POLICY_PATH's rule decides on both workers, and a reload reaches both", async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-policy-"));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const rule = (perDay: number) => `domain: edge\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: day\n      requests_per_unit: ${perDay}\n`;
+  writeFileSync(path.join(dir, "edge.yaml"), rule(100));
+  const { node, address } = await grpcNode(t, { POLICY_PATH: dir });
+  const rls = clients(t, address, CONNECTIONS);
+  const limits = async (user: string): Promise<number[]> =>
+    Promise.all(rls.map(async (c) => (await c.shouldRateLimit(oneDescriptor("edge", [["user", user]]))).statuses[0].current_limit?.requests_per_unit));
+  t.same(await limits("ann"), Array(CONNECTIONS).fill(100), "the file's rule on every connection");
+  const [w0, w1] = await grpcCallsByWorker(node.url);
+  t.ok(w0! > 0 && w1! > 0, `both workers resolved with it (worker 0: ${w0}, worker 1: ${w1})`);
+  // Written beside the file and renamed over it: never half a file.
+  writeFileSync(path.join(dir, ".edge.tmp"), rule(7));
+  renameSync(path.join(dir, ".edge.tmp"), path.join(dir, "edge.yaml"));
+  const reloaded = await eventually(async () => (await limits("bob")).every((n) => n === 7), 15_000);
+  t.ok(reloaded, "the new rule on every connection, so on both workers");
+  // One count for a user whichever worker resolved the call: 20 calls of 7 allowed.
+  const codes = [];
+  for (const c of rls) codes.push((await c.shouldRateLimit(oneDescriptor("edge", [["user", "cy"]]))).overall_code);
+  t.equal(codes.filter((c) => c === "OK").length, 7, "the owner counts one descriptor for both workers");
 });
 
 t.test("the gRPC port stays this node's: a second node on it fails to start, a plain bind fails", async (t) => {
