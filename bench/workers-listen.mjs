@@ -31,8 +31,7 @@ if (!isMainThread) {
   const { parseArgs } = await import('node:util')
   const { values } = parseArgs({ options: { connections: { type: 'string', default: '200' } } })
   const N = Number(values.connections)
-  const start = (mode, port) =>
-    [0, 1].map((index) => new Worker(new URL(import.meta.url), { workerData: { mode, port, index } }))
+  const start = (mode, port) => [0, 1].map((index) => new Worker(new URL(import.meta.url), { workerData: { mode, port, index } }))
   const up = (ws) => Promise.all(ws.map((w) => new Promise((r) => w.once('message', r))))
   const drive = async (port) => {
     const seen = [0, 0]
@@ -50,7 +49,13 @@ if (!isMainThread) {
       })
     return { us: Number(process.hrtime.bigint() - t0) / N / 1000, seen, errors }
   }
-  const freePort = () => new Promise((r) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => r(p)) }) })
+  const freePort = () =>
+    new Promise((r) => {
+      const s = net.createServer().listen(0, '127.0.0.1', () => {
+        const p = s.address().port
+        s.close(() => r(p))
+      })
+    })
 
   const load = loadavg()[0].toFixed(2)
   // reuseport
@@ -72,13 +77,30 @@ if (!isMainThread) {
   const f = await drive(srv.address().port)
   // Open connections now, then the main thread lets go of what it kept.
   const open = await Promise.all(
-    Array.from({ length: 20 }, () => new Promise((res) => { const c = net.connect(srv.address().port, '127.0.0.1', () => res(c)); c.on('error', () => {}) })),
+    Array.from(
+      { length: 20 },
+      () =>
+        new Promise((res) => {
+          const c = net.connect(srv.address().port, '127.0.0.1', () => res(c))
+          c.on('error', () => {})
+        }),
+    ),
   )
   await new Promise((res) => setTimeout(res, 100))
   let broken = 0
   for (const c of open) c.on('error', () => broken++).on('close', () => {})
   for (const s of held.splice(0, held.length - 20)) s.destroy()
-  await Promise.all(open.map((c) => new Promise((res) => { c.write('ping'); c.once('data', res); c.once('close', res); setTimeout(res, 300) })))
+  await Promise.all(
+    open.map(
+      (c) =>
+        new Promise((res) => {
+          c.write('ping')
+          c.once('data', res)
+          c.once('close', res)
+          setTimeout(res, 300)
+        }),
+    ),
+  )
   console.log(`load average ${load} at the start; ${N} sequential connections, connect + one echo each`)
   console.log(`| way | µs per connection | spread over 2 workers | failed |`)
   console.log(`|:--|--:|--:|--:|`)
