@@ -1,7 +1,8 @@
 import net from "node:net";
 import type { Config } from "../config.js";
 import { grpcClientCa } from "../config/envoy-ratelimit.js";
-import { RlsGrpcServer, type GrpcDeps, type GrpcOptions } from "../rls/grpc/grpc-server.js";
+import { RlsGrpcServer, type GrpcDeps, type GrpcOptions, type WatchBudget } from "../rls/grpc/grpc-server.js";
+import { MAX_WATCHES } from "../rls/health-service.js";
 import type { GrpcTlsFiles } from "../rls/grpc/grpc-tls.js";
 import { RingGrpcServer } from "../rls/grpc/ring-grpc-server.js";
 import type { RlsServiceOptions } from "../rls/rls-service.js";
@@ -36,6 +37,36 @@ export function grpcOptionsOf(config: Config, share?: { port: number; threads: n
       maxPendingBytes: part(config.grpcMaxPendingBytes),
     },
   };
+}
+
+/**
+ * The node's Watch streams, counted by every worker in shared words: [0] the node's, [1 + i]
+ * worker i's own, so that the owner gives back what a worker that died held (releaseWatches).
+ */
+export const watchWords = (workers: number): Int32Array => new Int32Array(new SharedArrayBuffer(4 * (1 + workers)));
+
+/** Worker `index`'s side: a place is taken in the node's count first and given back if that is full. */
+export function sharedWatchBudget(words: Int32Array, index: number): WatchBudget {
+  return {
+    take() {
+      // invariant: words[0] <= MAX_WATCHES once every take() has returned
+      if (Atomics.add(words, 0, 1) >= MAX_WATCHES) {
+        Atomics.sub(words, 0, 1);
+        return false;
+      }
+      Atomics.add(words, 1 + index, 1);
+      return true;
+    },
+    give() {
+      Atomics.sub(words, 1 + index, 1);
+      Atomics.sub(words, 0, 1);
+    },
+  };
+}
+
+/** The owner, once worker `index` has exited: the places it held are the node's again. */
+export function releaseWatches(words: Int32Array, index: number): void {
+  Atomics.sub(words, 0, Atomics.exchange(words, 1 + index, 0));
 }
 
 /** The RLS service's settings, one mapping for the main thread and every worker. */

@@ -16,7 +16,7 @@ import { revivePolicy } from "../policy/policy.js";
 import { RlsMetrics } from "../rls/rls-metrics.js";
 import { RlsService } from "../rls/rls-service.js";
 import { RingDecider } from "./ring-decider.js";
-import { createGrpcDoor, grpcOptionsOf, rlsServiceOptionsOf, type GrpcDoor } from "./grpc-door.js";
+import { createGrpcDoor, grpcOptionsOf, rlsServiceOptionsOf, sharedWatchBudget, type GrpcDoor } from "./grpc-door.js";
 
 /**
  * A worker thread (WORKERS > 1): the HTTP door and the gRPC door (GRPC_PORT) and nothing else.
@@ -40,6 +40,8 @@ export interface WorkerData {
   grpcPort?: number;
   /** the owner's policy when this thread started (then by "policy" messages) */
   policy: WorkerPolicy;
+  /** the gRPC door's Watch streams, every worker together (grpc-door.ts) */
+  watches: SharedArrayBuffer;
 }
 
 /** Blocks noted for GET /top, sent to the owner's summary a few times a second, bounded per send. */
@@ -177,6 +179,7 @@ const grpc: GrpcDoor | undefined =
         verifier,
         isReady,
         logger,
+        watchBudget: sharedWatchBudget(new Int32Array(data.watches), data.index),
       });
 let drainDeadline = 0;
 

@@ -26,6 +26,7 @@ import {
 } from "./messages.js";
 import { MAX_IN_FLIGHT } from "./ring-decider.js";
 import { RingServer } from "./ring-server.js";
+import { releaseWatches, watchWords } from "./grpc-door.js";
 import type { WorkerData } from "./worker-main.js";
 
 /** Queries in flight from one worker: 1 MiB (a query's record is 40 bytes plus its key, at most ~3.5 KiB). */
@@ -88,13 +89,17 @@ interface Thread {
 export class WorkerPool {
   private readonly threads: (Thread | undefined)[] = [];
   private readonly control = new Int32Array(new SharedArrayBuffer(8));
+  /** the gRPC door's Watch streams, every worker together (grpc-door.ts) */
+  private readonly watches: Int32Array;
   private stopping = false;
   private draining = false;
   private pushTimer: NodeJS.Timeout | undefined;
   private lastView = "";
   private nextMetricsId = 0;
 
-  constructor(private readonly deps: WorkerPoolDeps) {}
+  constructor(private readonly deps: WorkerPoolDeps) {
+    this.watches = watchWords(deps.config.workers);
+  }
 
   /** Start every worker; resolves when each one's app receives connections. */
   async start(): Promise<void> {
@@ -117,6 +122,7 @@ export class WorkerPool {
       control: this.control.buffer as SharedArrayBuffer,
       ...(this.deps.grpcPort !== undefined ? { grpcPort: this.deps.grpcPort } : {}),
       policy: this.policyCopy(),
+      watches: this.watches.buffer as SharedArrayBuffer,
     };
     const worker = new Worker(new URL("./worker-main.js", import.meta.url), { workerData: data });
     const thread: Thread = {
@@ -149,6 +155,7 @@ export class WorkerPool {
   private exited(thread: Thread, code: number): void {
     if (thread.descriptor !== undefined) this.deps.acceptor.removeChild(thread.descriptor);
     thread.server.close();
+    releaseWatches(this.watches, thread.index);
     thread.drained?.(0);
     if (this.threads[thread.index] === thread) this.threads[thread.index] = undefined;
     if (this.stopping) return;

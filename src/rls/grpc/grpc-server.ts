@@ -13,6 +13,11 @@ import type { RlsService } from "../rls-service.js";
 
 export type { GrpcLimits } from "./grpc-sessions.js";
 
+export interface WatchBudget {
+  take(): boolean;
+  give(): void;
+}
+
 export interface GrpcOptions {
   host: string;
   /** 0: any free port */
@@ -32,6 +37,12 @@ export interface GrpcDeps {
   verifier: ApiKeyVerifier;
   /** the node's readiness (GET /ready), which grpc.health.v1 reports */
   isReady: () => boolean;
+  /**
+   * The node's Watch streams when several threads serve the port (WORKERS > 1): take() a
+   * place before holding one (false: MAX_WATCHES are held, every thread together), give()
+   * it back at its end. Unset: this server's own count under MAX_WATCHES.
+   */
+  watchBudget?: WatchBudget;
   logger: Logger;
 }
 
@@ -172,11 +183,17 @@ export class RlsGrpcServer {
     if (request === undefined || stream.destroyed) return;
     const status = this.health.status(request.service);
     // invariant: Watch streams <= MAX_WATCHES_PER_CONNECTION per connection and MAX_WATCHES per node
-    const release = this.watches >= MAX_WATCHES ? undefined : this.guard.addWatch(stream, MAX_WATCHES_PER_CONNECTION);
-    if (release === undefined) return fail(stream, "resourceExhausted", "too many Watch streams; use Check");
+    const budget = this.deps.watchBudget;
+    const placed = budget === undefined ? this.watches < MAX_WATCHES : budget.take();
+    const release = placed ? this.guard.addWatch(stream, MAX_WATCHES_PER_CONNECTION) : undefined;
+    if (release === undefined) {
+      if (placed) budget?.give();
+      return fail(stream, "resourceExhausted", "too many Watch streams; use Check");
+    }
     this.watches++;
     stream.once("close", () => {
       this.watches--;
+      budget?.give();
       release();
     });
     openAnswer(stream);
