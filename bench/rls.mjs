@@ -24,6 +24,9 @@
 //           descriptor with hits_addend 0, a check that counts nothing
 //   rls1-charge    its second call: the same descriptor with hits_addend 500 (the tokens),
 //           counted past the limit too (debt); check + charge is the two-call flow's price
+//   rls1-w2        rls1 on a node with WORKERS=2: the gRPC door in two worker threads, each
+//           call resolved and decided on the state owner (one postMessage each way); give
+//           --connections 2 or more, as the kernel spreads connections, not calls, over them
 //   rls1-baseline  (with --baseline DIR) rls1 on the build in DIR
 // Targets: rls1 ≤ 1.5 × limit; rls3 ≤ 2 × rls1. h2floor / limit says how much of rls1 is
 // HTTP/2 in Node before any RLS work.
@@ -336,7 +339,10 @@ async function measure(row) {
       ? await startFloor('grpc-floor.mjs')
       : row === 'h2floor-ringlimit'
         ? await startFloor('grpc-h2-floor.mjs')
-        : await startNode(row === 'rls1-baseline' ? BASELINE : MAIN, row === 'rls1-node' ? { GRPC_SERVER_IMPL: 'node-http2' } : {})
+        : await startNode(
+            row === 'rls1-baseline' ? BASELINE : MAIN,
+            row === 'rls1-node' ? { GRPC_SERVER_IMPL: 'node-http2' } : row === 'rls1-w2' ? { WORKERS: '2' } : {},
+          )
   try {
     // The charge's preflight is a check: the charges make its key over, as they should.
     if (row.startsWith('rls')) await preflight(node.grpcPort, readFileSync(files[row === 'rls1-charge' ? 'rls1-check' : row in files ? row : 'rls1']))
@@ -359,6 +365,7 @@ const ALL_ROWS = [
   'h2floor-ringlimit',
   'rls1',
   'rls1-node',
+  'rls1-w2',
   'rls3',
   'rls1-service3',
   'rls1-check',
@@ -409,6 +416,8 @@ if (has('rls1-check') && has('rls1-charge')) {
   )
   console.log(`the two-call flow (check + charge) per LLM request / one POST /limit decision: ${((check + charge) / limit).toFixed(2)}×`)
 }
+if (has('rls1') && has('rls1-w2'))
+  console.log(`one descriptor, WORKERS=2 / WORKERS=1 (server CPU per call): ${(med('rls1-w2', 'usPerCall') / one).toFixed(2)}× (issue #40's target ≤ 1.15×)`)
 if (BASELINE) console.log(`one descriptor, this build / the baseline build: ${(one / med('rls1-baseline', 'usPerCall')).toFixed(2)}×`)
 if (has('h2floor')) console.log(`node:http2 floor (constant gRPC answer) / one POST /limit decision: ${(med('h2floor', 'usPerCall') / limit).toFixed(2)}×`)
 if (has('h2floor-ringlimit'))

@@ -27,15 +27,12 @@ import type { Policy } from "./policy/types.js";
 import { loadPolicy, NO_POLICY_VERSION, PolicyWatcher } from "./policy/index.js";
 import { PolicyMetrics } from "./metrics/policy-metrics.js";
 import { XdsPolicy, xdsClientOptionsOf } from "./policy/xds/index.js";
-import { RlsGrpcServer, type GrpcOptions } from "./rls/grpc/grpc-server.js";
-import { RingGrpcServer } from "./rls/grpc/ring-grpc-server.js";
-import type { GrpcTlsFiles } from "./rls/grpc/grpc-tls.js";
-import { grpcClientCa } from "./config/envoy-ratelimit.js";
 import { RlsMetrics } from "./rls/rls-metrics.js";
 import { RlsService } from "./rls/rls-service.js";
 import { version } from "./cli.js";
 import { PROTOCOL_MIN } from "./peer/index.js";
 import { WorkerPool } from "./workers/worker-pool.js";
+import { createGrpcDoor, grpcOptionsOf, reserveGrpcPort, rlsServiceOptionsOf } from "./workers/grpc-door.js";
 import { randomBytes } from "node:crypto";
 
 const SWEEP_INTERVAL_MS = 1000;
@@ -123,6 +120,8 @@ export async function startNode(
   // step with its files (the watcher starts once the cluster is built); a reload swaps the
   // policy in one assignment.
   let policyWatcher: PolicyWatcher | undefined;
+  // WORKERS > 1: made once the cluster is; a policy that changes before is read at its start.
+  let pool: WorkerPool | undefined;
   let xds: XdsPolicy | undefined;
   let policy = options.policy;
   const onPolicyChange = (next: Policy) => {
@@ -130,6 +129,7 @@ export async function startNode(
     // blocks that may not stand under it and logs the members that now differ.
     local.setPolicy(next, config.shadowMode);
     cluster?.policyChanged();
+    pool?.policyChanged();
     logger.info({ version: next.version }, "policy reloaded");
   };
   if (policy === undefined && config.policyPath !== undefined) {
@@ -214,49 +214,19 @@ export async function startNode(
     );
   }
   // Envoy's rate limit service: one more front door on the same decider (docs/envoy.md).
-  const rls = new RlsService(
-    {
-      failOpen: config.failOpen,
-      shadowMode: config.shadowMode,
-      allOrNothing: config.rlsAllOrNothing,
-      countBlocked: config.rlsCountBlocked,
-      quotaMode: config.quotaMode,
-      responseDynamicMetadata: config.responseDynamicMetadata,
-      rateLimitHeaders: config.rlsRateLimitHeaders,
-    },
-    {
-      decider,
-      policy: policy ?? (() => undefined),
-      metrics: new RlsMetrics(metrics.registry, config.usePrometheus),
-      countDegraded: (r) => metrics.countDegraded(r),
-    },
-  );
-  const grpcOptions: GrpcOptions = {
-    host: config.host,
-    port: config.grpcPort ?? 0,
-    // A client certificate verified in the handshake replaces the API key (docs/envoy-gateway.md).
-    auth: config.grpcAuth === "none" || grpcClientCa(config) !== undefined ? "none" : "api-key",
-    ...grpcTlsOf(config),
-    limits: {
-      maxConnections: config.grpcMaxConnections,
-      maxConcurrentStreams: config.grpcMaxConcurrentStreams,
-      prefaceTimeoutMs: config.grpcPrefaceTimeoutMs,
-      idleTimeoutMs: config.grpcIdleTimeoutMs,
-      defaultDeadlineMs: config.grpcDefaultDeadlineMs,
-      maxPendingBytes: config.grpcMaxPendingBytes,
-    },
-  };
+  const rls = new RlsService(rlsServiceOptionsOf(config), {
+    decider,
+    policy: policy ?? (() => undefined),
+    metrics: new RlsMetrics(metrics.registry, config.usePrometheus),
+    countDegraded: (r) => metrics.countDegraded(r),
+  });
   const grpcDeps = { service: rls, verifier, isReady: () => cluster?.ready ?? true, logger };
-  // GRPC_SERVER_IMPL: ringlimit's own HTTP/2 (src/rls/h2), or node:http2 to fall back on; both
-  // serve every TLS configuration (client certificates, rotation).
-  const grpc =
-    config.grpcPort === undefined
-      ? undefined
-      : config.grpcServerImpl === "node-http2"
-        ? new RlsGrpcServer(grpcOptions, grpcDeps)
-        : new RingGrpcServer(grpcOptions, grpcDeps, grpcOptions.limits);
-  // Bound before the HTTP port, so a node that answers /ready already serves gRPC.
-  const grpcPort = await grpc?.listen().catch((err: Error) => {
+  // WORKERS > 1: the workers serve the gRPC port (workers/grpc-door.ts); this thread only checks
+  // that no socket holds it, and picks the port for GRPC_PORT=0. Bound before the HTTP port,
+  // so a node that answers /ready already serves gRPC.
+  const grpcInWorkers = config.workers > 1 && config.grpcPort !== undefined;
+  const grpc = config.grpcPort === undefined || grpcInWorkers ? undefined : createGrpcDoor(config, grpcOptionsOf(config), grpcDeps);
+  const grpcPort = await (grpcInWorkers ? reserveGrpcPort(config.host, config.grpcPort!) : grpc?.listen())?.catch((err: Error) => {
     throw new ConfigError("GRPC_PORT", `cannot listen on ${config.host}:${config.grpcPort}: ${err.message}`);
   });
   // GET /top: this node's summary alone, or merged across the ring.
@@ -267,7 +237,6 @@ export async function startNode(
   // thread's front end only accepts connections and hands them over, and keeps the admin port.
   // Every thread mints and checks concurrency leases with one key.
   const leaseRoot = rootKey ?? (config.workers > 1 ? randomBytes(32) : undefined);
-  let pool: WorkerPool | undefined;
   const frontEnd = new FrontEnd(frontEndOptionsOf(config), {
     ...{ decider, verifier, ids: new IdGenerator(), metrics, logger, isReady: () => cluster?.ready ?? true, directory, rls, top },
     notReadyReason: () => cluster?.notReadyReason,
@@ -276,7 +245,8 @@ export async function startNode(
   });
   if (config.workers > 1) {
     pool = new WorkerPool({
-      ...{ config, apiKeys, leaseRoot: leaseRoot!, decider, acceptor: frontEnd, metrics, topBlocked, top, directory, logger, policyLoaded, rls },
+      ...{ config, apiKeys, leaseRoot: leaseRoot!, decider, acceptor: frontEnd, metrics, topBlocked, top, directory, logger, policyLoaded, rls, grpcPort },
+      policy: policy ?? (() => undefined),
       isReady: () => cluster?.ready ?? true,
     });
     await pool.start();
@@ -367,20 +337,4 @@ export async function startNode(
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
-}
-
-/** The gRPC port's TLS: GRPC_SERVER_USE_TLS's files (and client CA), else the node's TLS_CERT_FILE, else none. */
-function grpcTlsOf(config: Config): { tls?: GrpcTlsFiles } {
-  const ca = grpcClientCa(config);
-  if (config.grpcServerUseTls && config.grpcServerTlsCert !== undefined && config.grpcServerTlsKey !== undefined) {
-    return {
-      tls: {
-        certFile: config.grpcServerTlsCert,
-        keyFile: config.grpcServerTlsKey,
-        ...(ca !== undefined ? { caFile: ca } : {}),
-        ...(ca !== undefined && config.grpcClientTlsSan !== undefined ? { clientSan: config.grpcClientTlsSan } : {}),
-      },
-    };
-  }
-  return config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined ? { tls: { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile } } : {};
 }

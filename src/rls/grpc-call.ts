@@ -59,7 +59,7 @@ export type AnswerCall = (failure: RlsFailure | undefined, response: RlsResponse
  * never reaches the client. A forwarded decision is answered when its owner replies; it
  * counts whether or not the client is still there.
  */
-export function serveShouldRateLimit(message: Buffer, scope: KeyScope, service: RlsService, logger: Logger, answer: AnswerCall): void {
+export function serveShouldRateLimit(message: Buffer, scope: KeyScope, service: Pick<RlsService, "shouldRateLimit">, logger: Logger, answer: AnswerCall): void {
   let request;
   try {
     request = decodeRateLimitRequest(message);

@@ -39,8 +39,12 @@ export interface DirectoryView {
   software: unknown;
 }
 
+/** The policy for a worker's RLS service: a compiled policy's copy (or none), or "owner": resolve there. */
+export type WorkerPolicy = { policy: unknown } | "owner";
+
 /** Owner → worker. */
 export type ToWorker =
+  | { t: "policy"; policy: WorkerPolicy }
   | { t: "reply"; id: number; value: unknown; error?: string }
   | { t: "directory"; view: DirectoryView }
   | { t: "metrics-json"; id: number }

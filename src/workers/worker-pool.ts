@@ -8,12 +8,25 @@ import type { RlsDecisions } from "../http/endpoints/json.js";
 import { KeyScope } from "../auth/api-keys.js";
 import type { FrontEnd } from "../http/server.js";
 import type { Logger } from "../logger.js";
+import type { Policy } from "../policy/index.js";
+import { BRAND } from "../policy/worker/transfer.js";
 import type { BlockedNotes, Metrics } from "../metrics/metrics.js";
 import { ByteRing } from "./byte-ring.js";
 import { ANSWER_BYTES } from "./decision-codec.js";
-import { fromWireQuery, fromWireRelease, fromWireReset, toWireBatch, type Call, type DirectoryView, type FromWorker, type ToWorker } from "./messages.js";
+import {
+  fromWireQuery,
+  fromWireRelease,
+  fromWireReset,
+  toWireBatch,
+  type Call,
+  type DirectoryView,
+  type FromWorker,
+  type ToWorker,
+  type WorkerPolicy,
+} from "./messages.js";
 import { MAX_IN_FLIGHT } from "./ring-decider.js";
 import { RingServer } from "./ring-server.js";
+import { releaseWatches, watchWords } from "./grpc-door.js";
 import type { WorkerData } from "./worker-main.js";
 
 /** Queries in flight from one worker: 1 MiB (a query's record is 40 bytes plus its key, at most ~3.5 KiB). */
@@ -47,8 +60,12 @@ export interface WorkerPoolDeps {
   directory: RingDirectory;
   isReady: () => boolean;
   policyLoaded: () => boolean;
-  /** POST /json's RLS service */
+  /** POST /json's RLS service, and the gRPC door's */
   rls?: RlsDecisions;
+  /** the policy in force: the workers resolve RLS requests with a copy, sent again when it changes */
+  policy: () => Policy | undefined;
+  /** set: the workers serve the gRPC port, this one (the owner checked that nothing holds it) */
+  grpcPort?: number | undefined;
   logger: Logger;
 }
 
@@ -72,13 +89,17 @@ interface Thread {
 export class WorkerPool {
   private readonly threads: (Thread | undefined)[] = [];
   private readonly control = new Int32Array(new SharedArrayBuffer(8));
+  /** the gRPC door's Watch streams, every worker together (grpc-door.ts) */
+  private readonly watches: Int32Array;
   private stopping = false;
   private draining = false;
   private pushTimer: NodeJS.Timeout | undefined;
   private lastView = "";
   private nextMetricsId = 0;
 
-  constructor(private readonly deps: WorkerPoolDeps) {}
+  constructor(private readonly deps: WorkerPoolDeps) {
+    this.watches = watchWords(deps.config.workers);
+  }
 
   /** Start every worker; resolves when each one's app receives connections. */
   async start(): Promise<void> {
@@ -99,6 +120,9 @@ export class WorkerPool {
       queries,
       answers,
       control: this.control.buffer as SharedArrayBuffer,
+      ...(this.deps.grpcPort !== undefined ? { grpcPort: this.deps.grpcPort } : {}),
+      policy: this.policyCopy(),
+      watches: this.watches.buffer as SharedArrayBuffer,
     };
     const worker = new Worker(new URL("./worker-main.js", import.meta.url), { workerData: data });
     const thread: Thread = {
@@ -131,6 +155,7 @@ export class WorkerPool {
   private exited(thread: Thread, code: number): void {
     if (thread.descriptor !== undefined) this.deps.acceptor.removeChild(thread.descriptor);
     thread.server.close();
+    releaseWatches(this.watches, thread.index);
     thread.drained?.(0);
     if (this.threads[thread.index] === thread) this.threads[thread.index] = undefined;
     if (this.stopping) return;
@@ -205,7 +230,8 @@ export class WorkerPool {
     const summed = workers.map((list) =>
       list.filter(
         (m) =>
-          m.name.startsWith("ringlimit_") &&
+          // ratelimit_*: the RLS service's counters under envoyproxy/ratelimit's names (USE_PROMETHEUS)
+          (m.name.startsWith("ringlimit_") || m.name.startsWith("ratelimit_")) &&
           m.name !== "ringlimit_metrics_renders_total" &&
           (String(m.type) === "counter" || String(m.type) === "histogram" || m.name === "ringlimit_requests_in_flight"),
       ),
@@ -255,6 +281,26 @@ export class WorkerPool {
   private sendView(thread: Thread, fresh: boolean): void {
     if (fresh) this.view();
     if (this.currentView !== undefined) thread.worker.postMessage({ t: "directory", view: this.currentView } satisfies ToWorker);
+  }
+
+  /**
+   * The policy as the workers get it: a compiled policy crosses as a structured clone (its
+   * classes revived there, as from the compile worker). Any other (a test's own object) has
+   * functions a clone cannot carry: its RLS requests are resolved here ("owner").
+   */
+  private policyCopy(): WorkerPolicy {
+    const p = this.deps.policy();
+    if (p === undefined) return { policy: undefined };
+    return (p as unknown as Record<string, unknown>)[BRAND] === "LoadedPolicy" ? { policy: p } : "owner";
+  }
+
+  /**
+   * A reload: every worker resolves with the new policy from the message's arrival. Until
+   * then it may resolve a request with the old one, whole: a request never sees half of two.
+   */
+  policyChanged(): void {
+    const policy = this.policyCopy();
+    for (const t of this.threads) t?.worker.postMessage({ t: "policy", policy } satisfies ToWorker);
   }
 
   /** SIGTERM's first step: every worker's /ready answers 503 ("draining") from now on; connections stay open. */

@@ -20,8 +20,8 @@ export type Message = any;
 export interface RlsClient {
   shouldRateLimit(request: Message, key?: string | null): Promise<Message>;
   check(service?: string): Promise<Message>;
-  /** the first `n` messages of a Watch stream */
-  watch(n: number, service?: string): Promise<Message[]>;
+  /** the first `n` messages of a Watch stream; `onMessage` sees each as it comes */
+  watch(n: number, service?: string, onMessage?: (m: Message) => void): Promise<Message[]>;
   close(): void;
 }
 
@@ -33,6 +33,8 @@ export interface ClientOptions {
   /** with `ca`: the client certificate and key this client presents (mutual TLS) */
   clientCert?: { cert: Buffer; key: Buffer };
   deadlineMs?: number;
+  /** grpc-js channel options, e.g. { "grpc.use_local_subchannel_pool": 1 }: a connection of this client's own */
+  channelOptions?: Record<string, string | number>;
 }
 
 export function rlsClient(address: string, options: ClientOptions = {}): RlsClient {
@@ -40,8 +42,8 @@ export function rlsClient(address: string, options: ClientOptions = {}): RlsClie
     options.ca === undefined
       ? credentials.createInsecure()
       : credentials.createSsl(options.ca, options.clientCert?.key ?? null, options.clientCert?.cert ?? null);
-  const rls: Client & Record<string, Function> = new pkg.envoy.service.ratelimit.v3.RateLimitService(address, creds);
-  const health: Client & Record<string, Function> = new pkg.grpc.health.v1.Health(address, creds);
+  const rls: Client & Record<string, Function> = new pkg.envoy.service.ratelimit.v3.RateLimitService(address, creds, options.channelOptions);
+  const health: Client & Record<string, Function> = new pkg.grpc.health.v1.Health(address, creds, options.channelOptions);
   const deadline = () => new Date(Date.now() + (options.deadlineMs ?? 10_000));
   return {
     shouldRateLimit(request, key = options.key) {
@@ -56,12 +58,13 @@ export function rlsClient(address: string, options: ClientOptions = {}): RlsClie
         health.Check!({ service }, { deadline: deadline() }, (err: ServiceError | null, res: Message) => (err ? reject(err) : resolve(res))),
       );
     },
-    watch(n, service = "") {
+    watch(n, service = "", onMessage) {
       return new Promise((resolve, reject) => {
         const got: Message[] = [];
         const call = health.Watch!({ service });
         call.on("data", (m: Message) => {
           got.push(m);
+          onMessage?.(m);
           if (got.length === n) {
             call.cancel();
             resolve(got);

@@ -13,6 +13,11 @@ import type { RlsService } from "../rls-service.js";
 
 export type { GrpcLimits } from "./grpc-sessions.js";
 
+export interface WatchBudget {
+  take(): boolean;
+  give(): void;
+}
+
 export interface GrpcOptions {
   host: string;
   /** 0: any free port */
@@ -22,13 +27,22 @@ export interface GrpcOptions {
   /** GRPC_AUTH: "api-key" asks every call for `authorization: Bearer <key>`; "none" trusts the network (an mTLS mesh) */
   auth: "api-key" | "none";
   limits: GrpcLimits;
+  /** WORKERS > 1: every worker thread listens on the port with SO_REUSEPORT (workers/grpc-door.ts) */
+  reusePort?: boolean;
 }
 
 export interface GrpcDeps {
-  service: RlsService;
+  /** the node's RLS service, or (in a worker thread) the state owner's, one thread away */
+  service: Pick<RlsService, "shouldRateLimit">;
   verifier: ApiKeyVerifier;
   /** the node's readiness (GET /ready), which grpc.health.v1 reports */
   isReady: () => boolean;
+  /**
+   * The node's Watch streams when several threads serve the port (WORKERS > 1): take() a
+   * place before holding one (false: MAX_WATCHES are held, every thread together), give()
+   * it back at its end. Unset: this server's own count under MAX_WATCHES.
+   */
+  watchBudget?: WatchBudget;
   logger: Logger;
 }
 
@@ -88,7 +102,7 @@ export class RlsGrpcServer {
   listen(): Promise<number> {
     return new Promise((resolve, reject) => {
       this.server.once("error", reject);
-      this.server.listen({ port: this.options.port, host: this.options.host, exclusive: true }, () => {
+      this.server.listen({ port: this.options.port, host: this.options.host, exclusive: true, reusePort: this.options.reusePort === true }, () => {
         this.server.off("error", reject);
         resolve((this.server.address() as { port: number }).port);
       });
@@ -169,11 +183,17 @@ export class RlsGrpcServer {
     if (request === undefined || stream.destroyed) return;
     const status = this.health.status(request.service);
     // invariant: Watch streams <= MAX_WATCHES_PER_CONNECTION per connection and MAX_WATCHES per node
-    const release = this.watches >= MAX_WATCHES ? undefined : this.guard.addWatch(stream, MAX_WATCHES_PER_CONNECTION);
-    if (release === undefined) return fail(stream, "resourceExhausted", "too many Watch streams; use Check");
+    const budget = this.deps.watchBudget;
+    const placed = budget === undefined ? this.watches < MAX_WATCHES : budget.take();
+    const release = placed ? this.guard.addWatch(stream, MAX_WATCHES_PER_CONNECTION) : undefined;
+    if (release === undefined) {
+      if (placed) budget?.give();
+      return fail(stream, "resourceExhausted", "too many Watch streams; use Check");
+    }
     this.watches++;
     stream.once("close", () => {
       this.watches--;
+      budget?.give();
       release();
     });
     openAnswer(stream);

@@ -84,7 +84,7 @@ export class RingGrpcServer {
   }
 
   listen(): Promise<number> {
-    return this.h2.listen(this.options.port, this.options.host);
+    return this.h2.listen(this.options.port, this.options.host, this.options.reusePort === true);
   }
 
   /**
@@ -150,8 +150,13 @@ export class RingGrpcServer {
   private watch(stream: H2Stream, service: string | undefined): void {
     const connection = stream.owner;
     const onConnection = this.watchesOf.get(connection) ?? 0;
-    if (this.watches >= MAX_WATCHES) return fail(stream, "resourceExhausted", "too many Watch streams on this node");
-    if (onConnection >= MAX_WATCHES_PER_CONNECTION) return fail(stream, "resourceExhausted", "too many Watch streams on this connection");
+    // invariant: Watch streams <= MAX_WATCHES per node, every thread serving the port together (GrpcDeps.watchBudget)
+    const budget = this.deps.watchBudget;
+    if (budget === undefined ? this.watches >= MAX_WATCHES : !budget.take()) return fail(stream, "resourceExhausted", "too many Watch streams on this node");
+    if (onConnection >= MAX_WATCHES_PER_CONNECTION) {
+      budget?.give();
+      return fail(stream, "resourceExhausted", "too many Watch streams on this connection");
+    }
     const send = (status: number): void => {
       stream.open();
       stream.send(encodeHealthCheckResponse({ status }));
@@ -161,13 +166,17 @@ export class RingGrpcServer {
     if (this.health.status(service) === undefined) send(3);
     else unwatch = this.health.watch(send, () => stream.end());
     // the health service may bound its watchers too
-    if (unwatch === undefined) return fail(stream, "resourceExhausted", "too many Watch streams on this node");
+    if (unwatch === undefined) {
+      budget?.give();
+      return fail(stream, "resourceExhausted", "too many Watch streams on this node");
+    }
     // A Watch lasts as long as the client wants: no deadline once it is served.
     stream.deadlineAt = 0;
     this.watches++;
     this.watchesOf.set(connection, onConnection + 1);
     stream.onClose = () => {
       this.watches--;
+      budget?.give();
       this.watchesOf.set(connection, (this.watchesOf.get(connection) ?? 1) - 1);
       unwatch();
     };

@@ -53,10 +53,11 @@ export class H2Server {
     this.server.on("error", () => {});
   }
 
-  listen(port: number, host: string): Promise<number> {
+  /** `reusePort`: SO_REUSEPORT, so that several threads each listen on the port (WORKERS > 1) */
+  listen(port: number, host: string, reusePort = false): Promise<number> {
     return new Promise((resolve, reject) => {
       this.server.once("error", reject);
-      this.server.listen({ port, host, exclusive: true }, () => {
+      this.server.listen({ port, host, exclusive: true, reusePort }, () => {
         this.server.off("error", reject);
         this.timer = setInterval(() => this.tick(), TICK_MS).unref();
         resolve((this.server.address() as { port: number }).port);
