@@ -21,6 +21,12 @@ export interface NodeProcess {
 
 const READY_TIMEOUT_MS = 60_000;
 
+/**
+ * The WORKERS this test run passes to every node it starts (CI runs the node-starting tests
+ * with 1 and with 2): for the few assertions that hold only for a single-thread door.
+ */
+export const runWorkers = (): number => Number(process.env.WORKERS ?? "1");
+
 type SpawnOptions = {
   waitReady?: boolean;
   timeoutMs?: number;

@@ -7,7 +7,7 @@
  */
 import t from "tap";
 import { closeAgents, limit, request, TEST_KEY } from "../../harness/http-client.js";
-import { spawnNode } from "../../harness/node-process.js";
+import { runWorkers, spawnNode } from "../../harness/node-process.js";
 import { rawExchange } from "../../harness/raw-http.js";
 
 t.teardown(closeAgents);
@@ -25,7 +25,12 @@ function resetRequest(identifier: string): string {
   );
 }
 
-t.test(`/health answers within ${HEALTH_BOUND_MS} ms while ${STORM} pipelined resets hit an identifier of ${DURATIONS} states`, async (t) => {
+// The storm is pipelined on one connection, which with WORKERS > 1 is closed at its second
+// request: every answer crosses to the state owner, none is given in uWS's handler
+// (docs/security.md, item 4). The owner's reset queue is the same with either.
+const skip = runWorkers() > 1 ? "pipelined: with WORKERS > 1 uWS closes the connection at the second request (docs/security.md, item 4)" : false;
+
+t.test(`/health answers within ${HEALTH_BOUND_MS} ms while ${STORM} pipelined resets hit an identifier of ${DURATIONS} states`, { skip }, async (t) => {
   const node = await spawnNode({});
   t.teardown(() => node.kill());
   // Fixed windows end at multiples of their duration: a few of these may end during the test and be swept.

