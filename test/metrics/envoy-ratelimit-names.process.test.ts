@@ -3,8 +3,7 @@
  * read exist under the names its default statsd mapper gives (src/stats/prom/default_mapper.yaml
  * upstream): the service's calls, their time, their errors, and the policy's loads.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import t from "tap";
 import { closeAgents, post, request, TEST_KEY } from "../harness/http-client.js";
@@ -12,6 +11,7 @@ import { grpcCode, rlsClient } from "../rls/rls-client.js";
 import { spawnNode } from "../harness/node-process.js";
 import { freePort } from "../harness/ports.js";
 import { until } from "../harness/wait.js";
+import { policyDir } from "../harness/policy-dir.js";
 
 t.teardown(closeAgents);
 
@@ -28,9 +28,7 @@ function series(text: string, name: string): number | undefined {
 }
 
 t.test("ratelimit_service_* service totals, response time, errors and config loads on /metrics", async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-envoy-names-"));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  writeFileSync(path.join(dir, "dash.yaml"), POLICY);
+  const dir = policyDir(t, { "dash.yaml": POLICY });
   const promPort = await freePort();
   const grpcPort = await freePort();
   const node = await spawnNode({ POLICY_PATH: dir, USE_PROMETHEUS: "true", PROMETHEUS_ADDR: `:${promPort}`, GRPC_PORT: String(grpcPort) });

@@ -5,9 +5,6 @@
  * depth, wildcards, share_threshold, shadow_mode, replaces, hits_addend, overrides, unlimited,
  * no match, unknown domain), each call answered as envoyproxy/ratelimit answers it.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import t from "tap";
 import { clearOfWindowEnd } from "../harness/contract.js";
 import { TEST_KEY } from "../harness/http-client.js";
@@ -15,6 +12,7 @@ import { spawnNode } from "../harness/node-process.js";
 import { freePort } from "../harness/ports.js";
 import { COMPAT_CASES, COMPAT_POLICY, observedStatus, type CaseCall } from "./compat-cases.js";
 import { rlsClient, type Message } from "./rls-client.js";
+import { policyDir } from "../harness/policy-dir.js";
 
 const WINDOW_SECONDS: Record<string, number> = { HOUR: 3600, DAY: 86_400 };
 
@@ -33,9 +31,7 @@ function grpcRequest(call: CaseCall): Message {
 }
 
 t.test("envoyproxy/ratelimit's answers, call by call, over gRPC", async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-compat-"));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  for (const [name, text] of Object.entries(COMPAT_POLICY)) writeFileSync(path.join(dir, name), text);
+  const dir = policyDir(t, COMPAT_POLICY);
   const grpcPort = await freePort();
   const node = await spawnNode({ GRPC_PORT: String(grpcPort), POLICY_PATH: dir });
   t.teardown(() => node.kill());

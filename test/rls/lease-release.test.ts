@@ -3,9 +3,6 @@
  * descriptor with is_negative_hits (Envoy's stream-done call) frees the key's oldest slots on
  * its owner. Driven through RlsService with a real policy file and a real owner's table.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { Registry } from "prom-client";
 import t from "tap";
 import { KeyScope } from "../../src/auth/api-keys.js";
@@ -15,12 +12,10 @@ import { RlsService } from "../../src/rls/rls-service.js";
 import type { RlsRequest, RlsResponse } from "../../src/rls/wire/messages.js";
 import { LocalDecider } from "../../src/shard/local/local-decider.js";
 import { StateTable } from "../../src/shard/table/state-table.js";
+import { policyDir } from "../harness/policy-dir.js";
 
-const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-rls-conc-"));
-t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-writeFileSync(
-  path.join(dir, "llm.yaml"),
-  `domain: llm
+const dir = policyDir(t, {
+  "llm.yaml": `domain: llm
 descriptors:
   - key: tenant
     rate_limit:
@@ -28,7 +23,7 @@ descriptors:
       requests_per_unit: 2
       algorithm: concurrency
 `,
-);
+});
 const policy = loadPolicy(dir);
 const local = new LocalDecider(new StateTable(1000, Date.now()));
 const rls = new RlsService(

@@ -4,15 +4,13 @@
  * dynamic_metadata (a google.protobuf.Struct, read here by grpc-js) names the rule metadata
  * of the descriptors that passed; POST /json answers the same in proto3 JSON.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import t from "tap";
 import { clearOfWindowEnd, uniqueId } from "../harness/contract.js";
 import { post, TEST_KEY } from "../harness/http-client.js";
 import { spawnNode } from "../harness/node-process.js";
 import { freePort } from "../harness/ports.js";
 import { rlsClient, type Message } from "./rls-client.js";
+import { policyDir } from "../harness/policy-dir.js";
 
 const POLICY = `domain: llm
 descriptors:
@@ -44,9 +42,7 @@ function plain(value: Message): Message {
 
 t.test("quota_mode: over only when every quota is over; dynamic_metadata names what passed", async (t) => {
   await clearOfWindowEnd(86_400, 120_000);
-  const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-quota-"));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  writeFileSync(path.join(dir, "llm.yaml"), POLICY);
+  const dir = policyDir(t, { "llm.yaml": POLICY });
   const grpcPort = await freePort();
   const node = await spawnNode({ GRPC_PORT: String(grpcPort), POLICY_PATH: dir, RESPONSE_DYNAMIC_METADATA: "true" });
   t.teardown(() => node.kill());
@@ -112,9 +108,7 @@ t.test("quota_mode: over only when every quota is over; dynamic_metadata names w
 
 t.test("without RESPONSE_DYNAMIC_METADATA there is none; QUOTA_MODE puts every rule in quota mode", async (t) => {
   await clearOfWindowEnd(86_400, 120_000);
-  const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-quota-"));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  writeFileSync(path.join(dir, "llm.yaml"), POLICY);
+  const dir = policyDir(t, { "llm.yaml": POLICY });
   const grpcPort = await freePort();
   const node = await spawnNode({ GRPC_PORT: String(grpcPort), POLICY_PATH: dir, QUOTA_MODE: "true" });
   t.teardown(() => node.kill());

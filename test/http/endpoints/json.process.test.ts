@@ -6,9 +6,6 @@
  * and both doors count on the same counters. Bad input is 400 naming the field, and nothing
  * of it is counted; the API keys and their scopes are those of POST /limit.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import t from "tap";
 import { clearOfWindowEnd } from "../../harness/contract.js";
 import { closeAgents, request, TEST_KEY, type Reply } from "../../harness/http-client.js";
@@ -16,6 +13,7 @@ import { spawnNode } from "../../harness/node-process.js";
 import { freePort } from "../../harness/ports.js";
 import { COMPAT_CASES, COMPAT_POLICY, observedStatus, type CaseCall } from "../../rls/compat-cases.js";
 import { oneDescriptor, rlsClient } from "../../rls/rls-client.js";
+import { policyDir } from "../../harness/policy-dir.js";
 
 t.teardown(closeAgents);
 
@@ -41,9 +39,7 @@ function jsonRequest(call: CaseCall, protoNames: boolean): Record<string, unknow
 }
 
 t.test("POST /json", async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-json-"));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  for (const [name, text] of Object.entries(COMPAT_POLICY)) writeFileSync(path.join(dir, name), text);
+  const dir = policyDir(t, COMPAT_POLICY);
   const grpcPort = await freePort();
   const node = await spawnNode({ GRPC_PORT: String(grpcPort), POLICY_PATH: dir, API_KEYS: `${TEST_KEY},${SCOPED_KEY}@hits` });
   t.teardown(() => node.kill());

@@ -7,24 +7,19 @@
  * Leases of 4 s live in 1 s buckets, so two leases taken 1.1 s apart always lapse in
  * different seconds: which lapse an answer names is decided by that, not by a deadline.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import t from "tap";
 import { post, TEST_KEY } from "../../harness/http-client.js";
 import { spawnNode } from "../../harness/node-process.js";
 import { freePort } from "../../harness/ports.js";
 import { sleep } from "../../harness/wait.js";
 import { oneDescriptor, rlsClient, type Message } from "../../rls/rls-client.js";
+import { policyDir } from "../../harness/policy-dir.js";
 
 const D = 4;
 const APART_MS = 1100;
 
-const dir = mkdtempSync(path.join(tmpdir(), "ringlimit-lease-retry-"));
-t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-writeFileSync(
-  path.join(dir, "conc.yaml"),
-  `domain: conc
+const dir = policyDir(t, {
+  "conc.yaml": `domain: conc
 descriptors:
   - key: tenant
     rate_limit:
@@ -33,7 +28,7 @@ descriptors:
       requests_per_unit: 2
       algorithm: concurrency
 `,
-);
+});
 
 t.test("HTTP: retry_after and Retry-After name the oldest held lease's lapse, before and after a release", async (t) => {
   const node = await spawnNode({ POLICY_PATH: dir });
