@@ -16,7 +16,7 @@
 //   node bench/memory.mjs --cluster [--keys 300000] [--build DIR]  (DIR: also another checkout's
 //                         build, filled after this one in the same run: before/after)
 // Also run by `node bench/run.mjs --memory`. Standalone, it writes bench/results/memory.json.
-import { existsSync, mkdirSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, writeFileSync, mkdtempSync, rmSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tmpdir } from 'node:os'
 import { benchOptions } from './lib/options.mjs'
@@ -47,6 +47,42 @@ async function scrape(L, url) {
   }
   return out
 }
+/**
+ * Where a node's bytes are, from GET /metrics and /proc: V8's heap (used, and committed by
+ * space: the young generation is "new"), memory outside it (typed arrays' buffers), the
+ * tables' own estimate (ringlimit_stored_bytes) and, from /proc/PID/smaps_rollup, RSS.
+ */
+async function memoryParts(L, urls, pgids) {
+  const parts = { heapUsed: 0, heapTotal: 0, newSpace: 0, oldSpaceUsed: 0, external: 0, tables: 0, rss: 0 }
+  for (const url of urls) {
+    const r = await L.get(url + '/metrics', 5000)
+    for (const line of r.body.split('\n')) {
+      const m = /^([a-z_]+)(?:\{([^}]*)\})?\s+([0-9.eE+-]+)$/.exec(line)
+      if (m === null) continue
+      const v = Number(m[3])
+      if (m[1] === 'nodejs_heap_size_used_bytes') parts.heapUsed += v
+      else if (m[1] === 'nodejs_heap_size_total_bytes') parts.heapTotal += v
+      else if (m[1] === 'nodejs_external_memory_bytes') parts.external += v
+      else if (m[1] === 'ringlimit_stored_bytes') parts.tables += v
+      else if (m[1] === 'nodejs_heap_space_size_total_bytes' && /space="new"/.test(m[2] ?? '')) parts.newSpace += v
+      else if (m[1] === 'nodejs_heap_space_size_used_bytes' && /space="old"/.test(m[2] ?? '')) parts.oldSpaceUsed += v
+    }
+  }
+  parts.brkHeap = 0
+  for (const pid of L.groupMembers(pgids)) {
+    try {
+      parts.rss += Number(/^Rss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))[1]) * 1024
+      // malloc's main arena (brk): what it keeps of freed blocks stays resident
+      const heap = /\[heap\]\n(?:.*\n)*?Rss:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/smaps`, 'utf8'))
+      if (heap) parts.brkHeap += Number(heap[1]) * 1024
+    } catch {
+      /* gone */
+    }
+  }
+  return parts
+}
+const partsPerKey = (a, b, keys) => Object.fromEntries(Object.keys(a).map((k) => [k, Math.round((b[k] - a[k]) / keys)]))
+
 async function gauge(L, url, name) {
   return (await scrape(L, url))[name] ?? null
 }
@@ -260,7 +296,7 @@ export async function runClusterMemory(opts) {
   const lines = []
   for (const { label, main } of opts.builds) {
     log(`memory: 3 nodes, REPLICAS=2, ${keys.toLocaleString('en-US')} distinct keys of limit 10 (${label})`)
-    const server = await L.startRinglimit({ apiKey, nodes: 3, main, extraEnv: { REPLICAS: '2' } })
+    const server = await L.startRinglimit({ apiKey, nodes: 3, main, extraEnv: { REPLICAS: '2', ...opts.env }, nodeArgs: opts.nodeArgs ?? [] })
     try {
       // Warm up on a few keys (JIT, buffers, peer links), then settle.
       await L.runLoad({
@@ -273,6 +309,7 @@ export async function runClusterMemory(opts) {
         tmpDir: opts.tmpDir,
       })
       const rss0 = await L.settledRss(server.pgids)
+      const parts0 = await memoryParts(L, server.urls, server.pgids)
       const watch = new L.GroupWatch(server.pgids)
       watch.refresh()
       const ticks0 = watch.cpuTicks()
@@ -290,6 +327,7 @@ export async function runClusterMemory(opts) {
       })
       conditions.add(`memory: cluster fill (${label})`, (watch.cpuTicks() - ticks0) / L.clockTicks(), (performance.now() - t0) / 1000, 3)
       const rss1 = await L.settledRss(server.pgids)
+      const parts1 = await memoryParts(L, server.urls, server.pgids)
       let owned = 0
       let copies = 0
       for (const url of server.urls) {
@@ -308,12 +346,17 @@ export async function runClusterMemory(opts) {
         rssAfterMb: rss1 / 2 ** 20,
         bytesPerKey: (rss1 - rss0) / keys,
         bytesPerStateHeld: (rss1 - rss0) / Math.max(1, owned + copies),
+        // per key (both copies): V8 heap used and committed (young generation apart), buffers outside it, the tables' estimate, RSS
+        partsPerKey: partsPerKey(parts0, parts1, keys),
       }
       rows.push(row)
       lines.push(
         `3 nodes, REPLICAS=2, ${label}: ${row.bytesPerKey.toFixed(0)} B RSS per key (target ≤ 400 B), ${row.bytesPerStateHeld.toFixed(0)} B per state held ` +
           `(RSS of the 3 nodes ${row.rssBeforeMb.toFixed(0)} → ${row.rssAfterMb.toFixed(0)} MiB, settled; ${owned.toLocaleString('en-US')} owned states + ` +
           `${copies.toLocaleString('en-US')} copies for ${keys.toLocaleString('en-US')} keys; statuses ${JSON.stringify(r.status)})`,
+        `  per key, where: ${Object.entries(row.partsPerKey)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ')} B (heap = V8 heap, newSpace its young generation, external = buffers outside it, tables = ringlimit_stored_bytes)`,
       )
       log(`memory: ${lines.at(-1)}`)
     } finally {
@@ -333,6 +376,12 @@ flat once the table is full?). Writes bench/results/memory.json. Needs the build
     options: {
       quick: { type: 'boolean', help: '200,000 keys and a 20 s flood' },
       cluster: { type: 'boolean', help: 'only bytes per key of a 3-node cluster with REPLICAS=2 (default 300,000 keys)' },
+      env: {
+        type: 'string',
+        arg: 'K=V,...',
+        defaultText: 'none',
+        help: 'with --cluster: environment variables for the nodes, comma-separated (e.g. MALLOC_ARENA_MAX=2)',
+      },
       build: { type: 'string', arg: 'DIR', defaultText: 'none', help: "with --cluster: also another checkout's build (DIR/dist/src/main.js), same run" },
       keys: { type: 'number', min: 1, defaultText: '1000000; 200000 with --quick', help: 'distinct identifiers for bytes per key' },
       flood: { type: 'number', min: 1, arg: 'S', defaultText: '60; 20 with --quick', help: 'seconds of flood' },
@@ -360,7 +409,9 @@ flat once the table is full?). Writes bench/results/memory.json. Needs the build
     const { ringlimitMain, buildMain } = await import('./lib/servers.mjs')
     const builds = [{ label: 'this build', main: ringlimitMain }]
     if (args.build !== undefined) builds.push({ label: args.build, main: buildMain(args.build, '--build') })
-    const res = await runClusterMemory({ keys: args.keys, builds, tmpDir: tmp })
+    const env = Object.fromEntries((args.env?.split(',') ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))
+    const nodeArgs = args['node-args'] ? args['node-args'].split(' ').filter(Boolean) : []
+    const res = await runClusterMemory({ keys: args.keys, builds, tmpDir: tmp, env, nodeArgs })
     process.stdout.write(res.lines.join('\n') + '\n')
     rmSync(tmp, { recursive: true, force: true })
     process.exit(0)
