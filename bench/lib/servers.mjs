@@ -169,11 +169,13 @@ export async function startFastify({ store, apiKey }) {
  * What the start a user runs sets beside the service's own settings (the Dockerfile's ENV and
  * `npm start`, docs/operations.md "Memory"): glibc's mmap threshold fixed at 128 KiB, so the
  * state tables' growth steps are mapped on their own and given back when freed instead of
- * staying in malloc's arena. MALLOC_MMAP_THRESHOLD_ set in the bench's environment replaces it;
- * set empty (`MALLOC_MMAP_THRESHOLD_= node bench/...`), glibc's own dynamic threshold: before/after.
+ * staying in malloc's arena. BENCH_MMAP_THRESHOLD=glibc starts the nodes without it (glibc's
+ * own dynamic threshold), for a before/after; another value replaces it. Not through
+ * MALLOC_MMAP_THRESHOLD_ itself: the bench's own process and its loaders would take it too
+ * (and set empty it is a threshold of 0: every allocation mapped).
  */
-const threshold = process.env.MALLOC_MMAP_THRESHOLD_ ?? '131072'
-export const startEnv = threshold === '' ? {} : { MALLOC_MMAP_THRESHOLD_: threshold }
+const threshold = process.env.BENCH_MMAP_THRESHOLD ?? '131072'
+export const startEnv = threshold === 'glibc' ? {} : { MALLOC_MMAP_THRESHOLD_: threshold }
 
 /**
  * ringlimit from the repo's build: `node dist/src/main.js`, configured by environment.
@@ -192,8 +194,6 @@ export async function startRinglimit({ apiKey, nodes = 1, tls, maxKeys = 5000000
     ...(tls ? { TLS_CERT_FILE: tls.cert, TLS_KEY_FILE: tls.key } : {}),
     ...extraEnv,
   }
-  // an empty value in extraEnv unsets the variable (e.g. --env MALLOC_MMAP_THRESHOLD_=)
-  for (const [k, v] of Object.entries(common)) if (v === '') delete common[k]
   if (nodes > 1) {
     common.PEERS = ports.map((p) => `127.0.0.1:${p.peer}`).join(',')
     common.CLUSTER_SECRET = randomBytes(32).toString('hex')

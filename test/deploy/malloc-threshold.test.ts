@@ -19,5 +19,5 @@ t.test("the image, npm start and the benches' nodes set MALLOC_MMAP_THRESHOLD_ a
   const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> };
   t.equal(pkg.scripts.start, `MALLOC_MMAP_THRESHOLD_=\${MALLOC_MMAP_THRESHOLD_:-${THRESHOLD}} node dist/src/main.js`, "npm start, unless the caller sets it");
   const servers = readFileSync(path.join(ROOT, "bench/lib/servers.mjs"), "utf8");
-  t.match(servers, `process.env.MALLOC_MMAP_THRESHOLD_ ?? '${THRESHOLD}'`, "the benches' nodes");
+  t.match(servers, `process.env.BENCH_MMAP_THRESHOLD ?? '${THRESHOLD}'`, "the benches' nodes");
 });
