@@ -94,6 +94,7 @@ export class StateTable {
    */
   private readonly identifiers: IdentifierIndex | undefined;
   private changes: ChangeLog | undefined; // see trackChanges
+  private slab: Slab | undefined; // the growth step every per-slot column is in (none before the first)
   /** the node's one memory of resets (made here; heard of from owners: the blocked cache, the shares), in `bytes` */
   readonly resets: ResetMemory;
 
@@ -272,10 +273,7 @@ export class StateTable {
     };
   }
 
-  /**
-   * Drop every state whose expiry second has passed. Called once a second with the
-   * wall clock; tests call it with an injected one. Returns how many were dropped.
-   */
+  /** Drop every state whose expiry second has passed (once a second, wall clock; tests inject one); how many were dropped. */
   sweep(now: number): number {
     const nowSecond = Math.floor(now / 1000);
     // Expiry at second s means "equivalent to no state from s on": a sweep at s may drop it.
@@ -394,6 +392,9 @@ export class StateTable {
     this.costs.grow(capacity, slab);
     this.index.grow(capacity, slab);
     this.identifiers?.grow(capacity, this.count, slab);
+    // every column of the previous step was carried over above (the key index's hashes were its length): none reads it now
+    this.slab?.free();
+    this.slab = slab;
     return true;
   }
 }

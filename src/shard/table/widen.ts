@@ -24,6 +24,17 @@ export class Slab {
     this.buffer = new ArrayBuffer(capacity * bytesPerSlot + bytesPerSlot);
   }
 
+  /**
+   * Give the bytes back now, once every column taken from this slab has been carried over to the
+   * next one: left to V8, a freed step stays mapped until a major GC finds its ArrayBuffer, and
+   * bench/memory.mjs --cluster read RSS 60-150 B per key higher when the readings came before it.
+   * Detaching (ArrayBuffer.prototype.transfer, Node 21 and later) frees the backing store at once;
+   * on Node 20 the GC still does. Every column taken from it reads 0 long afterwards.
+   */
+  free(): void {
+    (this.buffer as ArrayBuffer & { transfer?: (length: number) => ArrayBuffer }).transfer?.(0);
+  }
+
   take<T extends SlotColumn>(type: ColumnType<T>, bytesPerElement: number): T {
     const at = this.offset;
     const end = at + this.capacity * bytesPerElement;

@@ -222,3 +222,19 @@ t.test("a slab's columns do not overlap, the Float64 ones stay aligned, and it r
   t.throws(() => slab.take(Float64Array, 8), /beyond/, "no column past the bytes the slab was made for");
   t.throws(() => widened(new Uint32Array(1), 6, new Slab(5, 4)), /another capacity/);
 });
+
+t.test("a slab freed gives its bytes back at once: its columns read empty, the next step's keep every value", async (t) => {
+  const old = new Slab(4, 8 + 4);
+  const f = widened(new Float64Array([1, 2]), 4, old);
+  const u = widened(new Uint32Array([7]), 4, old);
+  const next = new Slab(5, 8 + 4);
+  const f2 = widened(f, 5, next);
+  const u2 = widened(u, 5, next);
+  old.free();
+  // Node 20 has no ArrayBuffer.prototype.transfer: there the GC frees it, and the columns stay readable
+  const detaches = typeof (ArrayBuffer.prototype as { transfer?: unknown }).transfer === "function";
+  t.equal(f.length, detaches ? 0 : 4, "the freed step's columns are detached");
+  t.equal(u.buffer.byteLength, detaches ? 0 : old.capacity * 12 + 12);
+  t.same([...f2], [1, 2, 0, 0, 0], "the columns carried over are untouched");
+  t.same([...u2], [7, 0, 0, 0, 0]);
+});
