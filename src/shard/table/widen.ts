@@ -5,11 +5,10 @@ type ColumnType<T extends SlotColumn> = new (buffer: ArrayBuffer, byteOffset: nu
 /**
  * One ArrayBuffer that a table's growth step carves all its per-slot columns out of. Twenty
  * arrays allocated and freed one by one at each step left malloc's main arena holding the freed
- * ones (arrays of a few hundred KB fall under glibc's mmap threshold once a larger block has been
- * freed, and a freed block inside the arena is not given back): bench/memory.mjs --cluster read
- * the arena 120-175 B per state held larger than the arrays. One block of the whole step is
- * above the threshold, so malloc maps it on its own and unmaps it when the step after frees it,
- * and the pages of capacity not used yet are not touched, so they are not resident either.
+ * ones. One block of the whole step is above glibc's mmap threshold as long as the threshold stays
+ * fixed (MALLOC_MMAP_THRESHOLD_, set by the image and npm start: left to glibc it rises to the
+ * largest block freed, and every step lands in the arena, docs/durability.md), so malloc maps it
+ * on its own and unmaps it when freed, and the pages of capacity not used yet stay untouched.
  */
 export class Slab {
   private readonly buffer: ArrayBuffer;
@@ -26,8 +25,8 @@ export class Slab {
 
   /**
    * Give the bytes back now, once every column taken from this slab has been carried over to the
-   * next one: left to V8, a freed step stays mapped until a major GC finds its ArrayBuffer, and
-   * bench/memory.mjs --cluster read RSS 60-150 B per key higher when the readings came before it.
+   * next one: left to V8, a freed step stays mapped until a major GC finds its ArrayBuffer
+   * (bench/memory.mjs --cluster read the buffers outside the heap 249 B per key once, 172-214 else).
    * Detaching (ArrayBuffer.prototype.transfer, Node 21 and later) frees the backing store at once;
    * on Node 20 the GC still does. Every column taken from it reads 0 long afterwards.
    */
