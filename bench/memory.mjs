@@ -16,7 +16,7 @@
 //   node bench/memory.mjs --cluster [--keys 300000] [--build DIR]  (DIR: also another checkout's
 //                         build, filled after this one in the same run: before/after)
 // Also run by `node bench/run.mjs --memory`. Standalone, it writes bench/results/memory.json.
-import { existsSync, mkdirSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, writeFileSync, mkdtempSync, rmSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tmpdir } from 'node:os'
 import { benchOptions } from './lib/options.mjs'
@@ -47,6 +47,42 @@ async function scrape(L, url) {
   }
   return out
 }
+/**
+ * Where a node's bytes are, from GET /metrics and /proc: V8's heap (used, and committed by
+ * space: the young generation is "new"), memory outside it (typed arrays' buffers), the
+ * tables' own estimate (ringlimit_stored_bytes) and, from /proc/PID/smaps_rollup, RSS.
+ */
+async function memoryParts(L, urls, pgids) {
+  const parts = { heapUsed: 0, heapTotal: 0, newSpace: 0, oldSpaceUsed: 0, external: 0, tables: 0, rss: 0 }
+  for (const url of urls) {
+    const r = await L.get(url + '/metrics', 5000)
+    for (const line of r.body.split('\n')) {
+      const m = /^([a-z_]+)(?:\{([^}]*)\})?\s+([0-9.eE+-]+)$/.exec(line)
+      if (m === null) continue
+      const v = Number(m[3])
+      if (m[1] === 'nodejs_heap_size_used_bytes') parts.heapUsed += v
+      else if (m[1] === 'nodejs_heap_size_total_bytes') parts.heapTotal += v
+      else if (m[1] === 'nodejs_external_memory_bytes') parts.external += v
+      else if (m[1] === 'ringlimit_stored_bytes') parts.tables += v
+      else if (m[1] === 'nodejs_heap_space_size_total_bytes' && /space="new"/.test(m[2] ?? '')) parts.newSpace += v
+      else if (m[1] === 'nodejs_heap_space_size_used_bytes' && /space="old"/.test(m[2] ?? '')) parts.oldSpaceUsed += v
+    }
+  }
+  parts.brkHeap = 0
+  for (const pid of L.groupMembers(pgids)) {
+    try {
+      parts.rss += Number(/^Rss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))[1]) * 1024
+      // malloc's main arena (brk): what it keeps of freed blocks stays resident
+      const heap = /\[heap\]\n(?:.*\n)*?Rss:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/smaps`, 'utf8'))
+      if (heap) parts.brkHeap += Number(heap[1]) * 1024
+    } catch {
+      /* gone */
+    }
+  }
+  return parts
+}
+const partsPerKey = (a, b, keys) => Object.fromEntries(Object.keys(a).map((k) => [k, Math.round((b[k] - a[k]) / keys)]))
+
 async function gauge(L, url, name) {
   return (await scrape(L, url))[name] ?? null
 }
@@ -106,8 +142,9 @@ export async function runMemory(opts) {
         amount: keys,
         headers,
         timeoutSec: 30,
-        // limit and duration large enough that no state expires during the test
-        bodySpec: { namespace: 'mem', limit: 10, duration: 3600, idSpace: keys, idPrefix: 'k-' },
+        // a year: a token bucket's state goes when it is full again, limit 10 of a year after 36.5 days
+        // (of an hour it went after 6 minutes, which a fill on a loaded machine outlasts)
+        bodySpec: { namespace: 'mem', limit: 10, duration: 31_536_000, idSpace: keys, idPrefix: 'k-' },
         tmpDir: opts.tmpDir,
       })
       const fillSec = (performance.now() - t0) / 1000
@@ -260,7 +297,7 @@ export async function runClusterMemory(opts) {
   const lines = []
   for (const { label, main } of opts.builds) {
     log(`memory: 3 nodes, REPLICAS=2, ${keys.toLocaleString('en-US')} distinct keys of limit 10 (${label})`)
-    const server = await L.startRinglimit({ apiKey, nodes: 3, main, extraEnv: { REPLICAS: '2' } })
+    const server = await L.startRinglimit({ apiKey, nodes: 3, main, extraEnv: { REPLICAS: '2', ...opts.env }, nodeArgs: opts.nodeArgs ?? [] })
     try {
       // Warm up on a few keys (JIT, buffers, peer links), then settle.
       await L.runLoad({
@@ -273,6 +310,7 @@ export async function runClusterMemory(opts) {
         tmpDir: opts.tmpDir,
       })
       const rss0 = await L.settledRss(server.pgids)
+      const parts0 = await memoryParts(L, server.urls, server.pgids)
       const watch = new L.GroupWatch(server.pgids)
       watch.refresh()
       const ticks0 = watch.cpuTicks()
@@ -284,18 +322,25 @@ export async function runClusterMemory(opts) {
         amount: keys,
         headers,
         timeoutSec: 30,
-        // limit 10: below any share's threshold, so owners decide; an hour: nothing expires meanwhile
-        bodySpec: { namespace: 'mem', limit: 10, duration: 3600, idSpace: keys, idPrefix: 'k-' },
+        // limit 10: below any share's threshold, so owners decide. A year: a token bucket's state goes
+        // when it is full again, duration ÷ limit after the key's one request (36.5 days). Of an hour
+        // it went after 6 minutes: a fill at load 25 outlasted that and left 10 states of 300,000.
+        bodySpec: { namespace: 'mem', limit: 10, duration: 31_536_000, idSpace: keys, idPrefix: 'k-' },
         tmpDir: opts.tmpDir,
       })
       conditions.add(`memory: cluster fill (${label})`, (watch.cpuTicks() - ticks0) / L.clockTicks(), (performance.now() - t0) / 1000, 3)
       const rss1 = await L.settledRss(server.pgids)
+      const parts1 = await memoryParts(L, server.urls, server.pgids)
       let owned = 0
       let copies = 0
+      let expired = 0
+      let evicted = 0
       for (const url of server.urls) {
         const m = await scrape(L, url)
         owned += m.ringlimit_stored_keys ?? 0
         copies += m.ringlimit_replica_states ?? 0
+        expired += m.ringlimit_expirations_total ?? 0
+        evicted += m.ringlimit_evictions_total ?? 0
       }
       const row = {
         label,
@@ -304,17 +349,30 @@ export async function runClusterMemory(opts) {
         status: r.status,
         owned,
         copies,
+        expired,
+        evicted,
         rssBeforeMb: rss0 / 2 ** 20,
         rssAfterMb: rss1 / 2 ** 20,
         bytesPerKey: (rss1 - rss0) / keys,
         bytesPerStateHeld: (rss1 - rss0) / Math.max(1, owned + copies),
+        // per key (both copies): V8 heap used and committed (young generation apart), buffers outside it, the tables' estimate, RSS
+        partsPerKey: partsPerKey(parts0, parts1, keys),
       }
       rows.push(row)
       lines.push(
         `3 nodes, REPLICAS=2, ${label}: ${row.bytesPerKey.toFixed(0)} B RSS per key (target ≤ 400 B), ${row.bytesPerStateHeld.toFixed(0)} B per state held ` +
           `(RSS of the 3 nodes ${row.rssBeforeMb.toFixed(0)} → ${row.rssAfterMb.toFixed(0)} MiB, settled; ${owned.toLocaleString('en-US')} owned states + ` +
           `${copies.toLocaleString('en-US')} copies for ${keys.toLocaleString('en-US')} keys; statuses ${JSON.stringify(r.status)})`,
+        `  per key, where: ${Object.entries(row.partsPerKey)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ')} B (heap = V8 heap, newSpace its young generation, external = buffers outside it, tables = ringlimit_stored_bytes)`,
       )
+      // every key owned once and copied once (plus the warm-up's): fewer means the figure is not of `keys` states
+      if (owned < keys || copies < keys) {
+        lines.push(
+          `warning: ${label}: ${owned} owned states and ${copies} copies for ${keys} keys (expired ${expired}, evicted ${evicted}): not a figure per key`,
+        )
+      }
       log(`memory: ${lines.at(-1)}`)
     } finally {
       await server.stop()
@@ -333,6 +391,12 @@ flat once the table is full?). Writes bench/results/memory.json. Needs the build
     options: {
       quick: { type: 'boolean', help: '200,000 keys and a 20 s flood' },
       cluster: { type: 'boolean', help: 'only bytes per key of a 3-node cluster with REPLICAS=2 (default 300,000 keys)' },
+      env: {
+        type: 'string',
+        arg: 'K=V,...',
+        defaultText: 'none',
+        help: 'with --cluster: environment variables for the nodes, comma-separated (e.g. MALLOC_ARENA_MAX=2)',
+      },
       build: { type: 'string', arg: 'DIR', defaultText: 'none', help: "with --cluster: also another checkout's build (DIR/dist/src/main.js), same run" },
       keys: { type: 'number', min: 1, defaultText: '1000000; 200000 with --quick', help: 'distinct identifiers for bytes per key' },
       flood: { type: 'number', min: 1, arg: 'S', defaultText: '60; 20 with --quick', help: 'seconds of flood' },
@@ -360,7 +424,9 @@ flat once the table is full?). Writes bench/results/memory.json. Needs the build
     const { ringlimitMain, buildMain } = await import('./lib/servers.mjs')
     const builds = [{ label: 'this build', main: ringlimitMain }]
     if (args.build !== undefined) builds.push({ label: args.build, main: buildMain(args.build, '--build') })
-    const res = await runClusterMemory({ keys: args.keys, builds, tmpDir: tmp })
+    const env = Object.fromEntries((args.env?.split(',') ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))
+    const nodeArgs = args['node-args'] ? args['node-args'].split(' ').filter(Boolean) : []
+    const res = await runClusterMemory({ keys: args.keys, builds, tmpDir: tmp, env, nodeArgs })
     process.stdout.write(res.lines.join('\n') + '\n')
     rmSync(tmp, { recursive: true, force: true })
     process.exit(0)

@@ -166,6 +166,18 @@ export async function startFastify({ store, apiKey }) {
 }
 
 /**
+ * What the start a user runs sets beside the service's own settings (the Dockerfile's ENV and
+ * `npm start`, docs/operations.md "Memory"): glibc's mmap threshold fixed at 128 KiB, so the
+ * state tables' growth steps are mapped on their own and given back when freed instead of
+ * staying in malloc's arena. BENCH_MMAP_THRESHOLD=glibc starts the nodes without it (glibc's
+ * own dynamic threshold), for a before/after; another value replaces it. Not through
+ * MALLOC_MMAP_THRESHOLD_ itself: the bench's own process and its loaders would take it too
+ * (and set empty it is a threshold of 0: every allocation mapped).
+ */
+const threshold = process.env.BENCH_MMAP_THRESHOLD ?? '131072'
+export const startEnv = threshold === 'glibc' ? {} : { MALLOC_MMAP_THRESHOLD_: threshold }
+
+/**
  * ringlimit from the repo's build: `node dist/src/main.js`, configured by environment.
  * nodes > 1: a static-peer cluster on loopback sharing a random CLUSTER_SECRET.
  */
@@ -178,6 +190,7 @@ export async function startRinglimit({ apiKey, nodes = 1, tls, maxKeys = 5000000
     LOG_LEVEL: 'warn',
     MAX_KEYS: String(maxKeys),
     PEER_HOST: '127.0.0.1',
+    ...startEnv,
     ...(tls ? { TLS_CERT_FILE: tls.cert, TLS_KEY_FILE: tls.key } : {}),
     ...extraEnv,
   }

@@ -1,5 +1,5 @@
 import { KEY_REF_BYTES } from "./key-bytes.js";
-import { widened } from "./widen.js";
+import { type Slab, widened } from "./widen.js";
 
 /**
  * The keys of a state table whose state changed since the last take(), each once (for
@@ -55,7 +55,7 @@ export class ChangeLog {
     this.loggedIn[to] = this.loggedIn[from]!;
   }
 
-  grow(capacity: number): void {
-    this.loggedIn = widened(this.loggedIn, capacity);
+  grow(capacity: number, slab?: Slab): void {
+    this.loggedIn = widened(this.loggedIn, capacity, slab);
   }
 }

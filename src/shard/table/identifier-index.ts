@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { hash32 } from "../ring/hash.js";
-import { widened } from "./widen.js";
+import { type Slab, widened } from "./widen.js";
 
 /**
  * Ring key (namespace + identifier) → the slots of its states, for the state table: a reset
@@ -37,6 +37,8 @@ export class IdentifierIndex {
 
   /** Per slot of capacity: next, prev, hash, and a bucket (at least one per slot). */
   static readonly SLOT_BYTES = 4 * 4;
+  /** Of SLOT_BYTES, the per-slot columns (next, prev, hash): the buckets are an array of their own. */
+  static readonly COLUMN_BYTES = 3 * 4;
 
   /** bytes of the arrays at their capacity */
   get bytes(): number {
@@ -70,11 +72,11 @@ export class IdentifierIndex {
     if (next !== 0) this.prev[next - 1] = to + 1;
   }
 
-  /** Room for `capacity` slots, of which the first `count` are in use. */
-  grow(capacity: number, count: number): void {
-    this.next = widened(this.next, capacity);
-    this.prev = widened(this.prev, capacity);
-    this.hashes = widened(this.hashes, capacity);
+  /** Room for `capacity` slots, of which the first `count` are in use; the columns from `slab` when given. */
+  grow(capacity: number, count: number, slab?: Slab): void {
+    this.next = widened(this.next, capacity, slab);
+    this.prev = widened(this.prev, capacity, slab);
+    this.hashes = widened(this.hashes, capacity, slab);
     const buckets = bucketsFor(capacity);
     if (buckets <= this.heads.length) return;
     this.heads = new Int32Array(buckets);

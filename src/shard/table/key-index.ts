@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { hash32 } from "../ring/hash.js";
-import { widened } from "./widen.js";
+import { type Slab, widened } from "./widen.js";
 
 const INITIAL_BUCKETS = 2048;
 
@@ -25,6 +25,14 @@ export class KeyIndex {
 
   get size(): number {
     return this.count;
+  }
+
+  /** Per slot of capacity: its key's hash (the buckets are an array of their own). */
+  static readonly SLOT_BYTES = 4;
+
+  /** Room for slots up to `capacity` (the table's growth step, from its slab); add() widens on its own otherwise. */
+  grow(capacity: number, slab?: Slab): void {
+    if (capacity > this.hashes.length) this.hashes = widened(this.hashes, capacity, slab);
   }
 
   /** bytes of the two arrays at their capacity */

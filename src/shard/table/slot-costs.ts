@@ -1,23 +1,24 @@
 import { KEY_REF_BYTES, stringBytes } from "./key-bytes.js";
-import { widened } from "./widen.js";
+import { type Slab, widened } from "./widen.js";
 
 /** Weight of a state whose counted usage is unknown (handed over without its limit): kept like a full one. */
 export const UNKNOWN_WEIGHT = 0xffffffff;
 
 /**
- * Per slot of the state table: the bytes its key costs (string as V8 stores it, plus its
- * reference), to give back when it goes, and its eviction weight: the requests it has
- * counted (limit − remaining at its last allowed decision; a blocked state weighs its whole
- * limit, a fresh one its cost). See eviction.ts.
+ * Per slot of the state table: its eviction weight, the requests it has counted (limit −
+ * remaining at its last allowed decision; a blocked state weighs its whole limit, a fresh one
+ * its cost; see eviction.ts); and the bytes of all its keys (string as V8 stores it, plus its
+ * reference). A key's bytes are computed again from the key when it goes (a scan of its
+ * characters, on removal only) rather than kept: 4 bytes a slot fewer.
  */
 export class SlotCosts {
-  cost: Uint32Array;
+  /** bytes per slot of capacity (weight) */
+  static readonly SLOT_BYTES = 4;
   weight: Uint32Array;
   /** bytes of every stored key string and reference */
   keyBytes = 0;
 
   constructor(capacity: number) {
-    this.cost = new Uint32Array(capacity);
     this.weight = new Uint32Array(capacity);
   }
 
@@ -25,23 +26,22 @@ export class SlotCosts {
     return stringBytes(key) + KEY_REF_BYTES;
   }
 
+  /** A new key took `slot`; `cost` is SlotCosts.of(its key). */
   add(slot: number, cost: number): void {
-    this.cost[slot] = cost;
     this.weight[slot] = 0;
     this.keyBytes += cost;
   }
 
-  remove(slot: number): void {
-    this.keyBytes -= this.cost[slot]!;
+  /** The key `key` leaves the table. */
+  remove(key: string): void {
+    this.keyBytes -= SlotCosts.of(key);
   }
 
   move(from: number, to: number): void {
-    this.cost[to] = this.cost[from]!;
     this.weight[to] = this.weight[from]!;
   }
 
-  grow(capacity: number): void {
-    this.cost = widened(this.cost, capacity);
-    this.weight = widened(this.weight, capacity);
+  grow(capacity: number, slab?: Slab): void {
+    this.weight = widened(this.weight, capacity, slab);
   }
 }

@@ -9,12 +9,12 @@ import { IdentifierIndex } from "./identifier-index.js";
 import { ResetMemory } from "./reset-memory.js";
 import { ringKeyOfStateKey } from "../ring/state-key.js";
 import { SweepLists } from "./sweep-lists.js";
-import { widened } from "./widen.js";
+import { Slab, nextCapacity, widened } from "./widen.js";
 
 export { RESET_MEMORY_MS } from "./reset-memory.js";
 
-/** Bytes per slot of capacity: a, b, c (Float64); expiry, origin, born, listed, prev, next, cost, weight (32-bit). */
-const SLOT_BYTES = 3 * 8 + 8 * 4;
+/** Bytes per slot of capacity: a, b, c (Float64); expiry, origin, born (32-bit); the sweep lists' and the eviction weight. */
+const SLOT_BYTES = 3 * 8 + 3 * 4 + SweepLists.SLOT_BYTES + SlotCosts.SLOT_BYTES;
 const INITIAL_CAPACITY = 1024;
 /** Of the byte bound, the share remembered resets may use (they are counted in `bytes`). */
 const RESET_MEMORY_SHARE = 1 / 16;
@@ -61,8 +61,8 @@ export interface TableCopy {
  *
  * Memory per key is what bounds a node, so states live in parallel typed arrays indexed by a dense slot number (a
  * removed slot is filled by moving the last one into it), and the only per-key object is the key string, found through
- * an open-addressing index (KeyIndex). A key costs 56 bytes of arrays + ~12 of index + ~16 of identifier index (owned
- * table only) + its string; bounded in states (MAX_KEYS) and in bytes (MAX_MEMORY_MB), since callers choose the keys.
+ * an open-addressing index (KeyIndex). A key costs 52 B of arrays (one Slab a growth step) + ~12 of index + ~16 of
+ * identifier index (owned table only) + its string (docs/performance.md); bounded in states (MAX_KEYS) and bytes (MAX_MEMORY_MB).
  * Expiry is a per-second sweep over lists of slots by second (SweepLists): no timer per key.
  */
 export class StateTable {
@@ -94,6 +94,7 @@ export class StateTable {
    */
   private readonly identifiers: IdentifierIndex | undefined;
   private changes: ChangeLog | undefined; // see trackChanges
+  private slab: Slab | undefined; // the growth step every per-slot column is in (none before the first)
   /** the node's one memory of resets (made here; heard of from owners: the blocked cache, the shares), in `bytes` */
   readonly resets: ResetMemory;
 
@@ -272,10 +273,7 @@ export class StateTable {
     };
   }
 
-  /**
-   * Drop every state whose expiry second has passed. Called once a second with the
-   * wall clock; tests call it with an injected one. Returns how many were dropped.
-   */
+  /** Drop every state whose expiry second has passed (once a second, wall clock; tests inject one); how many were dropped. */
   sweep(now: number): number {
     const nowSecond = Math.floor(now / 1000);
     // Expiry at second s means "equivalent to no state from s on": a sweep at s may drop it.
@@ -295,11 +293,7 @@ export class StateTable {
     return dropped;
   }
 
-  /**
-   * Check the structure: index and keys agree, every slot is in exactly one sweep list,
-   * links are consistent and nothing else is listed. O(n); for tests and debugging.
-   * Returns a description of the first problem, or undefined.
-   */
+  /** Check the structure (index and keys agree, each slot in exactly one sweep list, links consistent): the first problem, or undefined. O(n), for tests. */
   checkInvariants(): string | undefined {
     if (this.index.size !== this.count) return `index has ${this.index.size} keys for ${this.count} slots`;
     for (let i = 0; i < this.count; i++) if (this.index.get(this.keys[i]!) !== i) return `slot ${i} not indexed`;
@@ -360,7 +354,7 @@ export class StateTable {
     this.lists.unlink(slot);
     this.index.remove(this.keys[slot]!, slot);
     this.identifiers?.remove(slot);
-    this.costs.remove(slot);
+    this.costs.remove(this.keys[slot]!);
     if (slot !== last) {
       const movedKey = this.keys[last]!;
       this.keys[slot] = movedKey;
@@ -380,21 +374,27 @@ export class StateTable {
     this.count = last;
   }
 
-  /** Double the arrays, or less when the byte bound leaves less room; false when not one more slot fits. */
+  /** Grow by one step (nextCapacity), or less if the byte bound leaves less room; false when not one slot fits. Columns from one Slab, Float64 first. */
   private grow(nextKeyCost: number): boolean {
-    const room = Math.floor((this.maxBytes - this.bytes - nextKeyCost) / (this.slotBytes + (this.identifiers ? IdentifierIndex.SLOT_BYTES : 0)));
-    const capacity = Math.min(this.maxKeys, this.a.length * 2, this.a.length + room);
+    const perSlot = this.slotBytes + KeyIndex.SLOT_BYTES + (this.identifiers ? IdentifierIndex.SLOT_BYTES : 0);
+    const room = Math.floor((this.maxBytes - this.bytes - nextKeyCost) / perSlot);
+    const capacity = Math.min(this.maxKeys, nextCapacity(this.a.length), this.a.length + room);
     if (capacity <= this.a.length) return false;
-    this.a = widened(this.a, capacity);
-    this.b = widened(this.b, capacity);
-    this.c = widened(this.c, capacity);
-    this.expiry = widened(this.expiry, capacity);
-    this.origin = widened(this.origin, capacity);
-    this.born = widened(this.born, capacity);
-    this.changes?.grow(capacity);
-    this.lists.grow(capacity);
-    this.costs.grow(capacity);
-    this.identifiers?.grow(capacity, this.count);
+    const slab = new Slab(capacity, this.slotBytes + KeyIndex.SLOT_BYTES + (this.identifiers ? IdentifierIndex.COLUMN_BYTES : 0));
+    this.a = widened(this.a, capacity, slab);
+    this.b = widened(this.b, capacity, slab);
+    this.c = widened(this.c, capacity, slab);
+    this.expiry = widened(this.expiry, capacity, slab);
+    this.origin = widened(this.origin, capacity, slab);
+    this.born = widened(this.born, capacity, slab);
+    this.changes?.grow(capacity, slab);
+    this.lists.grow(capacity, slab);
+    this.costs.grow(capacity, slab);
+    this.index.grow(capacity, slab);
+    this.identifiers?.grow(capacity, this.count, slab);
+    // every column of the previous step was carried over above (the key index's hashes were its length): none reads it now
+    this.slab?.free();
+    this.slab = slab;
     return true;
   }
 }

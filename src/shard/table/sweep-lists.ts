@@ -1,4 +1,4 @@
-import { widened } from "./widen.js";
+import { type Slab, widened } from "./widen.js";
 
 /**
  * The state table's expiry lists, for a per-second sweep with no timer per key: each slot
@@ -101,10 +101,13 @@ export class SweepLists {
     return slots;
   }
 
-  grow(capacity: number): void {
-    this.listed = widened(this.listed, capacity);
-    this.prev = widened(this.prev, capacity);
-    this.next = widened(this.next, capacity);
+  /** bytes per slot of capacity: listed, prev, next */
+  static readonly SLOT_BYTES = 3 * 4;
+
+  grow(capacity: number, slab?: Slab): void {
+    this.listed = widened(this.listed, capacity, slab);
+    this.prev = widened(this.prev, capacity, slab);
+    this.next = widened(this.next, capacity, slab);
   }
 
   /** Every one of `count` slots in exactly one list, links consistent: a description of the first problem, or undefined. */

@@ -6,6 +6,8 @@ import { tokenBucket } from "../../../src/algorithms/token-bucket.js";
 import { LocalDecider } from "../../../src/shard/local/local-decider.js";
 import { parseStateKey, ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { StateTable } from "../../../src/shard/table/state-table.js";
+import { SlotCosts } from "../../../src/shard/table/slot-costs.js";
+import { Slab, widened } from "../../../src/shard/table/widen.js";
 
 const T0 = 1_800_000_000_000;
 
@@ -178,4 +180,61 @@ t.test("a table made with resettable: false (the replica table) keeps no identif
   copies.delete(stateKeyOf(0, 60, ringKeyOf("ns", "u1")));
   t.equal(copies.get(stateKeyOf(0, 60, ringKeyOf("ns", "u1"))), undefined, "a copy is still removed by its state key");
   t.equal(copies.checkInvariants(), undefined);
+});
+
+t.test("above 65,536 slots the table grows by a quarter, every column carried over from one slab per step", async (t) => {
+  const owned = new StateTable(1_000_000, T0);
+  owned.trackChanges(() => {});
+  const copies = new StateTable(1_000_000, T0, Infinity, { resettable: false });
+  const key = (i: number) => stateKeyOf(0, 3600, ringKeyOf("ns", `u${i}`));
+  const state = (i: number) => ({ a: T0 + i, b: i * 2, c: i % 7, expiresAt: T0 / 1000 + 3600 + (i % 50), origin: i + 1, born: i });
+  let jump = 0;
+  for (let i = 0; i < 110_000; i++) {
+    const before = owned.bytes;
+    owned.set(key(i), state(i), i);
+    copies.set(key(i), state(i));
+    // slot 102,401 is the first past a capacity of 102,400 (65,536 · 1.25²)
+    if (i === 102_400) jump = owned.bytes - before - SlotCosts.of(key(i)) - 8;
+  }
+  // 25,600 slots more: 52 B of the table's columns, 4 of the change log, 4 of the key index's hashes, 12 of the identifier index's columns
+  t.equal(jump, 25_600 * (52 + 4 + 4 + 12), "102,400 → 128,000 slots, a quarter more, each counted in bytes");
+  // (checkInvariants is quadratic: the values below and the indexes' answers check the carrying over)
+  t.equal(owned.size, 110_000);
+  t.equal(copies.size, 110_000);
+  for (const i of [0, 1, 1023, 1024, 65_535, 65_536, 81_920, 102_400, 109_999]) {
+    t.same(owned.get(key(i)), state(i), `state ${i} carried over every growth step`);
+    t.same(copies.get(key(i)), state(i), `copy ${i} too`);
+  }
+  t.equal(owned.takeChanges().length, 110_000, "the change log carried over too");
+  t.same(owned.keysOf(ringKeyOf("ns", "u65536")), [key(65_536)], "and the identifier index");
+});
+
+t.test("a slab's columns do not overlap, the Float64 ones stay aligned, and it refuses what it was not made for", async (t) => {
+  const slab = new Slab(5, 8 + 4 + 4);
+  const u = widened(new Uint32Array([1, 2, 3]), 5, slab);
+  const f = widened(new Float64Array([0.5]), 5, slab);
+  const i = widened(new Int32Array([-1]), 5, slab);
+  f.fill(1.5);
+  i.fill(-7);
+  t.same([...u], [1, 2, 3, 0, 0], "values copied, the rest zero, untouched by its neighbours");
+  t.same([...f], [1.5, 1.5, 1.5, 1.5, 1.5]);
+  t.equal(f.byteOffset % 8, 0, "a Float64 column after an odd 4-byte one starts on 8 bytes");
+  t.throws(() => slab.take(Float64Array, 8), /beyond/, "no column past the bytes the slab was made for");
+  t.throws(() => widened(new Uint32Array(1), 6, new Slab(5, 4)), /another capacity/);
+});
+
+t.test("a slab freed gives its bytes back at once: its columns read empty, the next step's keep every value", async (t) => {
+  const old = new Slab(4, 8 + 4);
+  const f = widened(new Float64Array([1, 2]), 4, old);
+  const u = widened(new Uint32Array([7]), 4, old);
+  const next = new Slab(5, 8 + 4);
+  const f2 = widened(f, 5, next);
+  const u2 = widened(u, 5, next);
+  old.free();
+  // Node 20 has no ArrayBuffer.prototype.transfer: there the GC frees it, and the columns stay readable
+  const detaches = typeof (ArrayBuffer.prototype as { transfer?: unknown }).transfer === "function";
+  t.equal(f.length, detaches ? 0 : 4, "the freed step's columns are detached");
+  t.equal(u.buffer.byteLength, detaches ? 0 : old.capacity * 12 + 12);
+  t.same([...f2], [1, 2, 0, 0, 0], "the columns carried over are untouched");
+  t.same([...u2], [7, 0, 0, 0, 0]);
 });
