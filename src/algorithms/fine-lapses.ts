@@ -340,3 +340,37 @@ export function mergeFine(
   remember(fine, out);
   return fine;
 }
+
+/**
+ * An overlay that arrived from elsewhere (a peer's entries put on this clock, a merge of two)
+ * made to refine `state` at `now`: entries whose bucket is not live in it go, and so do all of
+ * a bucket's entries when they sum to more than it counts. Dropping entries keeps R whatever
+ * they were (their slots become unknown, held to their bucket's end), so what comes out is
+ * safe to read with `state` even when what came in was not. Sorted and distinct seconds are
+ * the caller's to give (decoders check them); anything else empties the overlay.
+ */
+export function fitFine(state: Readonly<LimitState>, fine: FineLapses, D: number, now: number): FineLapses {
+  const W = bucketMs(D);
+  const cur = bucketsOf(state);
+  const sums = [0, 0, 0, 0, 0];
+  const at: number[] = [];
+  let prev = -Infinity;
+  for (let i = 0; i < fine.s.length; i++) {
+    const sec = fine.s[i]!;
+    const m = fine.m[i]!;
+    if (!Number.isInteger(sec) || !Number.isInteger(m) || m < 1 || sec <= prev) return { ...emptyFine(), a: state.a, b: state.b, c: state.c };
+    prev = sec;
+    const end = endOf(sec, W);
+    const j = end <= now ? -1 : indexOf(cur.newest, W, end);
+    at.push(j);
+    if (j >= 0) sums[j] = sums[j]! + m;
+  }
+  const out: FineLapses = { s: [], m: [], a: state.a, b: state.b, c: state.c, cut: -1 };
+  for (let i = 0; i < fine.s.length; i++) {
+    const j = at[i]!;
+    if (j < 0 || sums[j]! > cur.n[j]!) continue;
+    out.s.push(fine.s[i]!);
+    out.m.push(fine.m[i]!);
+  }
+  return out;
+}
