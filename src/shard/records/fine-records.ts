@@ -13,8 +13,8 @@ import { decodeStates, MAX_KEY_BYTES, type AgedRecord, type StateRecord, encodeS
  *
  * Overlay record: u16 key length, key (UTF-8), u16 entry count n, then n entries of
  * f64 lapse and u32 slots. The lapse is, on the peer channel, the ms from the send to the
- * entry's second (negative: passed; the receiver rounds its second up, so a lapse lands no
- * earlier than it was, later by the transfer's time), and in a snapshot the unix second itself
+ * entry's second (negative: passed; the receiver takes the nearest second: fineHere), and in
+ * a snapshot the unix second itself
  * (read back on the clock that wrote it).
  */
 
@@ -84,15 +84,18 @@ export function decodeFineRecords(buf: Buffer, start: number, end: number): Fine
 }
 
 /**
- * A peer's overlay (ms from its send) on this clock `now`: each second rounded up, so never
- * earlier than the sender's. Undefined when an entry lies further ahead than a lease of `D`
+ * A peer's overlay (ms from its send) on this clock `now`: each second the nearest to where the
+ * ms land, as concurrency's fromAges puts a bucket's edge. The entry was a whole second on the
+ * sender, so a transfer under half a second (clocks in step) lands it on that very second:
+ * rounding up would add a whole second for a millisecond's transfer. A skew moves it by the
+ * skew, as it moves the buckets. Undefined when an entry lies further ahead than a lease of `D`
  * can (D and a second, and the clock tolerance): out of bounds, the overlay is ignored.
  */
 export function fineHere(r: FineRecord, D: number, now: number): FineLapses | undefined {
   const s: number[] = [];
   for (let i = 0; i < r.lapse.length; i++) {
     if (r.lapse[i]! > D + 2000) return undefined;
-    const sec = Math.ceil((now + r.lapse[i]!) / 1000);
+    const sec = Math.round((now + r.lapse[i]!) / 1000);
     // Two entries less than a second apart on the wire cannot both be whole seconds: refused.
     if (s.length > 0 && sec <= s[s.length - 1]!) return undefined;
     s.push(sec);
