@@ -186,6 +186,7 @@ export async function startNode(
           ...(replicaTable !== undefined ? { replicas: replicaTable } : {}),
           logger,
           metrics: durability,
+          fineLapses: local.fineLapses,
         });
   // Loaded before the first answer: a restarted node goes on counting where it stopped.
   // States it does not own go to their owners once the ring forms (the join hand-off).

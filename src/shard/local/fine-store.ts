@@ -27,9 +27,10 @@ const KEY_BYTES = 160;
  * elsewhere that freed slots, an eviction, a reset drop it), so the store can only make
  * slots lapse earlier than their bucket's end, never earlier than they really do.
  *
- * Handed over with its states to a member of protocol 15 (mergeWithFine); not replicated
- * nor snapshotted yet: a new owner without it reads the buckets alone (slots held to their
- * bucket's end, as before) and keeps entries for what it grants.
+ * Handed over with its states to a member of protocol 15 (mergeWithFine) and written in
+ * snapshots (format 4); not replicated yet: a replica promoted, or an heir of protocol 13,
+ * reads the buckets alone (slots held to their bucket's end, as before) and keeps entries for
+ * what it grants.
  */
 export class FineStore {
   private readonly overlays = new Map<string, { fine: FineLapses; durationMs: number }>();
@@ -112,6 +113,17 @@ export class FineStore {
     const o = this.overlays.get(key);
     if (o === undefined || o.fine.s.length === 0 || !refines(state, o.fine, o.durationMs, now)) return undefined;
     return { s: o.fine.s.slice(), m: o.fine.m.slice(), a: o.fine.a, b: o.fine.b, c: o.fine.c, cut: -1 };
+  }
+
+  /** Copies of every overlay that refines its state in `table` (a snapshot's, taken in the step that copies the table). */
+  copyFor(table: StateTable, now: number): { key: string; fine: FineLapses }[] {
+    const out: { key: string; fine: FineLapses }[] = [];
+    for (const key of this.overlays.keys()) {
+      const state = table.get(key);
+      const fine = state === undefined ? undefined : this.peek(key, state, now);
+      if (fine !== undefined) out.push({ key, fine });
+    }
+    return out;
   }
 
   /** Forget `key`'s overlay (its state left this node). */
