@@ -7,7 +7,14 @@
  * before: the slot lapses at its bucket's end.
  */
 import t, { type Test } from "tap";
-import { startCluster, waitForRing } from "../../harness/cluster.js";
+import { CLUSTER_SECRET, startCluster, waitForRing } from "../../harness/cluster.js";
+import { concurrency } from "../../../src/algorithms/concurrency.js";
+import { newStep } from "../../../src/algorithms/index.js";
+import { PeerClient } from "../../../src/peer/index.js";
+import { encodeStatesWithFine } from "../../../src/shard/records/fine-records.js";
+import { CallMethod } from "../../../src/shard/cluster/wire/call-methods.js";
+import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
+import { PEER_TIMINGS } from "../../peer/helpers.js";
 import { limit } from "../../harness/http-client.js";
 import { sleep } from "../../harness/wait.js";
 
@@ -59,3 +66,35 @@ async function handOffAndWatch(t: Test, heirEnv: Record<string, string>, fine: b
 
 t.test("SIGTERM: the heir (protocol 15) frees the slot at the lease's own second", (t) => handOffAndWatch(t, {}, true));
 t.test("SIGTERM to an heir at PEER_PROTOCOL_MAX=13: the buckets alone, as before", (t) => handOffAndWatch(t, { PEER_PROTOCOL_MAX: "13" }, false));
+
+t.test("a forged overlay (a peer's MERGE_FINE saying a held slot lapses in a second) frees nothing early", async (t) => {
+  const cluster = await startCluster(1);
+  t.teardown(() => cluster.stop());
+  const node = cluster.nodes[0]!;
+  const forger = new PeerClient({
+    host: "127.0.0.1",
+    port: Number(cluster.env[0]!.PEER_PORT),
+    secret: CLUSTER_SECRET,
+    nodeId: "forger",
+    serverNodeId: cluster.members[0]!,
+    ...PEER_TIMINGS,
+  });
+  t.teardown(() => forger.close());
+  forger.connect();
+  await new Promise((r) => forger.once("up", () => r(undefined)));
+  const id = "forged-overlay";
+  const key = stateKeyOf(concurrency.code, D, ringKeyOf("conc", id));
+  const now = Date.now();
+  const out = newStep();
+  concurrency.step(null, 1, D * 1000, now, out, 1);
+  const state = { a: out.a, b: out.b, c: out.c, expiresAt: Math.ceil(out.resetMs / 1000), origin: 1, born: Math.floor(now / 1000) };
+  const forged = { s: [Math.ceil(now / 1000) + 1], m: [1], a: 0, b: 0, c: 0 };
+  const reply = await forger.call(CallMethod.MERGE_FINE, encodeStatesWithFine([{ key, state }], [{ key, fine: forged }], now));
+  t.equal(reply.readUInt32BE(0), 1, "the state merged");
+  const q = { namespace: "conc", identifier: id, limit: 1, duration: D, algorithm: "concurrency" };
+  t.equal((await limit(node.url, q)).status, 429, "the slot it carries is held");
+  await sleep(Math.max(0, now + 2_500 - Date.now()));
+  const later = await limit(node.url, q);
+  t.equal(later.status, 429, "still held after the forged lapse: the overlay did not refine the state and was dropped");
+  t.ok(later.json.data.retry_after * 1000 >= D * 1000 - 2_500 - 1_000, `retry_after ${later.json.data.retry_after} s: the bucket's end, not the forged second`);
+});
