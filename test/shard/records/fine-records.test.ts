@@ -35,7 +35,11 @@ function held(n: number, at: (i: number) => number): { state: LimitState; fine: 
 
 t.test("peer form: every entry back on its second across a quick transfer, R against the state", async (t) => {
   const { state, fine } = held(5, (i) => T0 + i * 900);
-  const payload = encodeStatesWithFine([{ key, state: { ...state, expiresAt: Math.ceil((T0 + 20_000) / 1000), origin: 7, born: T0 / 1000 } }], [{ key, fine }], T0 + 4_000);
+  const payload = encodeStatesWithFine(
+    [{ key, state: { ...state, expiresAt: Math.ceil((T0 + 20_000) / 1000), origin: 7, born: T0 / 1000 } }],
+    [{ key, fine }],
+    T0 + 4_000,
+  );
   const { records, fine: got } = decodeStatesWithFine(payload);
   t.equal(records.length, 1);
   t.equal(got.length, 1);
