@@ -72,7 +72,7 @@ export async function startNode(
   const table = new StateTable(config.maxKeys, Date.now(), budget.ownedBytes);
   // Copies of other owners' states (docs/durability.md): bounded in keys like the owned table, in bytes by its share.
   const replicaTable = replicated ? new StateTable(config.maxKeys, Date.now(), budget.replicaBytes, { resettable: false }) : undefined;
-  const local = new LocalDecider(table, budget.releasedLeasesBytes, new ChargeIds(budget.chargeIdsBytes, config.chargeIdMemoryMs));
+  const local = new LocalDecider(table, budget.releasedLeasesBytes, new ChargeIds(budget.chargeIdsBytes, config.chargeIdMemoryMs), budget.fineLapsesBytes);
   // One coarse sweep for expired states and for batch reservations nobody confirmed.
   const sweep = setInterval(() => {
     const now = Date.now();
@@ -186,6 +186,7 @@ export async function startNode(
           ...(replicaTable !== undefined ? { replicas: replicaTable } : {}),
           logger,
           metrics: durability,
+          fineLapses: local.fineLapses,
         });
   // Loaded before the first answer: a restarted node goes on counting where it stopped.
   // States it does not own go to their owners once the ring forms (the join hand-off).

@@ -28,9 +28,13 @@ import type { AgedBounds, AgedVerdict, Algorithm, LimitState } from "./types.js"
 
 /*
  * DESIGN (#41 item 4: lapse within 1 s of `duration`). Built: the overlay and its operations
- * (fine-lapses.ts), kept by the owner in a side store (shard/local/fine-store.ts). Not yet
- * built: carrying it to replicas, on hand-off (feature 15) and in snapshots (format 4); until
- * then a state that moves lands with no overlay, its slots held to their buckets' ends. The coarse state above
+ * (fine-lapses.ts), kept by the owner in a side store (shard/local/fine-store.ts), handed over
+ * with its states to a member of protocol 15 (CALL MERGE_FINE) and snapshotted (format 4):
+ * shard/records/fine-records.ts. Not yet built: carrying it to replicas; a replica promoted
+ * lands with no overlay, its slots held to their buckets' ends. As built, the wire entry is
+ * an f64 of ms from the send, placed on the receiver's nearest second (not the u32 rounded up
+ * sketched below: that added a whole second per hop), and fitted (fitFine) rather than
+ * refused whole when it breaks R. The coarse state above
  * stays, unchanged, as the one every part of the system already carries; beside it an owner
  * keeps a FINE overlay that says, of the slots a coarse bucket counts, which second each one
  * really lapses in. The coarse state is then a conservative projection of the fine one.

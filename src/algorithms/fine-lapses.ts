@@ -139,6 +139,30 @@ function dropAndCountLapsed(fine: FineLapses, W: number, now: number): number {
   return sum;
 }
 
+/**
+ * The first moment after `now` at which held slots free, and how many (at least), from the memo
+ * dropAndCountLapsed just advanced: entries [0, cut) lapsed in live buckets, so all in the one
+ * ending at the first edge after `now`, summing `lapsedInFirst`. The next entry frees first when
+ * in that bucket, else its unknown slots at its end (undefined: neither). Usually enough: O(1).
+ */
+function firstLapse(
+  state: Readonly<LimitState>,
+  fine: Readonly<FineLapses>,
+  W: number,
+  now: number,
+  lapsedInFirst: number,
+): { at: number; slots: number } | undefined {
+  const cut = fine.cut ?? -1;
+  if (cut < 0) return undefined;
+  const endFirst = (Math.floor(now / W) + 1) * W;
+  const next = cut < fine.s.length ? fine.s[cut]! * 1000 : Infinity;
+  if (next <= endFirst) return { at: next, slots: fine.m[cut]! };
+  const b = bucketsOf(state);
+  const j = indexOf(b.newest, W, endFirst);
+  const unknown = j < 0 ? 0 : b.n[j]! - lapsedInFirst;
+  return unknown > 0 ? { at: endFirst, slots: unknown } : undefined;
+}
+
 /** Slots held at `now`, read through the overlay (which must refine `state`). */
 export function fineHeldAt(state: Readonly<LimitState> | null, fine: Readonly<FineLapses>, D: number, now: number): number {
   return heldAt(state, D, now) - lapsedSlots(fine, D, now);
@@ -216,15 +240,18 @@ export function acquireFine(
   }
   // resetMs stays the buckets' last lapse: it is the state's expiry, and unknown slots are held to it.
   if (!out.allowed) {
-    const lapses = lapsesOf(after, fine, D, now);
     const held = heldAt(after, D, now) - freed;
     const need = cost === 0 ? 1 : cost;
-    let gone = 0;
-    for (const l of lapses) {
-      gone += l.slots;
-      if (held - gone + need <= limit) {
-        out.retryAfterMs = l.at - now;
-        break;
+    const first = firstLapse(after, fine, W, now, freed);
+    if (first !== undefined && held - first.slots + need <= limit) out.retryAfterMs = first.at - now;
+    else {
+      let gone = 0;
+      for (const l of lapsesOf(after, fine, D, now)) {
+        gone += l.slots;
+        if (held - gone + need <= limit) {
+          out.retryAfterMs = l.at - now;
+          break;
+        }
       }
     }
   }
@@ -339,4 +366,35 @@ export function mergeFine(
   const fine: FineLapses = { s: seconds, m: seconds.map((sec) => bySecond.get(sec)!), a: 0, b: 0, c: 0 };
   remember(fine, out);
   return fine;
+}
+
+/**
+ * An overlay from elsewhere (a peer's, a snapshot's, a merge) made to refine `state` at `now`:
+ * entries whose bucket is not live in it go, and all of a bucket's when they sum to more than
+ * it counts: R holds whatever came (dropped slots are unknown). Unsorted seconds empty it.
+ */
+export function fitFine(state: Readonly<LimitState>, fine: FineLapses, D: number, now: number): FineLapses {
+  const W = bucketMs(D);
+  const cur = bucketsOf(state);
+  const sums = [0, 0, 0, 0, 0];
+  const at: number[] = [];
+  let prev = -Infinity;
+  for (let i = 0; i < fine.s.length; i++) {
+    const sec = fine.s[i]!;
+    const m = fine.m[i]!;
+    if (!Number.isInteger(sec) || !Number.isInteger(m) || m < 1 || sec <= prev) return { ...emptyFine(), a: state.a, b: state.b, c: state.c };
+    prev = sec;
+    const end = endOf(sec, W);
+    const j = end <= now ? -1 : indexOf(cur.newest, W, end);
+    at.push(j);
+    if (j >= 0) sums[j] = sums[j]! + m;
+  }
+  const out: FineLapses = { s: [], m: [], a: state.a, b: state.b, c: state.c, cut: -1 };
+  for (let i = 0; i < fine.s.length; i++) {
+    const j = at[i]!;
+    if (j < 0 || sums[j]! > cur.n[j]!) continue;
+    out.s.push(fine.s[i]!);
+    out.m.push(fine.m[i]!);
+  }
+  return out;
 }

@@ -62,7 +62,10 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * The newest peer protocol this build speaks; PEER_PROTOCOL_MAX (src/config.ts) may hold a node
  * below it while a cluster is being upgraded. A node speaks every version from PROTOCOL_MIN to
  * its maximum; a link runs at the highest version both ends speak, a ring at the lowest of its
- * links (docs/peer-protocol.md, "Versions"). Protocol 13: a charge's DECIDE item may carry its
+ * links (docs/peer-protocol.md, "Versions"). Protocol 15: CALL method 21, MERGE_FINE, a hand-off
+ * batch whose concurrency states carry their fine lapses (shard/records/fine-records.ts); a link
+ * below it gets MERGE_STATES, the buckets alone, as before. (14 is another feature's number.)
+ * Protocol 13: a charge's DECIDE item may carry its
  * charge id (DecideItemFlag.CHARGE_ID: u8 length and the id's ASCII bytes after the identifier),
  * and its DECIDE_REPLY item DecideFlag.DUPLICATE (the owner's remembered answer to an earlier
  * charge with that id: nothing counted now); a node of 12 would refuse the flag. Protocol 12: HELLO's version byte is the lowest
@@ -96,7 +99,7 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * by decades. Protocol 3: DECIDE items carry `cost` (protocol 2 introduced the bound
  * handshake and per-frame tags).
  */
-export const PROTOCOL_VERSION = 13;
+export const PROTOCOL_VERSION = 15;
 /**
  * The oldest version this build speaks: 11, the release before ranges, whose nodes accept only
  * a HELLO of 11 and run every link at 11. A version that changes the handshake frames must raise
@@ -124,6 +127,8 @@ export const FEATURE_VERSIONS = Object.freeze({
   RELEASE: 12,
   /** DecideItemFlag.CHARGE_ID and DecideFlag.DUPLICATE: a charge's id forwarded to its owner, which counts it at most once; a link below it answers a charge with an id 503, not counted */
   CHARGE_ID: 13,
+  /** CALL method 21: a hand-off batch with the fine lapses of its concurrency states (shard/records/fine-records.ts); a link below it gets MERGE_STATES, slots held to their buckets' ends */
+  FINE_LAPSES: 15,
 });
 export type ProtocolFeature = keyof typeof FEATURE_VERSIONS;
 /**

@@ -103,7 +103,7 @@ export function assembleCluster(
   gateHolds();
   policyMismatchGauge(metrics.registry, () => policyVersions.mismatches(pool.ring.members, pool.self));
   const directory = new Directory(pool.self, "", (member) => policyVersions.versionOf(member, pool.self));
-  coordinator = new Coordinator(pool, table, logger);
+  coordinator = new Coordinator(pool, table, logger, local.fineLapses);
   const view = new LiveView(pool, coordinator, table);
   if (config.replicas > 1 && replicaTable !== undefined) {
     replicator = new Replicator({

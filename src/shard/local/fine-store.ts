@@ -1,6 +1,9 @@
 import { concurrency } from "../../algorithms/concurrency.js";
-import { acquireFine, emptyFine, FINE_ENTRY_BYTES, pruneFine, refines, type FineLapses } from "../../algorithms/fine-lapses.js";
+import { acquireFine, emptyFine, FINE_ENTRY_BYTES, fitFine, mergeFine, pruneFine, refines, type FineLapses } from "../../algorithms/fine-lapses.js";
 import type { Algorithm, LimitState } from "../../algorithms/index.js";
+import { mergeState } from "../records/merge-states.js";
+import { parseStateKey } from "../ring/state-key.js";
+import type { StateTable, StoredState } from "../table/state-table.js";
 
 const ZERO: LimitState = { a: 0, b: 0, c: 0 };
 
@@ -24,8 +27,10 @@ const KEY_BYTES = 160;
  * elsewhere that freed slots, an eviction, a reset drop it), so the store can only make
  * slots lapse earlier than their bucket's end, never earlier than they really do.
  *
- * Not replicated, handed over nor snapshotted yet: a new owner reads the buckets alone
- * (slots held to their bucket's end, as before) and keeps entries for what it grants.
+ * Handed over with its states to a member of protocol 15 (mergeWithFine) and written in
+ * snapshots (format 4); not replicated yet: a replica promoted, or an heir of protocol 13,
+ * reads the buckets alone (slots held to their bucket's end, as before) and keeps entries for
+ * what it grants.
  */
 export class FineStore {
   private readonly overlays = new Map<string, { fine: FineLapses; durationMs: number }>();
@@ -102,4 +107,73 @@ export class FineStore {
       else this.entries += o.fine.s.length;
     }
   }
+
+  /** The overlay of `key` when it refines `state` (a copy, for a hand-off or a merge); undefined when none does. */
+  peek(key: string, state: Readonly<LimitState>, now: number): FineLapses | undefined {
+    const o = this.overlays.get(key);
+    if (o === undefined || o.fine.s.length === 0 || !refines(state, o.fine, o.durationMs, now)) return undefined;
+    return { s: o.fine.s.slice(), m: o.fine.m.slice(), a: o.fine.a, b: o.fine.b, c: o.fine.c, cut: -1 };
+  }
+
+  /** Copies of every overlay that refines its state in `table` (a snapshot's, taken in the step that copies the table). */
+  copyFor(table: StateTable, now: number): { key: string; fine: FineLapses }[] {
+    const out: { key: string; fine: FineLapses }[] = [];
+    for (const key of this.overlays.keys()) {
+      const state = table.get(key);
+      const fine = state === undefined ? undefined : this.peek(key, state, now);
+      if (fine !== undefined) out.push({ key, fine });
+    }
+    return out;
+  }
+
+  /** Forget `key`'s overlay (its state left this node). */
+  drop(key: string): void {
+    const o = this.overlays.get(key);
+    if (o === undefined) return;
+    this.entries -= o.fine.s.length;
+    this.overlays.delete(key);
+  }
+
+  /**
+   * Keep `fine` as `key`'s overlay (it must refine the table's state: fitFine made it so), in
+   * place of any. Within `maxBytes`: the latest entries that do not fit go (unknown slots,
+   * which keeps R), all of them when the key itself does not.
+   */
+  install(key: string, fine: FineLapses, durationMs: number): void {
+    this.drop(key);
+    if (fine.s.length === 0) return;
+    const room = Math.floor((this.maxBytes - this.bytes - KEY_BYTES) / FINE_ENTRY_BYTES);
+    if (room <= 0) return;
+    if (fine.s.length > room) {
+      fine.s.length = room;
+      fine.m.length = room;
+    }
+    fine.cut = -1;
+    this.overlays.set(key, { fine, durationMs });
+    this.entries += fine.s.length;
+  }
+}
+
+/**
+ * mergeState (records/merge-states.ts) of a record that came with its overlay (a hand-off
+ * from a member of protocol 15), `fine` already on this clock. The overlay is kept only when
+ * the record's state was merged (not one counted before a reset here, which is dropped), and
+ * only as fitFine makes it refine the table's state after the merge: merged with this node's
+ * own overlay of the key when it held one (mergeFine: copies of one history, or disjoint
+ * holders). Invariant R holds for what is kept whatever the sender sent.
+ */
+export function mergeWithFine(table: StateTable, store: FineStore, key: string, state: StoredState, fine: FineLapses | undefined, now: number): boolean {
+  const parsed = parseStateKey(key);
+  const plain = fine === undefined || parsed === undefined || parsed.algorithmCode !== concurrency.code;
+  if (plain || state.expiresAt * 1000 <= now || table.countedBeforeReset(parsed.ringKey, state.born, now)) return mergeState(table, key, state, now);
+  const D = parsed.duration * 1000;
+  const had = table.get(key);
+  const own = had === undefined ? undefined : store.peek(key, had, now);
+  if (!mergeState(table, key, state, now)) return false;
+  const after = table.get(key);
+  if (after === undefined) return true;
+  const incoming = fitFine(state, fine, D, now);
+  const combined = had === undefined ? incoming : mergeFine(had, own ?? null, state, incoming, D, now, had.origin === state.origin, { a: 0, b: 0, c: 0 });
+  store.install(key, fitFine(after, combined, D, now), D);
+  return true;
 }

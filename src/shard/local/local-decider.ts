@@ -73,17 +73,18 @@ export class LocalDecider implements Decider {
   private readonly recalled = newDecision();
 
   /**
-   * `releasedBytes`: the byte bound of the memory of released leases (memory-budget.ts),
-   * which it shares half and half with the fine lapses of held ones;
-   * `chargeIds`: the memory of charges with an id (charge-ids.ts).
+   * `releasedBytes`: the byte bound of the memory of released leases, `fineBytes` of the fine
+   * lapses of held ones (memory-budget.ts, each its own line); `chargeIds`: the memory of
+   * charges with an id (charge-ids.ts).
    */
   constructor(
     readonly table: StateTable,
-    releasedBytes = 1024 * 1024,
+    releasedBytes = 512 * 1024,
     readonly chargeIds = new ChargeIds(1024 * 1024, CHARGE_ID_MEMORY_MS),
+    fineBytes = 512 * 1024,
   ) {
-    this.released = new ReleasedLeases(releasedBytes / 2);
-    this.fineLapses = new FineStore(releasedBytes / 2);
+    this.released = new ReleasedLeases(releasedBytes);
+    this.fineLapses = new FineStore(fineBytes);
     this.reservations = new Reservations(table);
     this.resets = new ResetQueue(table);
   }

@@ -5,6 +5,8 @@ import path from "node:path";
 import { forEachRecord, leavingInPlace, maxRecordBytes, recordBytes, recordLengthAt, writeRecord, MAX_KEY_BYTES } from "./state-records.js";
 import type { StoredState, TableCopy } from "../table/state-table.js";
 import { syncDirectory, writeFully } from "./durable-io.js";
+import type { FineLapses } from "../../algorithms/fine-lapses.js";
+import { decodeFineRecords, fineRecordBytes, writeFineRecord, MAX_FINE_ENTRIES_PER_KEY, type FineRecord } from "./fine-records.js";
 
 /**
  * A snapshot file: this node's states on disk, written atomically and read back only when
@@ -13,11 +15,12 @@ import { syncDirectory, writeFully } from "./durable-io.js";
  *
  *   header (HEADER_FIXED_BYTES + node id + TAG_BYTES):
  *     0  magic "RLSNAPSH"          8  u16 format version   10 u16 header length
- *     12 u32 owned records         16 u32 replica records   20 u32 zero
+ *     12 u32 owned records         16 u32 replica records   20 u32 overlay bytes (format 4; 0 in 3)
  *     24 f64 body length           32 f64 written at (unix ms)
  *     40 16 bytes key id           56 u16 node id length, node id (UTF-8)
  *     then the tag: HMAC-SHA256(header key, header before the tag ‖ HMAC-SHA256(body key, body))
  *   body: the owned states' records, then the replica states' records (state-records.ts),
+ *   then (format 4) the fine lapses of owned concurrency states (fine-records.ts, unix seconds),
  *   with the table's absolute times, not the peer channel's ages: the file is read back by
  *   this node, on its own clock, after a downtime an age would not know about. Like the peer
  *   channel's, its states are as they leave the node (Algorithm.leaving): none begins after
@@ -35,8 +38,12 @@ const MAGIC = Buffer.from("RLSNAPSH", "latin1");
 /**
  * 2: records carry the state's birth (a reset drops only what was counted before it).
  * 3: a MAC instead of checksums (earlier files are refused: a CRC proves nothing about who wrote them).
+ * 4: the fine lapses of concurrency states after the records (a file of 3 still loads, without them;
+ *    a build of 3 refuses a file of 4, and starts without it: docs/operations.md).
  */
-export const SNAPSHOT_FORMAT_VERSION = 3;
+export const SNAPSHOT_FORMAT_VERSION = 4;
+/** The oldest format this build reads. */
+const OLDEST_FORMAT_READ = 3;
 const HEADER_FIXED_BYTES = 58;
 const TAG_BYTES = 32;
 const MAX_NODE_ID_BYTES = 1024;
@@ -78,10 +85,18 @@ export interface WrittenSnapshot {
  * 1 byte in V8, 2 in UTF-8), and at most MAX_KEY_BYTES; the tables count at least 52 bytes
  * per key besides. So neither MAX_KEYS nor MAX_MEMORY_MB can be exceeded by a file within it.
  */
-export function maxSnapshotBytes(tables: readonly { maxKeys: number; maxBytes: number }[]): number {
+export function maxSnapshotBytes(tables: readonly { maxKeys: number; maxBytes: number }[], fineMaxBytes = 0): number {
   let body = 0;
   for (const t of tables) body += Math.min(t.maxKeys * (recordBytes("") + MAX_KEY_BYTES), 2 * t.maxBytes);
-  return MAX_HEADER_BYTES + body;
+  return MAX_HEADER_BYTES + body + maxFineBytes(fineMaxBytes);
+}
+
+/**
+ * The largest overlay section a fine store of `maxBytes` could write: it counts 16 bytes an
+ * entry (12 on disk) and 160 a key (on disk 4 and the key's UTF-8, at most MAX_KEY_BYTES).
+ */
+function maxFineBytes(maxBytes: number): number {
+  return Math.floor(maxBytes / 16) * 12 + Math.floor(maxBytes / 160) * (4 + MAX_KEY_BYTES);
 }
 
 /** Thrown by readSnapshot for a file that must not be loaded; `message` says why. */
@@ -98,6 +113,7 @@ export async function writeSnapshot(
   owned: TableCopy,
   replicas: TableCopy | undefined,
   now: number,
+  fine: readonly { key: string; fine: Readonly<FineLapses> }[] = [],
 ): Promise<WrittenSnapshot> {
   const header = encodeHeader(identity, owned.keys.length, replicas?.keys.length ?? 0, now);
   const tmp = path.join(path.dirname(file), `${path.basename(file)}.${process.pid}-${randomBytes(6).toString("hex")}.tmp`);
@@ -126,6 +142,17 @@ export async function writeSnapshot(
         position += o;
       }
     }
+    const statesEnd = position;
+    for (let i = 0; i < fine.length;) {
+      let o = 0;
+      for (; i < fine.length && o + fineRecordBytes(fine[i]!.key, fine[i]!.fine.s.length) <= CHUNK_BYTES; i++) {
+        o = writeFineRecord(chunk, o, fine[i]!.key, fine[i]!.fine, undefined);
+      }
+      bodyMac.update(chunk.subarray(0, o));
+      await writeFully(fh, chunk, o, position);
+      position += o;
+    }
+    header.writeUInt32LE(position - statesEnd, 20);
     header.writeDoubleLE(position - header.length, 24);
     tag(identity.key, header, bodyMac).copy(header, header.length - TAG_BYTES);
     await writeFully(fh, header, header.length, 0);
@@ -176,6 +203,7 @@ export async function readSnapshot(
   identity: SnapshotIdentity,
   visit: (key: string, state: StoredState, replica: boolean) => void,
   maxBytes = Number.MAX_SAFE_INTEGER,
+  visitFine: (record: FineRecord) => void = () => undefined,
 ): Promise<SnapshotContents | undefined> {
   let fh: FileHandle;
   try {
@@ -216,10 +244,11 @@ export async function readSnapshot(
     }
     // Second pass: decode, a slice of whole records per turn; a record cut by the slice's end is read again with the next.
     const total = h.owned + h.replicas;
+    const statesLength = h.bodyLength - h.fineLength;
     let seen = 0;
     let o = 0;
-    while (o < h.bodyLength) {
-      const n = Math.min(READ_SLICE_BYTES, h.bodyLength - o);
+    while (o < statesLength) {
+      const n = Math.min(READ_SLICE_BYTES, statesLength - o);
       await readFully(fh, slice, n, h.headerLength + o);
       let end = 0;
       while (end + 2 <= n && end + recordLengthAt(slice, end) <= n) end += recordLengthAt(slice, end);
@@ -235,9 +264,38 @@ export async function readSnapshot(
       await turn();
     }
     if (seen !== total) throw new SnapshotRefused(`corrupt: ${seen} records, header says ${total}`);
+    await readFine(fh, slice, h.headerLength + statesLength, h.fineLength, visitFine);
     return { nodeId: h.nodeId, writtenAt: h.writtenAt, owned: h.owned, replicas: h.replicas, bytes: size };
   } finally {
     await fh.close().catch(() => undefined);
+  }
+}
+
+/** The overlay section (format 4), whole records a slice at a time, like the states'. */
+async function readFine(fh: FileHandle, slice: Buffer, start: number, length: number, visit: (record: FineRecord) => void): Promise<void> {
+  let o = 0;
+  while (o < length) {
+    const n = Math.min(READ_SLICE_BYTES, length - o);
+    await readFully(fh, slice, n, start + o);
+    let end = 0;
+    for (;;) {
+      if (end + 2 > n) break;
+      const k = slice.readUInt16BE(end);
+      if (k > MAX_KEY_BYTES || end + 2 + k + 2 > n) break;
+      const entries = slice.readUInt16BE(end + 2 + k);
+      if (entries > MAX_FINE_ENTRIES_PER_KEY) throw new SnapshotRefused("corrupt: an overlay record out of bounds");
+      const len = 2 + k + 2 + entries * 12;
+      if (end + len > n) break;
+      end += len;
+    }
+    if (end === 0 || (n < READ_SLICE_BYTES && end !== n)) throw new SnapshotRefused("corrupt: a truncated overlay record");
+    try {
+      for (const r of decodeFineRecords(slice, 0, end)) visit(r);
+    } catch (err) {
+      throw new SnapshotRefused(`corrupt: ${(err as Error).message}`);
+    }
+    o += end;
+    await turn();
   }
 }
 
@@ -277,6 +335,8 @@ function encodeHeader(identity: SnapshotIdentity, owned: number, replicas: numbe
 
 interface Header {
   headerLength: number;
+  /** bytes of the overlay section at the body's end */
+  fineLength: number;
   owned: number;
   replicas: number;
   bodyLength: number;
@@ -288,7 +348,9 @@ interface Header {
 function decodeHeader(data: Buffer, identity: SnapshotIdentity): Header {
   if (data.length < HEADER_FIXED_BYTES + TAG_BYTES || !data.subarray(0, 8).equals(MAGIC)) throw new SnapshotRefused("not a ringlimit snapshot (bad magic)");
   const version = data.readUInt16LE(8);
-  if (version !== SNAPSHOT_FORMAT_VERSION) throw new SnapshotRefused(`format version ${version}; this build reads version ${SNAPSHOT_FORMAT_VERSION}`);
+  if (version < OLDEST_FORMAT_READ || version > SNAPSHOT_FORMAT_VERSION) {
+    throw new SnapshotRefused(`format version ${version}; this build reads versions ${OLDEST_FORMAT_READ} to ${SNAPSHOT_FORMAT_VERSION}`);
+  }
   const headerLength = data.readUInt16LE(10);
   const nodeLength = data.readUInt16LE(56);
   if (nodeLength > MAX_NODE_ID_BYTES || headerLength !== HEADER_FIXED_BYTES + nodeLength + TAG_BYTES || headerLength > data.length) {
@@ -299,7 +361,11 @@ function decodeHeader(data: Buffer, identity: SnapshotIdentity): Header {
   }
   const bodyLength = data.readDoubleLE(24);
   if (!Number.isSafeInteger(bodyLength) || bodyLength < 0) throw new SnapshotRefused("corrupt: bad body length");
+  // Format 3 wrote zero there: no overlays.
+  const fineLength = version >= 4 ? data.readUInt32LE(20) : 0;
+  if (fineLength > bodyLength) throw new SnapshotRefused("corrupt: bad overlay length");
   return {
+    fineLength,
     headerLength,
     owned: data.readUInt32LE(12),
     replicas: data.readUInt32LE(16),

@@ -7,6 +7,10 @@ import { loadNodeKey } from "./node-key.js";
 import { SnapshotRefused, maxSnapshotBytes, readSnapshot, snapshotKey, writeSnapshot, type SnapshotKey } from "./snapshot-file.js";
 import { admitSnapshotState } from "./state-check.js";
 import type { StateTable } from "../table/state-table.js";
+import { fitFine } from "../../algorithms/fine-lapses.js";
+import type { FineStore } from "../local/fine-store.js";
+import { parseStateKey } from "../ring/state-key.js";
+import type { FineRecord } from "./fine-records.js";
 
 /** One file per STATE_DIR: a node's identity may change across restarts (a pod's IP), its volume does not. */
 export const SNAPSHOT_FILE = "ringlimit.snapshot";
@@ -30,6 +34,8 @@ export interface SnapshotterOptions {
   replicas?: StateTable;
   logger: Logger;
   metrics: DurabilityMetrics;
+  /** the owner's fine lapses (local/fine-store.ts): written with the owned states, restored beside them */
+  fineLapses?: FineStore;
 }
 
 export interface RestoreReport {
@@ -58,7 +64,7 @@ export class Snapshotter {
 
   constructor(private readonly options: SnapshotterOptions) {
     this.file = path.join(options.dir, SNAPSHOT_FILE);
-    this.maxBytes = maxSnapshotBytes(options.replicas === undefined ? [options.owned] : [options.owned, options.replicas]);
+    this.maxBytes = maxSnapshotBytes(options.replicas === undefined ? [options.owned] : [options.owned, options.replicas], options.fineLapses?.maxBytes ?? 0);
   }
 
   /** The MAC's key: from the cluster key, else the node key (made on first use). */
@@ -93,6 +99,7 @@ export class Snapshotter {
       await mkdir(this.options.dir, { recursive: true });
       await this.removeTemporaries();
       const identity = { key: await this.snapshotKey(), nodeId: this.options.nodeId() };
+      const fine: FineRecord[] = [];
       const contents = await readSnapshot(
         this.file,
         identity,
@@ -107,7 +114,9 @@ export class Snapshotter {
           else report.owned++;
         },
         this.maxBytes,
+        (r) => fine.push(r),
       );
+      this.restoreFine(fine, now);
       report.ms = Date.now() - started;
       if (contents === undefined) {
         logger.info({ file: this.file }, "no snapshot in STATE_DIR: starting empty");
@@ -132,6 +141,23 @@ export class Snapshotter {
       );
     }
     return report;
+  }
+
+  /**
+   * The overlays of a format 4 file, beside the owned states just loaded: each fitted to its
+   * key's state (fitFine: what would not refine it goes), so a file's overlay can free no slot
+   * a state does not count, however it was written. Same clock: the seconds are as written.
+   */
+  private restoreFine(records: readonly FineRecord[], now: number): void {
+    const store = this.options.fineLapses;
+    if (store === undefined) return;
+    for (const r of records) {
+      const parsed = parseStateKey(r.key);
+      const state = parsed === undefined ? undefined : this.options.owned.get(r.key);
+      if (state === undefined || parsed === undefined) continue;
+      const D = parsed.duration * 1000;
+      store.install(r.key, fitFine(state, { s: r.lapse, m: r.m, a: 0, b: 0, c: 0 }, D, now), D);
+    }
   }
 
   /** Write every intervalMs from now on. */
@@ -162,10 +188,12 @@ export class Snapshotter {
     const copyStarted = started;
     const ownedCopy = owned.copy();
     const replicaCopy = replicas?.copy();
+    // In the same step as the copy: each overlay refines the state copied.
+    const fine = this.options.fineLapses?.copyFor(owned, Date.now()) ?? [];
     const copyMs = performance.now() - copyStarted;
     try {
       const identity = { key: await this.snapshotKey(), nodeId: this.options.nodeId() };
-      const written = await writeSnapshot(this.file, identity, ownedCopy, replicaCopy, Date.now());
+      const written = await writeSnapshot(this.file, identity, ownedCopy, replicaCopy, Date.now(), fine);
       const seconds = (performance.now() - started) / 1000;
       metrics.snapshotSeconds.observe(seconds);
       metrics.snapshotBytes.set(written.bytes);

@@ -35,7 +35,9 @@ export const SHARES_SHARE = 1 / 64;
 export const TOP_BLOCKED_SHARE = 1 / 64;
 
 /** Of the same bytes, the share of an owner's memory of released concurrency leases (shard/local/released-leases.ts), every node. */
-export const RELEASED_LEASES_SHARE = 1 / 64;
+export const RELEASED_LEASES_SHARE = 1 / 128;
+/** Of the same bytes, the share of an owner's fine lapses of held concurrency slots (shard/local/fine-store.ts), every node. */
+export const FINE_LAPSES_SHARE = 1 / 128;
 
 /** Of the same bytes, the share of an owner's memory of charge ids (shard/local/charge-ids.ts), every node. */
 export const CHARGE_IDS_SHARE = 1 / 64;
@@ -55,6 +57,8 @@ export interface MemoryBudget {
   sharesBytes: number;
   /** the owner's memory of released concurrency leases */
   releasedLeasesBytes: number;
+  /** the owner's fine lapses of held concurrency slots */
+  fineLapsesBytes: number;
   /** the owner's memory of charge ids and their answers */
   chargeIdsBytes: number;
 }
@@ -64,7 +68,7 @@ export interface MemoryBudget {
  * shared (issue 10: MAX_KEYS alone let maximal keys, ~3.5 KB each, take a 256 MB heap down in
  * 13 s; the rest of the heap is for requests in flight, peer buffers and hand-off batches).
  *
- * The top offenders' summaries (GET /top) get 1/64, released concurrency leases 1/64, charge ids 1/64; in a cluster the blocked cache gets 1/16 and the shares 1/64. With REPLICAS = R, what is left is shared by the
+ * The top offenders' summaries (GET /top) get 1/64, released concurrency leases 1/128, their fine lapses 1/128, charge ids 1/64; in a cluster the blocked cache gets 1/16 and the shares 1/64. With REPLICAS = R, what is left is shared by the
  * owned table and the replica table 1 : R − 1: on a balanced ring a node keeps R − 1 copies
  * of other owners' states for each state it owns, so both tables fill at the same key count
  * and neither can crowd the other out (R = 2: half and half). Each table gets at least
@@ -80,19 +84,24 @@ export function memoryBudget(
   const sharesBytes = cluster.clustered ? Math.floor(totalBytes * SHARES_SHARE) : 0;
   const topBlockedBytes = Math.floor(totalBytes * TOP_BLOCKED_SHARE);
   const releasedLeasesBytes = Math.floor(totalBytes * RELEASED_LEASES_SHARE);
+  const fineLapsesBytes = Math.floor(totalBytes * FINE_LAPSES_SHARE);
   const chargeIdsBytes = Math.floor(totalBytes * CHARGE_IDS_SHARE);
   const replicas = cluster.clustered ? cluster.replicas : 1;
-  const tables = totalBytes - blockedCacheBytes - sharesBytes - topBlockedBytes - releasedLeasesBytes - chargeIdsBytes;
+  const tables = totalBytes - blockedCacheBytes - sharesBytes - topBlockedBytes - releasedLeasesBytes - fineLapsesBytes - chargeIdsBytes;
   const ownedBytes = Math.max(MIN_BYTES, Math.floor(tables / replicas));
   const replicaBytes = replicas > 1 ? Math.max(MIN_BYTES, tables - Math.floor(tables / replicas)) : 0;
   return {
-    totalBytes: Math.max(totalBytes, ownedBytes + replicaBytes + blockedCacheBytes + sharesBytes + topBlockedBytes + releasedLeasesBytes + chargeIdsBytes),
+    totalBytes: Math.max(
+      totalBytes,
+      ownedBytes + replicaBytes + blockedCacheBytes + sharesBytes + topBlockedBytes + releasedLeasesBytes + fineLapsesBytes + chargeIdsBytes,
+    ),
     ownedBytes,
     replicaBytes,
     blockedCacheBytes,
     topBlockedBytes,
     sharesBytes,
     releasedLeasesBytes,
+    fineLapsesBytes,
     chargeIdsBytes,
   };
 }

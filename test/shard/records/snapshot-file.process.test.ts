@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto";
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -12,6 +13,7 @@ import {
   writeSnapshot,
   type SnapshotIdentity,
 } from "../../../src/shard/records/snapshot-file.js";
+import type { FineRecord } from "../../../src/shard/records/fine-records.js";
 import { admitSnapshotState } from "../../../src/shard/records/state-check.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { StateTable, type StoredState } from "../../../src/shard/table/state-table.js";
@@ -118,7 +120,7 @@ t.test("a damaged, truncated, foreign or unknown file is refused before any stat
     ["not a snapshot", Buffer.from("hello, this is some other file that happens to be long enough to have a header"), /not a ringlimit snapshot/],
     ["empty", Buffer.alloc(0), /not a ringlimit snapshot/],
     ["of a future format", withVersion(good, SNAPSHOT_FORMAT_VERSION + 1), new RegExp(`format version ${SNAPSHOT_FORMAT_VERSION + 1}`)],
-    ["of the checksummed format 2", withVersion(good, 2), /format version 2; this build reads version 3/],
+    ["of the checksummed format 2", withVersion(good, 2), /format version 2; this build reads versions 3 to 4/],
     ["written with another key", good, /foreign: written with another key/, { key: snapshotKey(Buffer.alloc(32, 2)), nodeId: "x" }],
   ];
   for (const [name, bytes, reason, identity] of cases) {
@@ -182,3 +184,51 @@ function withVersion(buf: Buffer, version: number): Buffer {
   copy.writeUInt16LE(version, 8);
   return copy;
 }
+
+/** `buf` (a format 4 file without overlays) as format 3 wrote it: version 3, the MAC again. */
+function asFormat3(buf: Buffer, identity: SnapshotIdentity): Buffer {
+  const copy = Buffer.from(buf);
+  const headerLength = copy.readUInt16LE(10);
+  copy.writeUInt16LE(3, 8);
+  const body = createHmac("sha256", identity.key.body).update(copy.subarray(headerLength)).digest();
+  createHmac("sha256", identity.key.header)
+    .update(copy.subarray(0, headerLength - 32))
+    .update(body)
+    .digest()
+    .copy(copy, headerLength - 32);
+  return copy;
+}
+
+t.test("format 4: owned concurrency states' fine lapses after the records, read back as written; a file of format 3 still loads", async (t) => {
+  const dir = tempDir(t);
+  const file = path.join(dir, "fine");
+  const table = filledTable(50);
+  const key = stateKeyOf(4, 8, ringKeyOf("conc", "lapse"));
+  const fine = { s: [1_800_000_008, 1_800_000_009], m: [1, 2], a: 0, b: 0, c: 0 };
+  await writeSnapshot(file, IDENTITY, table.copy(), undefined, T0, [{ key, fine }]);
+  const seen: FineRecord[] = [];
+  let records = 0;
+  await readSnapshot(
+    file,
+    IDENTITY,
+    () => records++,
+    undefined,
+    (r) => seen.push(r),
+  );
+  t.equal(records, 50);
+  t.same(seen, [{ key, lapse: fine.s, m: fine.m }], "the overlay as written, unix seconds");
+
+  const plain = path.join(dir, "plain");
+  await writeSnapshot(plain, IDENTITY, table.copy(), undefined, T0);
+  const old = path.join(dir, "old");
+  writeFileSync(old, asFormat3(readFileSync(plain), IDENTITY));
+  let oldRecords = 0;
+  await readSnapshot(
+    old,
+    IDENTITY,
+    () => oldRecords++,
+    undefined,
+    () => t.fail("format 3 has no overlays"),
+  );
+  t.equal(oldRecords, 50, "format 3: every record, no overlay");
+});

@@ -69,7 +69,7 @@ t.test("a corrupt snapshot is refused with a clear log, moved aside, and the nod
   const file = path.join(dir, "ringlimit.snapshot");
   writeFileSync(file, Buffer.concat([Buffer.from("RLSNAPSH"), Buffer.alloc(200, 7)]));
   const n = await node(t, { STATE_DIR: dir });
-  t.match(n.output(), /"reason":"format version 1799; this build reads version 3".*"snapshot refused: starting without it"/);
+  t.match(n.output(), /"reason":"format version 1799; this build reads versions 3 to 4".*"snapshot refused: starting without it"/);
   t.ok(existsSync(file + ".refused"), "the refused file is kept aside for inspection");
   const r = await hit(n, "fresh", 5);
   t.equal(r.json.data.count, 1, "serving, from an empty table");

@@ -10,6 +10,7 @@ import {
   BLOCKED_CACHE_SHARE,
   CHARGE_IDS_SHARE,
   RELEASED_LEASES_SHARE,
+  FINE_LAPSES_SHARE,
   SHARES_SHARE,
   TOP_BLOCKED_SHARE,
   memoryBudget,
@@ -35,10 +36,11 @@ t.test("alone: all of it for the owned table", async (t) => {
       blockedCacheBytes: 0,
       topBlockedBytes: MiB,
       sharesBytes: 0,
-      releasedLeasesBytes: MiB,
+      releasedLeasesBytes: MiB / 2,
+      fineLapsesBytes: MiB / 2,
       chargeIdsBytes: MiB,
     },
-    "the owned table, the top offenders' 1/64, released leases' 1/64 and charge ids' 1/64",
+    "the owned table, the top offenders' 1/64, released leases' 1/128, their fine lapses' 1/128 and charge ids' 1/64",
   );
 });
 
@@ -66,9 +68,10 @@ t.test("clustered: the blocked cache's share, then owned : replicas = 1 : R - 1"
     t.equal(b.topBlockedBytes, 160 * MiB * TOP_BLOCKED_SHARE, `R=${replicas}: top offenders`);
     t.equal(b.sharesBytes, 160 * MiB * SHARES_SHARE, `R=${replicas}: shares of other owners' keys`);
     t.equal(b.releasedLeasesBytes, 160 * MiB * RELEASED_LEASES_SHARE, `R=${replicas}: released concurrency leases`);
+    t.equal(b.fineLapsesBytes, 160 * MiB * FINE_LAPSES_SHARE, `R=${replicas}: fine lapses of held slots`);
     t.equal(b.chargeIdsBytes, 160 * MiB * CHARGE_IDS_SHARE, `R=${replicas}: charge ids`);
     t.equal(
-      b.ownedBytes + b.replicaBytes + b.blockedCacheBytes + b.sharesBytes + b.topBlockedBytes + b.releasedLeasesBytes + b.chargeIdsBytes,
+      b.ownedBytes + b.replicaBytes + b.blockedCacheBytes + b.sharesBytes + b.topBlockedBytes + b.releasedLeasesBytes + b.fineLapsesBytes + b.chargeIdsBytes,
       160 * MiB,
       `R=${replicas}: the shares add up to MAX_MEMORY_MB`,
     );

@@ -5,6 +5,7 @@ import { CallMethod } from "../wire/call-methods.js";
 import { handOverStates, type HandOffReport } from "./handoff-sender.js";
 import type { MemberPool } from "../membership/member-pool.js";
 import { RerunningPass } from "./rerunning-pass.js";
+import type { FineStore } from "../../local/fine-store.js";
 
 /** After a join, a second reconcile pass catches states created by forwards still in flight on the old ring. */
 const RECONCILE_AGAIN_MS = 500;
@@ -64,6 +65,8 @@ export class Coordinator {
     private readonly pool: MemberPool,
     private readonly table: StateTable,
     private readonly logger: Logger,
+    /** the owner's fine lapses, handed over with their states (handoff-sender.ts) */
+    private readonly fineLapses?: FineStore,
   ) {
     this.reconcile = new RerunningPass(
       "reconcile",
@@ -199,7 +202,7 @@ export class Coordinator {
 
   private handOver(ownerOf: (ringKey: string) => string | undefined, deadline: number): Promise<HandOffReport> {
     const pool = this.pool;
-    return handOverStates(this.table, { self: pool.self, ownerOf, peer: (m) => pool.client(m), deadline, logger: this.logger });
+    return handOverStates(this.table, { self: pool.self, ownerOf, peer: (m) => pool.client(m), deadline, logger: this.logger, fineLapses: this.fineLapses });
   }
 
   /** Send every state this node holds but does not own to its owner; run one at a time. */

@@ -4,6 +4,9 @@ import { CallMethod, MAX_BATCH_BYTES, encodeStates, mergeStates, recordBytes, ty
 import { parseStateKey } from "../../ring/state-key.js";
 import type { StateTable } from "../../table/state-table.js";
 import { forEachKeySliced } from "./sliced-scan.js";
+import type { FineLapses } from "../../../algorithms/fine-lapses.js";
+import { encodeStatesWithFine, fineRecordBytes } from "../../records/fine-records.js";
+import { mergeWithFine, type FineStore } from "../../local/fine-store.js";
 
 /**
  * Hand-off batches awaiting their acknowledgement, per receiving member, so the receiver's
@@ -26,6 +29,8 @@ export interface HandOffTarget {
   /** unix ms: batches not sent by then are kept */
   deadline: number;
   logger: Logger;
+  /** the owner's fine lapses (fine-store.ts): they go with their states to a member of protocol 15 */
+  fineLapses?: FineStore;
 }
 
 /**
@@ -42,29 +47,40 @@ export async function handOverStates(table: StateTable, target: HandOffTarget): 
     [...byOwner].map(async ([owner, ownerKeys]) => {
       const client = target.peer(owner);
       let i = 0;
-      const nextBatch = (): StateRecord[] => {
-        const batch: StateRecord[] = [];
+      // Per link: a member below protocol 15 gets the buckets alone (MERGE_STATES), as before.
+      const store = client?.link.supports("FINE_LAPSES") === true ? target.fineLapses : undefined;
+      const nextBatch = (): { states: StateRecord[]; fine: { key: string; fine: FineLapses }[] } => {
+        const states: StateRecord[] = [];
+        const fine: { key: string; fine: FineLapses }[] = [];
         let bytes = 0;
         for (; i < ownerKeys.length && bytes < MAX_BATCH_BYTES; i++) {
           const key = ownerKeys[i]!;
           const state = table.get(key);
           if (state === undefined) continue;
           table.delete(key);
-          batch.push({ key, state });
+          states.push({ key, state });
           bytes += recordBytes(key);
+          // Read in the step that deletes the state: no decision in between, so it refines what is sent.
+          const f = store?.peek(key, state, Date.now());
+          target.fineLapses?.drop(key);
+          if (f === undefined) continue;
+          fine.push({ key, fine: f });
+          bytes += fineRecordBytes(key, f.s.length);
         }
-        return batch;
+        return { states, fine };
       };
       const sender = async () => {
-        for (let batch = nextBatch(); batch.length > 0; batch = nextBatch()) {
+        for (let batch = nextBatch(); batch.states.length > 0; batch = nextBatch()) {
           try {
             if (client === undefined || client.state !== "up" || Date.now() >= target.deadline) throw new Error("owner unreachable");
-            await client.call(CallMethod.MERGE_STATES, encodeStates(batch, Date.now()), Math.max(50, target.deadline - Date.now()));
-            sent += batch.length;
+            const timeout = Math.max(50, target.deadline - Date.now());
+            if (store === undefined) await client.call(CallMethod.MERGE_STATES, encodeStates(batch.states, Date.now()), timeout);
+            else await client.call(CallMethod.MERGE_FINE, encodeStatesWithFine(batch.states, batch.fine, Date.now()), timeout);
+            sent += batch.states.length;
           } catch (err) {
-            failed += batch.length;
-            mergeStates(table, batch, Date.now());
-            target.logger.warn({ owner, keys: batch.length, err: (err as Error).message }, "state hand-off batch failed; keeping the states");
+            failed += batch.states.length;
+            mergeBack(table, target.fineLapses, batch);
+            target.logger.warn({ owner, keys: batch.states.length, err: (err as Error).message }, "state hand-off batch failed; keeping the states");
           }
         }
       };
@@ -72,6 +88,17 @@ export async function handOverStates(table: StateTable, target: HandOffTarget): 
     }),
   );
   return { sent, failed, ms: Date.now() - started };
+}
+
+/** A batch that was not handed over, back into this node's table with its overlays (same clock: as they were). */
+function mergeBack(table: StateTable, store: FineStore | undefined, batch: { states: StateRecord[]; fine: { key: string; fine: FineLapses }[] }): void {
+  const now = Date.now();
+  if (store === undefined) {
+    mergeStates(table, batch.states, now);
+    return;
+  }
+  const fine = new Map(batch.fine.map((f) => [f.key, f.fine]));
+  for (const { key, state } of batch.states) mergeWithFine(table, store, key, state, fine.get(key), now);
 }
 
 /** The keys to move, grouped by new owner; scanned a slice per event-loop turn. */

@@ -3,7 +3,7 @@ import { decideBatchOn } from "../../local/batch.js";
 import { itemPoliciesOf } from "../../local/item-policy.js";
 import type { LocalDecider } from "../../local/local-decider.js";
 import { giveBack } from "../../local/reservations.js";
-import { ringKeyOf, stateKeyOf } from "../../ring/state-key.js";
+import { parseStateKey, ringKeyOf, stateKeyOf } from "../../ring/state-key.js";
 import { BatchMode, encodeBatchReply, encodeRemoved } from "../wire/batch-wire.js";
 import { CALLS, mergeStates, type CallName, type CallRequest, type StateRecord } from "../wire/call-methods.js";
 import { encodeLeaseReply } from "../wire/lease-wire.js";
@@ -12,6 +12,9 @@ import { encodeReleaseReply } from "../wire/release-wire.js";
 import type { TopRequest } from "../wire/top-wire.js";
 import { grantShare } from "../leases/grants.js";
 import { ownership, type OwnershipView } from "./ownership.js";
+import { fineHere, type FineRecord } from "../../records/fine-records.js";
+import type { AgedRecord } from "../../records/state-records.js";
+import { mergeWithFine } from "../../local/fine-store.js";
 
 /** What inbound requests change elsewhere in the cluster. */
 export interface InboundEvents {
@@ -55,6 +58,23 @@ export interface CallContext {
 type Handler<K extends CallName> = (request: CallRequest<K>, c: CallContext) => Buffer | Promise<Buffer>;
 
 const NOTHING = Buffer.alloc(0);
+
+/** A hand-off batch's records checked and put on this node's clock (MERGE_STATES, MERGE_FINE). */
+function admitHandOff(records: readonly AgedRecord[], c: CallContext, now: number): StateRecord[] {
+  // Leaving: whatever arrived now would be stranded here when this process exits.
+  // Refused, the sender merges the batch back into its own table.
+  if (c.view.frozen) throw new Error("leaving: not accepting states");
+  const admitted: StateRecord[] = [];
+  let refused = 0;
+  for (const r of records) {
+    // Sent with ages: put on this node's clock here, whatever the sender's reads.
+    const state = admitState(r.key, r.state, now);
+    if (typeof state === "object") admitted.push({ key: r.key, state });
+    else if (state === "invalid") refused++; // an expired state is equivalent to none: dropped quietly
+  }
+  if (refused > 0) c.events.statesRefused(c.from, refused);
+  return admitted;
+}
 const u32 = (n: number): Buffer => {
   const b = Buffer.alloc(4);
   b.writeUInt32BE(n, 0);
@@ -77,21 +97,21 @@ const HANDLERS: { readonly [K in CallName]: Handler<K> } = {
     c.events.memberLeaving(member, c.from);
     return NOTHING;
   },
-  MERGE_STATES: (records, c) => {
-    // Leaving: whatever arrived now would be stranded here when this process exits.
-    // Refused, the sender merges the batch back into its own table.
-    if (c.view.frozen) throw new Error("leaving: not accepting states");
+  MERGE_STATES: (records, c) => u32(mergeStates(c.local.table, admitHandOff(records, c, Date.now()), Date.now())),
+  MERGE_FINE: ({ records, fine }, c) => {
     const now = Date.now();
-    const admitted: StateRecord[] = [];
-    let refused = 0;
-    for (const r of records) {
-      // Sent with ages: put on this node's clock here, whatever the sender's reads.
-      const state = admitState(r.key, r.state, now);
-      if (typeof state === "object") admitted.push({ key: r.key, state });
-      else if (state === "invalid") refused++; // an expired state is equivalent to none: dropped quietly
+    const admitted = admitHandOff(records, c, now);
+    const overlays = new Map<string, FineRecord>();
+    for (const f of fine) overlays.set(f.key, f);
+    let merged = 0;
+    for (const { key, state } of admitted) {
+      const f = overlays.get(key);
+      const parsed = f === undefined ? undefined : parseStateKey(key);
+      // Out of bounds for the key's window: ignored, the state merged alone (its slots held to their buckets' ends).
+      const here = f === undefined || parsed === undefined ? undefined : fineHere(f, parsed.duration * 1000, now);
+      if (mergeWithFine(c.local.table, c.local.fineLapses, key, state, here, now)) merged++;
     }
-    if (refused > 0) c.events.statesRefused(c.from, refused);
-    return u32(mergeStates(c.local.table, admitted, now));
+    return u32(merged);
   },
   HANDOFF_DONE: (_, c) => {
     c.events.handoffDone(c.from);

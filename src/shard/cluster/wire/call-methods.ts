@@ -5,6 +5,7 @@ import { decodeBatchRequest, decodeGiveBack, decodeReservation, decodeResetReque
 import { decodeDebtNotice, decodeLeaseRequest } from "./lease-wire.js";
 import { decodeTopRequest } from "./top-wire.js";
 import { decodeRelease } from "./release-wire.js";
+import { decodeStatesWithFine } from "../../records/fine-records.js";
 
 export { encodeStates, decodeStates, recordBytes, mergeStates, type StateRecord };
 
@@ -101,6 +102,14 @@ export const CALLS = Object.freeze({
     payload:
       "f64 a window's start (unix ms, the owner's clock), then a state key (UTF-8) a charge took past its limit in that window (lease-wire.ts); receivers answer nothing of it from their shares until the window ends (docs/shares.md, Debt)",
     reply: "empty",
+  },
+  MERGE_FINE: {
+    method: 21,
+    feature: "FINE_LAPSES",
+    decode: decodeStatesWithFine,
+    payload:
+      "u32 length of the state records, MERGE_STATES' records, then the fine lapses of its concurrency states (shard/records/fine-records.ts), merged as MERGE_STATES and fitted to the merged states",
+    reply: "u32 records merged",
   },
 } as const satisfies Record<string, CallRow>);
 
