@@ -205,6 +205,13 @@ export interface Decider {
    */
   decide(query: LimitQuery, now: number, done: (decision: Decision) => boolean): void;
   /**
+   * Optional: the caller behind a `done` still pending left (its connection closed). A decider
+   * whose answer is made on another thread (workers/ring-decider.ts) tells that thread, so
+   * that a forward's answer coming back after this is given back as on one thread, where
+   * `done` returning false says it. Best effort: an answer already on its way stays counted.
+   */
+  left?(done: (decision: Decision) => boolean): void;
+  /**
    * Optional fast path: the decision when it can be made synchronously (a key this node
    * owns), or undefined to go through decide(). Same validity as decide()'s Decision: until
    * the next call. It spares the front end a `done` closure per request.

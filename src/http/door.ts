@@ -57,10 +57,7 @@ export class HttpDoor implements Door<HttpResponse> {
     const pipeline = this.pipeline;
     const x = new Exchange(res, endpoint, this.clock(), performance.now());
     pipeline.begin();
-    res.onAborted(() => {
-      x.aborted = true;
-      pipeline.finish(x);
-    });
+    res.onAborted(() => pipeline.left(x));
 
     const maxBytes = endpoint.maxBodyBytes;
     const declaredLength = req.getHeader(CONTENT_LENGTH);

@@ -24,6 +24,8 @@ export class Exchange<R = unknown> {
   /** HTTP door: bytes of the body so far, and the copy of them when it comes in several chunks */
   received = 0;
   body: Buffer | undefined = undefined;
+  /** the `done` a decider holds while a decision is on its way, told to it if the caller leaves */
+  pending: ((outcome: unknown) => boolean) | undefined = undefined;
 
   constructor(
     readonly res: R,

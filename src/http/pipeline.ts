@@ -1,7 +1,7 @@
 // Imported rather than the global: in Node 20 globalThis.performance is a lazy getter that
 // optimised code cannot inline (LoadGlobalIC + a getter call on every request in `perf`).
 import { performance } from "node:perf_hooks";
-import type { Decider } from "../decision.js";
+import type { Decider, Decision } from "../decision.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { Answer } from "./endpoint.js";
@@ -74,7 +74,11 @@ export class DecisionPipeline<R> {
       // A local decision comes back synchronously, without a `done` closure per request.
       const outcome: unknown = endpoint.decideNow(decider, query, x.receivedAt);
       if (outcome !== undefined) this.settle(x, outcome);
-      else endpoint.decide(decider, query, x.receivedAt, (o: unknown) => this.settle(x, o));
+      else {
+        const done = (o: unknown): boolean => this.settle(x, o);
+        x.pending = done;
+        endpoint.decide(decider, query, x.receivedAt, done);
+      }
     } catch (err) {
       const fallback: unknown = x.done ? undefined : endpoint.failOpen(query, x.receivedAt, "internal");
       if (fallback === undefined) return this.internalError(x, err);
@@ -133,6 +137,15 @@ export class DecisionPipeline<R> {
   internalError(x: Exchange<R>, err: unknown): void {
     this.deps.logger.error({ err }, "request failed");
     if (!x.done) this.refuse(x, Errors.internal);
+  }
+
+  /** The caller left (its connection closed): a decision still on its way is told to the decider. */
+  left(x: Exchange<R>): void {
+    x.aborted = true;
+    const pending = x.pending;
+    x.pending = undefined;
+    if (!x.done && pending !== undefined) this.deps.decider.left?.(pending as (d: Decision) => boolean);
+    this.finish(x);
   }
 
   /** The exchange is over (answered, refused or aborted): once. */

@@ -30,12 +30,24 @@ import { fromWireBatch, toWireQuery, type Call, type FromWorker, type WireDecisi
  * Overload: a query that finds no free slot or no room in the ring is answered like an owner
  * out of reach, fail-open `peer_unavailable` (200 degraded, or 503 with FAIL_OPEN=false):
  * the worker's loop is never blocked waiting for the owner.
+ *
+ * A caller who leaves (`left`) raises its slot's word in `gone`, which the owner reads before
+ * it writes a forward's answer back (ring-server.ts): seen, the forwarding decider gives back
+ * what the owner counted, as on one thread; raised after that read, the answer is already on
+ * its way and stays counted, like an answer made at once.
  */
 export const MAX_IN_FLIGHT = 4096;
+
+/** The owner's and a worker's shared words of callers gone, one per slot. */
+export function goneWords(): SharedArrayBuffer {
+  return new SharedArrayBuffer(MAX_IN_FLIGHT * Int32Array.BYTES_PER_ELEMENT);
+}
 
 export class RingDecider implements Decider {
   private readonly queries: ByteRing;
   private readonly answers: ByteRing;
+  /** one Int32 word per slot: 1 once the caller of the query in that slot left */
+  private readonly gone: Int32Array;
   private readonly waiting: (((d: Decision) => boolean) | undefined)[] = new Array(MAX_IN_FLIGHT).fill(undefined);
   private readonly freeSlots = new Int32Array(MAX_IN_FLIGHT);
   private free = MAX_IN_FLIGHT;
@@ -49,10 +61,12 @@ export class RingDecider implements Decider {
   constructor(
     queries: SharedArrayBuffer,
     answers: SharedArrayBuffer,
+    gone: SharedArrayBuffer,
     private readonly port: MessagePort,
   ) {
     this.queries = new ByteRing(queries);
     this.answers = new ByteRing(answers);
+    this.gone = new Int32Array(gone);
     for (let i = 0; i < MAX_IN_FLIGHT; i++) this.freeSlots[i] = MAX_IN_FLIGHT - 1 - i;
     void this.answers.serve(() => this.drainAnswers());
   }
@@ -66,6 +80,8 @@ export class RingDecider implements Decider {
     }
     const slot = this.freeSlots[--this.free]!;
     this.waiting[slot] = done;
+    // Lowered before the query is committed, so the owner never reads the last caller's word.
+    if (this.gone[slot] !== 0) Atomics.store(this.gone, slot, 0);
     ring.commit(writeQuery(ring, at, slot, query, now));
     this.decisions++;
     if (!this.wakeScheduled) {
@@ -79,6 +95,13 @@ export class RingDecider implements Decider {
     this.wakeScheduled = false;
     this.queries.wake();
   };
+
+  left(done: (decision: Decision) => boolean): void {
+    // A scan of the slots, once per caller gone with a decision out: rare, and it spares
+    // every decision a map entry. Not found: its answer was already delivered.
+    const slot = this.waiting.indexOf(done);
+    if (slot >= 0) Atomics.store(this.gone, slot, 1);
+  }
 
   private drainAnswers(): void {
     const ring = this.answers;

@@ -13,22 +13,27 @@ const UNPARSED: Decision = { ...newDecision(), allowed: true, degraded: "interna
  * Invariant: every query read is answered exactly once (now, or when a forwarded decision
  * comes back), so the worker's slot count bounds the answers in the ring and a write into the
  * answer ring always finds room. After `close` (the worker died), an answer has nowhere to go:
- * `done` returns false, and a forwarding decider gives back what it counted.
+ * `done` returns false, and a forwarding decider gives back what it counted. The same when
+ * the worker raised the slot's `gone` word (its caller left, ring-decider.ts) before the
+ * answer is written: it is still written, so the slot comes back, and `done` returns false.
  */
 export class RingServer {
   private readonly queries: ByteRing;
   private readonly answers: ByteRing;
+  private readonly gone: Int32Array;
   private closed = false;
   private wakeScheduled = false;
 
   constructor(
     queries: SharedArrayBuffer,
     answers: SharedArrayBuffer,
+    gone: SharedArrayBuffer,
     private readonly decider: Decider,
     private readonly logger: Logger,
   ) {
     this.queries = new ByteRing(queries);
     this.answers = new ByteRing(answers);
+    this.gone = new Int32Array(gone);
     void this.queries.serve(() => this.drain());
   }
 
@@ -74,6 +79,9 @@ export class RingServer {
   /** A decision that came back after the drain (a forward): answered, the wake once per turn. */
   private later(slot: number, d: Decision, _q: LimitQuery): boolean {
     if (this.closed) return false;
+    // Read before the answer is written: a caller who leaves after this is counted (ring-decider.ts).
+    // A slot past the words (a record that lies) reads as a caller still there.
+    const delivered = slot >= this.gone.length || Atomics.load(this.gone, slot) === 0;
     this.answer(slot, d);
     if (!this.wakeScheduled) {
       this.wakeScheduled = true;
@@ -82,7 +90,7 @@ export class RingServer {
         this.answers.wake();
       });
     }
-    return true;
+    return delivered;
   }
 
   close(): void {

@@ -34,6 +34,8 @@ export interface WorkerData {
   leaseRoot: Buffer;
   queries: SharedArrayBuffer;
   answers: SharedArrayBuffer;
+  /** one word per decision slot: its caller left (ring-decider.ts) */
+  gone: SharedArrayBuffer;
   /** Int32 words the owner keeps current: [ready, policy loaded] */
   control: SharedArrayBuffer;
   /** set: this thread listens on the gRPC port too, with SO_REUSEPORT beside the other workers */
@@ -53,7 +55,7 @@ const port = parentPort!;
 const config = data.config;
 const logger = createLogger(config.logLevel, config.nodeId).child({ worker: data.index });
 const control = new Int32Array(data.control);
-const decider = new RingDecider(data.queries, data.answers, port);
+const decider = new RingDecider(data.queries, data.answers, data.gone, port);
 const send = (m: FromWorker): void => port.postMessage(m);
 
 let blocked: [string, string, number][] = [];

@@ -24,7 +24,7 @@ import {
   type ToWorker,
   type WorkerPolicy,
 } from "./messages.js";
-import { MAX_IN_FLIGHT } from "./ring-decider.js";
+import { MAX_IN_FLIGHT, goneWords } from "./ring-decider.js";
 import { RingServer } from "./ring-server.js";
 import { releaseWatches, watchWords } from "./grpc-door.js";
 import type { WorkerData } from "./worker-main.js";
@@ -112,6 +112,7 @@ export class WorkerPool {
   private spawn(index: number, restarts: number): Promise<void> {
     const queries = ByteRing.create(QUERY_RING_BYTES);
     const answers = ByteRing.create(ANSWER_RING_BYTES);
+    const gone = goneWords();
     const data: WorkerData = {
       index,
       config: this.deps.config,
@@ -119,6 +120,7 @@ export class WorkerPool {
       leaseRoot: this.deps.leaseRoot,
       queries,
       answers,
+      gone,
       control: this.control.buffer as SharedArrayBuffer,
       ...(this.deps.grpcPort !== undefined ? { grpcPort: this.deps.grpcPort } : {}),
       policy: this.policyCopy(),
@@ -128,7 +130,7 @@ export class WorkerPool {
     const thread: Thread = {
       index,
       worker,
-      server: new RingServer(queries, answers, this.deps.decider, this.deps.logger),
+      server: new RingServer(queries, answers, gone, this.deps.decider, this.deps.logger),
       descriptor: undefined,
       startedAt: Date.now(),
       restarts,
