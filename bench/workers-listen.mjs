@@ -28,9 +28,13 @@ if (!isMainThread) {
     parentPort.postMessage('up')
   }
 } else {
-  const { parseArgs } = await import('node:util')
-  const { values } = parseArgs({ options: { connections: { type: 'string', default: '200' } } })
-  const N = Number(values.connections)
+  const { benchOptions } = await import('./lib/options.mjs')
+  const { values } = benchOptions(import.meta.url, {
+    about: `How worker threads can share one TCP port: SO_REUSEPORT in each worker against the main thread
+accepting and posting each socket's fd to a worker; time per connect and echo, spread, and errors.`,
+    options: { connections: { type: 'number', min: 1, default: 200, help: 'sequential connections per way' } },
+  })
+  const N = values.connections
   const start = (mode, port) => [0, 1].map((index) => new Worker(new URL(import.meta.url), { workerData: { mode, port, index } }))
   const up = (ws) => Promise.all(ws.map((w) => new Promise((r) => w.once('message', r))))
   const drive = async (port) => {
