@@ -21,6 +21,7 @@ import {
 } from "../../src/peer/index.js";
 import { startRelay, type FrameHook, type Relay } from "../harness/relay.js";
 import { DEFAULTS } from "../../src/config.js";
+import { CLUSTER_SECRET, type TestCluster } from "../harness/cluster.js";
 import { waitEvent } from "../harness/wait.js";
 
 export const HOST = "127.0.0.1";
@@ -64,6 +65,25 @@ export async function startServer(handler: PeerServerHandler, opts: Partial<Peer
  * tests about deadlines and timeouts set a short one.
  */
 export const PATIENT_TIMEOUT_MS = 5_000;
+
+/**
+ * A PeerClient holding the cluster's secret, connected ('up') to member `index` of a real
+ * cluster as `nodeId`, closed when the test ends: a forger, or a caller of CALLs by hand.
+ */
+export async function memberClient(t: { teardown(fn: () => void): void }, cluster: TestCluster, index: number, nodeId: string): Promise<PeerClient> {
+  const client = new PeerClient({
+    host: HOST,
+    port: Number(cluster.env[index]!.PEER_PORT),
+    secret: CLUSTER_SECRET,
+    nodeId,
+    serverNodeId: cluster.members[index]!,
+    ...PEER_TIMINGS,
+  });
+  t.teardown(() => client.close());
+  client.connect();
+  await waitEvent(client, "up");
+  return client;
+}
 
 export function makeClient(port: number, opts: Partial<PeerClientOptions> = {}): PeerClient {
   return new PeerClient({ host: HOST, port, secret: SECRET, nodeId: "client-1", serverNodeId: "server-1", ...PEER_TIMINGS, ...opts });

@@ -3,7 +3,7 @@
 // the cluster secret, an oversized frame. Each used to break the counts.
 
 import t from "tap";
-import { PeerClient, PeerServer, type DecideQuery, type DecideResult } from "../../../src/peer/index.js";
+import { PeerServer, type DecideQuery, type DecideResult } from "../../../src/peer/index.js";
 import { CallMethod, encodeStates } from "../../../src/shard/cluster/wire/call-methods.js";
 import { ringKeyOf, stateKeyOf } from "../../../src/shard/ring/state-key.js";
 import { closeAgents } from "../../harness/http-client.js";
@@ -12,7 +12,7 @@ import net from "node:net";
 import { spawnNode } from "../../harness/node-process.js";
 import { freePort } from "../../harness/ports.js";
 import { eventually, sleep, within } from "../../harness/wait.js";
-import { PEER_TIMINGS, rawAuthenticatedClient } from "../../peer/helpers.js";
+import { PEER_TIMINGS, memberClient, rawAuthenticatedClient } from "../../peer/helpers.js";
 import { startRelay } from "../../harness/relay.js";
 
 t.teardown(closeAgents);
@@ -55,17 +55,7 @@ t.test("forged state values from a holder of the secret are refused or clamped p
   const now = Date.now();
   const windowStart = now - (now % HOUR_MS);
   const key = (id: string) => stateKeyOf(0, 3600, ringKeyOf("test", id));
-  const forger = new PeerClient({
-    host: "127.0.0.1",
-    port: Number(cluster.env[0]!.PEER_PORT),
-    secret: CLUSTER_SECRET,
-    nodeId: "forger",
-    serverNodeId: cluster.members[0]!,
-    ...PEER_TIMINGS,
-  });
-  t.teardown(() => forger.close());
-  forger.connect();
-  await new Promise((r) => forger.once("up", () => r(undefined)));
+  const forger = await memberClient(t, cluster, 0, "forger");
   const reply = await forger.call(
     CallMethod.MERGE_STATES,
     encodeStates(

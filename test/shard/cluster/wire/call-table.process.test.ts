@@ -3,12 +3,12 @@
 // refuses each answer an error of their own, and the node goes on answering calls and callers.
 
 import t from "tap";
-import { PeerClient, PeerError } from "../../../../src/peer/index.js";
+import { PeerError } from "../../../../src/peer/index.js";
 import { CallMethod } from "../../../../src/shard/cluster/wire/call-methods.js";
 import { decodeHoldReply } from "../../../../src/shard/cluster/wire/lease-wire.js";
-import { CLUSTER_SECRET, hit, metric, startCluster } from "../../../harness/cluster.js";
+import { hit, metric, startCluster } from "../../../harness/cluster.js";
 import { closeAgents } from "../../../harness/http-client.js";
-import { PEER_TIMINGS } from "../../../peer/helpers.js";
+import { memberClient } from "../../../peer/helpers.js";
 
 t.teardown(closeAgents);
 
@@ -21,17 +21,7 @@ const refusal = async (call: Promise<Buffer>): Promise<string> =>
 t.test("a real node answers each CALL by its row, and refuses what no row or decoder admits", async (t) => {
   const cluster = await startCluster(2);
   t.teardown(() => cluster.stop());
-  const peer = new PeerClient({
-    host: "127.0.0.1",
-    port: Number(cluster.env[0]!.PEER_PORT),
-    secret: CLUSTER_SECRET,
-    nodeId: "caller",
-    serverNodeId: cluster.members[0]!,
-    ...PEER_TIMINGS,
-  });
-  t.teardown(() => peer.close());
-  peer.connect();
-  await new Promise((r) => peer.once("up", () => r(undefined)));
+  const peer = await memberClient(t, cluster, 0, "caller");
 
   t.equal(await refusal(peer.call(99, Buffer.alloc(0))), "remote: unknown call method 99", "no row: an error naming the method");
   t.equal(await refusal(peer.call(CallMethod.BATCH, Buffer.from([1, 2, 3]))), "remote: BATCH too short", "the row's decoder refuses the payload");
