@@ -21,7 +21,9 @@ import {
 } from "../../src/peer/index.js";
 import { startRelay, type FrameHook, type Relay } from "../harness/relay.js";
 import { DEFAULTS } from "../../src/config.js";
-import { CLUSTER_SECRET, type TestCluster } from "../harness/cluster.js";
+// Only the type: the harness starts processes, and unit tests import this file
+// (test/unit-split.test.ts keeps them free of node:child_process).
+import type { TestCluster } from "../harness/cluster.js";
 import { waitEvent } from "../harness/wait.js";
 
 export const HOST = "127.0.0.1";
@@ -67,14 +69,14 @@ export async function startServer(handler: PeerServerHandler, opts: Partial<Peer
 export const PATIENT_TIMEOUT_MS = 5_000;
 
 /**
- * A PeerClient holding the cluster's secret, connected ('up') to member `index` of a real
- * cluster as `nodeId`, closed when the test ends: a forger, or a caller of CALLs by hand.
+ * A PeerClient holding the secret member `index` of a real cluster runs with, connected ('up')
+ * to it as `nodeId`, closed when the test ends: a forger, or a caller of CALLs by hand.
  */
 export async function memberClient(t: { teardown(fn: () => void): void }, cluster: TestCluster, index: number, nodeId: string): Promise<PeerClient> {
   const client = new PeerClient({
     host: HOST,
     port: Number(cluster.env[index]!.PEER_PORT),
-    secret: CLUSTER_SECRET,
+    secret: cluster.env[index]!.CLUSTER_SECRET!,
     nodeId,
     serverNodeId: cluster.members[index]!,
     ...PEER_TIMINGS,
