@@ -207,7 +207,7 @@ async function startServer(s) {
 
 // ringlimit's own counters, summed over labels and nodes, read before and after each
 // measurement: fail-open answers (ringlimit_degraded_total), decisions forwarded to
-// another node (ringlimit_forwarded_total), stored keys and evictions.
+// another node (ringlimit_forwarded_total but its outcome "shared"), stored keys and evictions.
 const METRICS = ['ringlimit_degraded_total', 'ringlimit_forwarded_total', 'ringlimit_stored_keys', 'ringlimit_evictions_total']
 async function scrapeMetrics(server) {
   const sums = {}
@@ -222,7 +222,8 @@ async function scrapeMetrics(server) {
     }
     for (const line of text.split('\n')) {
       const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$/.exec(line)
-      if (m && METRICS.includes(m[1])) sums[m[1]] = (sums[m[1]] ?? 0) + Number(m[3])
+      // outcome="shared" is a non-owner's answer from its share: counted under the metric, never sent.
+      if (m && METRICS.includes(m[1]) && !(m[2] ?? '').includes('outcome="shared"')) sums[m[1]] = (sums[m[1]] ?? 0) + Number(m[3])
     }
   }
   return sums
@@ -234,7 +235,7 @@ function idPrefix(s, tag) {
   return `${tag}${(++seq).toString(36)}-`
 }
 
-async function measure(s, server, loader, run) {
+async function measure(s, server, loader, run, prefix) {
   const watch = new GroupWatch(server.pgids)
   const before = s.server.kind === 'ringlimit' ? await scrapeMetrics(server) : null
   watch.refresh()
@@ -247,7 +248,7 @@ async function measure(s, server, loader, run) {
       connections,
       durationSec,
       headers: authHeaders,
-      bodySpec: { ...s.body, idPrefix: idPrefix(s, `r${run}`) },
+      bodySpec: { ...s.body, idPrefix: prefix ?? idPrefix(s, `r${run}`) },
       tmpDir: tmp,
     },
     () => {
@@ -317,6 +318,9 @@ for (let run = 1; run <= runs; run++) {
       if (probe.status !== 200) throw new Error(`probe request answered ${probe.status}: ${probe.body.slice(0, 200)}`)
       // gubernator answers 200 whatever happened: the decision and any error are in the body.
       if (gubernator && !/"status":"UNDER_LIMIT"/.test(probe.body)) throw new Error(`probe request not allowed: ${probe.body.slice(0, 200)}`)
+      // A row marked `steady` measures the identifiers its warm-up sent (a Service serving the
+      // same users minute after minute); the others measure identifiers never sent before.
+      const steadyPrefix = s.steady ? idPrefix(s, `s${run}`) : undefined
       if (warmupSec > 0) {
         await runLoad({
           loader: loaders[0],
@@ -324,12 +328,12 @@ for (let run = 1; run <= runs; run++) {
           connections,
           durationSec: warmupSec,
           headers: authHeaders,
-          bodySpec: { ...s.body, idPrefix: idPrefix(s, `w${run}`) },
+          bodySpec: { ...s.body, idPrefix: steadyPrefix ?? idPrefix(s, `w${run}`) },
           tmpDir: tmp,
         })
       }
       for (const loader of loaders) {
-        const r = await measure(s, server, loader, run)
+        const r = await measure(s, server, loader, run, steadyPrefix)
         entry.runs[loader].push(r)
         const bad = r.errors + r.otherStatus + (r.degraded ?? 0)
         log(
