@@ -73,10 +73,11 @@ export const PATIENT_TIMEOUT_MS = 5_000;
  * to it as `nodeId`, closed when the test ends: a forger, or a caller of CALLs by hand.
  */
 export async function memberClient(t: { teardown(fn: () => void): void }, cluster: TestCluster, index: number, nodeId: string): Promise<PeerClient> {
+  const env = cluster.env[index]!;
   const client = new PeerClient({
-    host: HOST,
-    port: Number(cluster.env[index]!.PEER_PORT),
-    secret: cluster.env[index]!.CLUSTER_SECRET!,
+    host: env.PEER_HOST!,
+    port: Number(env.PEER_PORT),
+    secret: env.CLUSTER_SECRET!,
     nodeId,
     serverNodeId: cluster.members[index]!,
     ...PEER_TIMINGS,
