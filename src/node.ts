@@ -16,6 +16,7 @@ import { readPeerTls } from "./shard/cluster/peer-tls.js";
 import { Directory } from "./shard/cluster/membership/directory.js";
 import { defaultAdvertiseUrl } from "./shard/cluster/membership/self-address.js";
 import { LocalDecider } from "./shard/local/local-decider.js";
+import { FineStore } from "./shard/local/fine-store.js";
 import { StateTable } from "./shard/table/state-table.js";
 import { memoryBudget } from "./shard/table/memory-budget.js";
 import { ChargeIds } from "./shard/local/charge-ids.js";
@@ -72,6 +73,8 @@ export async function startNode(
   const table = new StateTable(config.maxKeys, Date.now(), budget.ownedBytes);
   // Copies of other owners' states (docs/durability.md): bounded in keys like the owned table, in bytes by its share.
   const replicaTable = replicated ? new StateTable(config.maxKeys, Date.now(), budget.replicaBytes, { resettable: false }) : undefined;
+  // Their concurrency leases' fine lapses (REPLICATE_FINE), read when a replica is promoted.
+  const replicaFine = replicated ? new FineStore(budget.replicaFineLapsesBytes) : undefined;
   const local = new LocalDecider(table, budget.releasedLeasesBytes, new ChargeIds(budget.chargeIdsBytes, config.chargeIdMemoryMs), budget.fineLapsesBytes);
   // One coarse sweep for expired states and for batch reservations nobody confirmed.
   const sweep = setInterval(() => {
@@ -81,6 +84,7 @@ export async function startNode(
     local.reservations.sweep(now);
     local.released.sweep(now);
     local.fineLapses.sweep(now);
+    replicaFine?.sweep(now);
     local.chargeIds.sweep(now);
   }, SWEEP_INTERVAL_MS);
   sweep.unref();
@@ -104,6 +108,7 @@ export async function startNode(
         topBlocked.bytes +
         local.released.bytes +
         local.fineLapses.bytes +
+        (replicaFine?.bytes ?? 0) +
         local.chargeIds.bytes,
       topBlocked,
       maxStoredBytes: budget.totalBytes,
@@ -164,6 +169,7 @@ export async function startNode(
         logger,
         tls: readPeerTls(config),
         replicaTable,
+        replicaFine,
         blockedCacheBytes: budget.blockedCacheBytes,
         sharesBytes: budget.sharesBytes,
         policyVersion,

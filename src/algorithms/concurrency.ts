@@ -29,9 +29,9 @@ import type { AgedBounds, AgedVerdict, Algorithm, LimitState } from "./types.js"
 /*
  * DESIGN (#41 item 4: lapse within 1 s of `duration`). Built: the overlay and its operations
  * (fine-lapses.ts), kept by the owner in a side store (shard/local/fine-store.ts), handed over
- * with its states to a member of protocol 15 (CALL MERGE_FINE) and snapshotted (format 4):
- * shard/records/fine-records.ts. Not yet built: carrying it to replicas; a replica promoted
- * lands with no overlay, its slots held to their buckets' ends. As built, the wire entry is
+ * with its states to a member of protocol 15 (CALL MERGE_FINE), to replicas of protocol 16
+ * (CALL REPLICATE_FINE, kept beside the replica table and promoted with it) and snapshotted
+ * (format 4): shard/records/fine-records.ts. As built, the wire entry is
  * an f64 of ms from the send, placed on the receiver's nearest second (not the u32 rounded up
  * sketched below: that added a whole second per hop), and fitted (fitFine) rather than
  * refused whole when it breaks R. The coarse state above

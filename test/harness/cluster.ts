@@ -33,8 +33,11 @@ export interface TestCluster {
   env: Record<string, string>[];
   /** index of the node owning (namespace, identifier) on the full ring */
   ownerOf(namespace: string, identifier: string, members?: string[]): number;
-  /** an identifier whose owner (on the full ring, or the given members) is node `index` */
-  identifierOwnedBy(index: number, prefix?: string, members?: string[]): string;
+  /**
+   * an identifier whose owner (on the full ring, or the given members) is node `index`, in
+   * `namespace` ("test" unless given: the ring key is the namespace's and the identifier's)
+   */
+  identifierOwnedBy(index: number, prefix?: string, members?: string[], namespace?: string): string;
   restart(index: number): Promise<NodeProcess>;
   stop(): Promise<void>;
 }
@@ -104,10 +107,10 @@ async function startClusterOnce(n: number, extraEnv: Record<string, string>, per
     ownerOf(namespace, identifier, on = members) {
       return members.indexOf(new HashRing(on).owner(ringKeyOf(namespace, identifier))!);
     },
-    identifierOwnedBy(index, prefix = "id", on = members) {
+    identifierOwnedBy(index, prefix = "id", on = members, namespace = "test") {
       for (let i = 0; ; i++) {
         const id = `${prefix}-${i}`;
-        if (cluster.ownerOf("test", id, on) === index) return id;
+        if (cluster.ownerOf(namespace, id, on) === index) return id;
       }
     },
     async restart(index) {

@@ -62,7 +62,10 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * The newest peer protocol this build speaks; PEER_PROTOCOL_MAX (src/config.ts) may hold a node
  * below it while a cluster is being upgraded. A node speaks every version from PROTOCOL_MIN to
  * its maximum; a link runs at the highest version both ends speak, a ring at the lowest of its
- * links (docs/peer-protocol.md, "Versions"). Protocol 15: CALL method 21, MERGE_FINE, a hand-off
+ * links (docs/peer-protocol.md, "Versions"). Protocol 16: CALL method 22, REPLICATE_FINE, an owner's
+ * replication batch whose concurrency states carry their fine lapses, so a promoted replica frees
+ * a slot at its lease's own second; a link below it gets REPLICATE, the buckets alone, as before.
+ * Protocol 15: CALL method 21, MERGE_FINE, a hand-off
  * batch whose concurrency states carry their fine lapses (shard/records/fine-records.ts); a link
  * below it gets MERGE_STATES, the buckets alone, as before. (14 is another feature's number.)
  * Protocol 13: a charge's DECIDE item may carry its
@@ -99,7 +102,7 @@ export const MAX_HANDSHAKE_FRAME_BYTES = 4096;
  * by decades. Protocol 3: DECIDE items carry `cost` (protocol 2 introduced the bound
  * handshake and per-frame tags).
  */
-export const PROTOCOL_VERSION = 15;
+export const PROTOCOL_VERSION = 16;
 /**
  * The oldest version this build speaks: 11, the release before ranges, whose nodes accept only
  * a HELLO of 11 and run every link at 11. A version that changes the handshake frames must raise
@@ -129,6 +132,8 @@ export const FEATURE_VERSIONS = Object.freeze({
   CHARGE_ID: 13,
   /** CALL method 21: a hand-off batch with the fine lapses of its concurrency states (shard/records/fine-records.ts); a link below it gets MERGE_STATES, slots held to their buckets' ends */
   FINE_LAPSES: 15,
+  /** CALL method 22: a replication batch with the fine lapses of its concurrency states (movement/replicator.ts); a link below it gets REPLICATE, a promoted replica holds those slots to their buckets' ends */
+  FINE_REPLICAS: 16,
 });
 export type ProtocolFeature = keyof typeof FEATURE_VERSIONS;
 /**

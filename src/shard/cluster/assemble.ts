@@ -6,6 +6,7 @@ import { ReplicationMetrics } from "../../metrics/replication-metrics.js";
 import { ownRange, PeerServer } from "../../peer/index.js";
 import type { LocalDecider } from "../local/local-decider.js";
 import type { StateTable } from "../table/state-table.js";
+import type { FineStore } from "../local/fine-store.js";
 import { Cluster } from "./cluster.js";
 import { Directory } from "./membership/directory.js";
 import { MemberPool } from "./membership/member-pool.js";
@@ -40,6 +41,8 @@ export interface ClusterParts {
   tls: PeerTls;
   /** where states of other owners are kept; given when REPLICAS > 1 */
   replicaTable: StateTable | undefined;
+  /** the fine lapses of those states' concurrency leases, as their owners sent them; given with replicaTable */
+  replicaFine: FineStore | undefined;
   /** the blocked cache's share of the memory budget (memory-budget.ts) */
   blockedCacheBytes: number;
   /** the bytes of this member's shares of other owners' keys (memory-budget.ts) */
@@ -58,7 +61,7 @@ export interface ClusterParts {
  */
 export function assembleCluster(
   config: Config,
-  { local, metrics, logger, tls, replicaTable, blockedCacheBytes, sharesBytes, policyVersion, topBlocked }: ClusterParts,
+  { local, metrics, logger, tls, replicaTable, replicaFine, blockedCacheBytes, sharesBytes, policyVersion, topBlocked }: ClusterParts,
 ): Cluster {
   const table = local.table;
   const protocol = ownRange(config.peerProtocolMax);
@@ -112,6 +115,8 @@ export function assembleCluster(
       pool,
       owned: table,
       replicaTable,
+      ownedFine: local.fineLapses,
+      ...(replicaFine !== undefined ? { replicaFine } : {}),
       logger,
       metrics: new ReplicationMetrics(
         metrics.registry,
@@ -182,9 +187,9 @@ export function assembleCluster(
     resetApplied: (ringKey) => notices.announce(ringKey),
     resetNotice: (payload) => shares.forgetGrants(notices.received(payload)),
     debtNotice: (payload, from) => receiveDebtNotice(shares, payload, from),
-    replicate: (payload, from) => {
+    replicate: (payload, from, fine) => {
       if (replicator === undefined) throw new Error("REPLICAS=1 here: not keeping replicas");
-      return replicator.receive(payload, from, Date.now());
+      return replicator.receive(payload, from, Date.now(), fine);
     },
   });
   server = new PeerServer({

@@ -2,6 +2,7 @@ import { concurrency } from "../../algorithms/concurrency.js";
 import { acquireFine, emptyFine, FINE_ENTRY_BYTES, fitFine, mergeFine, pruneFine, refines, type FineLapses } from "../../algorithms/fine-lapses.js";
 import type { Algorithm, LimitState } from "../../algorithms/index.js";
 import { mergeState } from "../records/merge-states.js";
+import { fineHere, type FineRecord } from "../records/fine-records.js";
 import { parseStateKey } from "../ring/state-key.js";
 import type { StateTable, StoredState } from "../table/state-table.js";
 
@@ -27,10 +28,11 @@ const KEY_BYTES = 160;
  * elsewhere that freed slots, an eviction, a reset drop it), so the store can only make
  * slots lapse earlier than their bucket's end, never earlier than they really do.
  *
- * Handed over with its states to a member of protocol 15 (mergeWithFine) and written in
- * snapshots (format 4); not replicated yet: a replica promoted, or an heir of protocol 13,
- * reads the buckets alone (slots held to their bucket's end, as before) and keeps entries for
- * what it grants.
+ * Handed over with its states to a member of protocol 15 (mergeWithFine), sent to replicas of
+ * protocol 16 with their states (REPLICATE_FINE: a replica keeps them in a FineStore of its
+ * own, beside its replica table, read when it is promoted) and written in snapshots (format
+ * 4). An heir of 13 or a replica of 15 reads the buckets alone (slots held to their bucket's
+ * end, as before) and keeps entries for what it grants.
  */
 export class FineStore {
   private readonly overlays = new Map<string, { fine: FineLapses; durationMs: number }>();
@@ -55,6 +57,11 @@ export class FineStore {
   };
 
   constructor(readonly maxBytes: number) {}
+
+  /** Keys with an overlay: 0 lets a caller skip its lookups (no concurrency key is held). */
+  get size(): number {
+    return this.overlays.size;
+  }
 
   get bytes(): number {
     return this.overlays.size * KEY_BYTES + this.entries * FINE_ENTRY_BYTES;
@@ -176,4 +183,22 @@ export function mergeWithFine(table: StateTable, store: FineStore, key: string, 
   const combined = had === undefined ? incoming : mergeFine(had, own ?? null, state, incoming, D, now, had.origin === state.origin, { a: 0, b: 0, c: 0 });
   store.install(key, fitFine(after, combined, D, now), D);
   return true;
+}
+
+/**
+ * A peer's overlays (REPLICATE_FINE) kept for the keys of `keys`, whose states `table` holds as
+ * the peer sent them: each fitted to that very state (fitFine: whatever a peer sent, invariant
+ * R holds for what is kept, so a forged overlay frees nothing early). One out of bounds for
+ * its key's window is ignored: those slots lapse at their buckets' ends.
+ */
+export function keepPeerOverlays(table: StateTable, store: FineStore, fine: readonly FineRecord[], keys: ReadonlySet<string>, now: number): void {
+  for (const f of fine) {
+    if (!keys.has(f.key)) continue;
+    const state = table.get(f.key);
+    const parsed = parseStateKey(f.key);
+    if (state === undefined || parsed === undefined) continue;
+    const D = parsed.duration * 1000;
+    const here = fineHere(f, D, now);
+    if (here !== undefined) store.install(f.key, fitFine(state, here, D, now), D);
+  }
 }

@@ -129,3 +129,36 @@ export function decodeStatesWithFine(payload: Buffer): StatesWithFine {
   if (4 + L > payload.length) throw new RangeError("truncated hand-off batch");
   return { records: decodeStates(payload.subarray(4, 4 + L)), fine: decodeFineRecords(payload, 4 + L, payload.length) };
 }
+
+/** A replication batch with overlays (REPLICATE_FINE): REPLICATE's records as they came, their overlays decoded. */
+export interface ReplicatedWithFine {
+  records: Buffer;
+  fine: FineRecord[];
+}
+
+/**
+ * REPLICATE_FINE's payload: u32 length of the state records, REPLICATE's records (ages at the
+ * send, already in `records`), then the overlay records (ms from `now`, the send) of those
+ * concurrency states whose owner kept one.
+ */
+export function encodeReplicatedWithFine(records: Buffer, fine: readonly { key: string; fine: Readonly<FineLapses> }[], now: number): Buffer {
+  let size = 4 + records.length;
+  for (const f of fine) size += fineRecordBytes(f.key, f.fine.s.length);
+  const buf = Buffer.allocUnsafe(size);
+  buf.writeUInt32BE(records.length, 0);
+  records.copy(buf, 4);
+  let o = 4 + records.length;
+  for (const f of fine) o = writeFineRecord(buf, o, f.key, f.fine, now);
+  return buf.subarray(0, o);
+}
+
+/**
+ * Decode REPLICATE_FINE's payload; throws RangeError on one that cannot be split (nothing of it
+ * is applied then). The records are read as REPLICATE's are, one by one (forEachAgedRecord).
+ */
+export function decodeReplicatedWithFine(payload: Buffer): ReplicatedWithFine {
+  if (payload.length < 4) throw new RangeError("truncated replication batch");
+  const L = payload.readUInt32BE(0);
+  if (4 + L > payload.length) throw new RangeError("truncated replication batch");
+  return { records: payload.subarray(4, 4 + L), fine: decodeFineRecords(payload, 4 + L, payload.length) };
+}

@@ -59,6 +59,8 @@ export interface MemoryBudget {
   releasedLeasesBytes: number;
   /** the owner's fine lapses of held concurrency slots */
   fineLapsesBytes: number;
+  /** the fine lapses of the replicas' concurrency slots (REPLICAS > 1): FINE_LAPSES_SHARE for each copy kept; 0 without replicas */
+  replicaFineLapsesBytes: number;
   /** the owner's memory of charge ids and their answers */
   chargeIdsBytes: number;
 }
@@ -68,7 +70,7 @@ export interface MemoryBudget {
  * shared (issue 10: MAX_KEYS alone let maximal keys, ~3.5 KB each, take a 256 MB heap down in
  * 13 s; the rest of the heap is for requests in flight, peer buffers and hand-off batches).
  *
- * The top offenders' summaries (GET /top) get 1/64, released concurrency leases 1/128, their fine lapses 1/128, charge ids 1/64; in a cluster the blocked cache gets 1/16 and the shares 1/64. With REPLICAS = R, what is left is shared by the
+ * The top offenders' summaries (GET /top) get 1/64, released concurrency leases 1/128, their fine lapses 1/128 (and as much again for each replica copy kept), charge ids 1/64; in a cluster the blocked cache gets 1/16 and the shares 1/64. With REPLICAS = R, what is left is shared by the
  * owned table and the replica table 1 : R − 1: on a balanced ring a node keeps R − 1 copies
  * of other owners' states for each state it owns, so both tables fill at the same key count
  * and neither can crowd the other out (R = 2: half and half). Each table gets at least
@@ -87,13 +89,14 @@ export function memoryBudget(
   const fineLapsesBytes = Math.floor(totalBytes * FINE_LAPSES_SHARE);
   const chargeIdsBytes = Math.floor(totalBytes * CHARGE_IDS_SHARE);
   const replicas = cluster.clustered ? cluster.replicas : 1;
-  const tables = totalBytes - blockedCacheBytes - sharesBytes - topBlockedBytes - releasedLeasesBytes - fineLapsesBytes - chargeIdsBytes;
+  const replicaFineLapsesBytes = fineLapsesBytes * (replicas - 1);
+  const tables = totalBytes - blockedCacheBytes - sharesBytes - topBlockedBytes - releasedLeasesBytes - fineLapsesBytes - replicaFineLapsesBytes - chargeIdsBytes;
   const ownedBytes = Math.max(MIN_BYTES, Math.floor(tables / replicas));
   const replicaBytes = replicas > 1 ? Math.max(MIN_BYTES, tables - Math.floor(tables / replicas)) : 0;
   return {
     totalBytes: Math.max(
       totalBytes,
-      ownedBytes + replicaBytes + blockedCacheBytes + sharesBytes + topBlockedBytes + releasedLeasesBytes + fineLapsesBytes + chargeIdsBytes,
+      ownedBytes + replicaBytes + blockedCacheBytes + sharesBytes + topBlockedBytes + releasedLeasesBytes + fineLapsesBytes + replicaFineLapsesBytes + chargeIdsBytes,
     ),
     ownedBytes,
     replicaBytes,
@@ -102,6 +105,7 @@ export function memoryBudget(
     sharesBytes,
     releasedLeasesBytes,
     fineLapsesBytes,
+    replicaFineLapsesBytes,
     chargeIdsBytes,
   };
 }

@@ -9,7 +9,9 @@ import { acquireFine, emptyFine, fineHeldAt, fitFine, refines, type FineLapses }
 import { newStep, type LimitState } from "../../../src/algorithms/index.js";
 import {
   decodeFineRecords,
+  decodeReplicatedWithFine,
   decodeStatesWithFine,
+  encodeReplicatedWithFine,
   encodeStatesWithFine,
   fineHere,
   fineRecordBytes,
@@ -17,6 +19,7 @@ import {
   writeFineRecord,
 } from "../../../src/shard/records/fine-records.js";
 import { stateKeyOf } from "../../../src/shard/ring/state-key.js";
+import { encodeStates } from "../../../src/shard/records/state-records.js";
 
 const T0 = 1_800_000_000_000;
 const D = 8_000;
@@ -49,6 +52,22 @@ t.test("peer form: every entry back on its second across a quick transfer, R aga
   const kept = fitFine(state, here, D, T0 + 4_040);
   t.ok(refines(state, kept, D, T0 + 4_040));
   t.same(kept.s, fine.s, "all kept: they refine the state");
+});
+
+t.test("replication form (REPLICATE_FINE): REPLICATE's records as they were, the overlays after; a payload that cannot be split refused whole", async (t) => {
+  const { state, fine } = held(3, (i) => T0 + i * 1_100);
+  const records = encodeStates([{ key, state: { ...state, expiresAt: Math.ceil((T0 + 20_000) / 1000), origin: 7, born: T0 / 1000 } }], T0 + 3_000);
+  const payload = encodeReplicatedWithFine(records, [{ key, fine }], T0 + 3_000);
+  const got = decodeReplicatedWithFine(payload);
+  t.ok(got.records.equals(records), "the records byte for byte as REPLICATE carries them");
+  t.equal(got.fine.length, 1);
+  t.same(fineHere(got.fine[0]!, D, T0 + 3_020)!.s, fine.s, "each entry back on its second");
+  t.same(decodeReplicatedWithFine(encodeReplicatedWithFine(records, [], T0)).fine, [], "no overlay: the records alone");
+  t.throws(() => decodeReplicatedWithFine(Buffer.alloc(3)), RangeError, "shorter than its length field");
+  const long = Buffer.from(payload);
+  long.writeUInt32BE(payload.length, 0);
+  t.throws(() => decodeReplicatedWithFine(long), RangeError, "a length beyond the payload");
+  t.throws(() => decodeReplicatedWithFine(payload.subarray(0, payload.length - 5)), RangeError, "a truncated overlay");
 });
 
 t.test("bounds: checked before anything is allocated; out-of-order, zero or non-integer entries refused", async (t) => {

@@ -38,6 +38,7 @@ t.test("alone: all of it for the owned table", async (t) => {
       sharesBytes: 0,
       releasedLeasesBytes: MiB / 2,
       fineLapsesBytes: MiB / 2,
+      replicaFineLapsesBytes: 0,
       chargeIdsBytes: MiB,
     },
     "the owned table, the top offenders' 1/64, released leases' 1/128, their fine lapses' 1/128 and charge ids' 1/64",
@@ -69,9 +70,10 @@ t.test("clustered: the blocked cache's share, then owned : replicas = 1 : R - 1"
     t.equal(b.sharesBytes, 160 * MiB * SHARES_SHARE, `R=${replicas}: shares of other owners' keys`);
     t.equal(b.releasedLeasesBytes, 160 * MiB * RELEASED_LEASES_SHARE, `R=${replicas}: released concurrency leases`);
     t.equal(b.fineLapsesBytes, 160 * MiB * FINE_LAPSES_SHARE, `R=${replicas}: fine lapses of held slots`);
+    t.equal(b.replicaFineLapsesBytes, 160 * MiB * FINE_LAPSES_SHARE * (replicas - 1), `R=${replicas}: as much again for each replica copy's fine lapses`);
     t.equal(b.chargeIdsBytes, 160 * MiB * CHARGE_IDS_SHARE, `R=${replicas}: charge ids`);
     t.equal(
-      b.ownedBytes + b.replicaBytes + b.blockedCacheBytes + b.sharesBytes + b.topBlockedBytes + b.releasedLeasesBytes + b.fineLapsesBytes + b.chargeIdsBytes,
+      b.ownedBytes + b.replicaBytes + b.blockedCacheBytes + b.sharesBytes + b.topBlockedBytes + b.releasedLeasesBytes + b.fineLapsesBytes + b.replicaFineLapsesBytes + b.chargeIdsBytes,
       160 * MiB,
       `R=${replicas}: the shares add up to MAX_MEMORY_MB`,
     );

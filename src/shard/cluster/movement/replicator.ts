@@ -11,6 +11,9 @@ import { admitState } from "../wire/peer-data.js";
 import type { HashRing } from "../../ring/ring.js";
 import { RerunningPass } from "./rerunning-pass.js";
 import { forEachKeySliced } from "./sliced-scan.js";
+import type { FineLapses } from "../../../algorithms/fine-lapses.js";
+import { keepPeerOverlays, mergeWithFine, type FineStore } from "../../local/fine-store.js";
+import { encodeReplicatedWithFine, type FineRecord } from "../../records/fine-records.js";
 
 /** Deadline of one replication call: a replica that does not answer is left behind, the next resync catches it up. */
 const REPLICATE_TIMEOUT_MS = 2000;
@@ -36,6 +39,13 @@ export interface ReplicatorOptions {
   owned: StateTable;
   /** the states this node holds for other owners */
   replicaTable: StateTable;
+  /**
+   * The owner's fine lapses of its concurrency states (local/fine-store.ts): sent with their
+   * states to replicas over links of FINE_REPLICAS, and where promoted replicas' overlays go.
+   */
+  ownedFine?: FineStore;
+  /** The fine lapses of the replicas this node keeps, beside replicaTable (read at promotion). */
+  replicaFine?: FineStore;
   logger: Logger;
   metrics: ReplicationMetrics;
 }
@@ -45,13 +55,24 @@ class Batch {
   buf = Buffer.allocUnsafe(16 * 1024);
   length = 0;
   count = 0;
+  /**
+   * The overlay of each key's LAST record in the batch (a copy, on this clock), for a link of
+   * FINE_REPLICAS: an overlay travels only with the very state it refines. A key whose last
+   * record has none has no entry, so an older record's overlay never rides on a newer state
+   * (a slot released and taken again in one bucket would lapse at the old lease's second).
+   */
+  readonly fine = new Map<string, FineLapses>();
 
   reset(): void {
     this.length = 0;
     this.count = 0;
+    this.fine.clear();
   }
 
-  add(key: string, s: StoredState): void {
+  /** `fine`: the overlay that refines `s` now, if its owner keeps one. */
+  add(key: string, s: StoredState, fine?: FineLapses): void {
+    if (fine !== undefined) this.fine.set(key, fine);
+    else if (this.fine.size > 0) this.fine.delete(key);
     const need = this.length + maxRecordBytes(key);
     if (need > this.buf.length) {
       const wider = Buffer.allocUnsafe(Math.max(need, this.buf.length * 2));
@@ -152,12 +173,16 @@ export class Replicator {
    * key now. Checked like a hand-off: a batch that cannot be split into records is refused
    * whole (RangeError), a record out of bounds alone (admitState). Returns the records kept.
    */
-  receive(payload: Buffer, from: string, now: number): number {
-    const { pool, owned, replicaTable } = this.o;
+  receive(payload: Buffer, from: string, now: number, fine?: readonly FineRecord[]): number {
+    const { pool, owned, replicaTable, replicaFine } = this.o;
     const ring = pool.ring;
     const self = pool.self;
     let kept = 0;
     let refused = 0;
+    // Every record replaces the replica's state and its overlay together: the overlay goes
+    // here, and only the owner's overlay of the batch's last record of a key comes back (below).
+    const overlays = replicaFine !== undefined && replicaFine.size > 0;
+    const fromOwner = fine !== undefined && fine.length > 0 ? new Set<string>() : undefined;
     forEachAgedRecord(payload, (key, aged) => {
       // Sent with ages: put on this node's clock here, whatever the sender's reads.
       const state = admitState(key, aged, now);
@@ -165,6 +190,8 @@ export class Replicator {
         refused++;
         return;
       }
+      if (overlays) replicaFine.drop(key);
+      fromOwner?.delete(key);
       if (isRemoval(aged)) {
         this.applyRemoval(key, bornHere(aged.bornAgoS, now) * 1000, now);
         kept++;
@@ -172,12 +199,14 @@ export class Replicator {
       }
       if (state === "expired") return;
       // The sender's ring is behind this one's (an owner back from a pause): a copy of a
-      // state this node owns now merges as a copy, so its stale counts change nothing.
+      // state this node owns now merges as a copy, so its stale counts change nothing (its
+      // overlay is not read: those slots are held to their buckets' ends).
       const owner = ring.owner(ringKeyOfStateKey(key));
       if (owner === self) mergeState(owned, key, state, now);
-      else storeReplica(replicaTable, key, state, now, owner === from);
+      else if (storeReplica(replicaTable, key, state, now, owner === from) && owner === from) fromOwner?.add(key);
       kept++;
     });
+    if (fromOwner !== undefined && fromOwner.size > 0 && replicaFine !== undefined) keepPeerOverlays(replicaTable, replicaFine, fine!, fromOwner, now);
     if (refused > 0) this.o.logger.warn({ from, refused }, "replicated states out of bounds: not kept");
     return kept;
   }
@@ -194,6 +223,7 @@ export class Replicator {
     const ringKey = ringKeyOfStateKey(key);
     owned.noteReset(ringKey, Math.min(resetAt, now), now);
     replicaTable.delete(key);
+    this.o.replicaFine?.drop(key);
     const state = pool.ring.owner(ringKey) === pool.self ? owned.get(key) : undefined;
     if (state !== undefined && owned.countedBeforeReset(ringKey, state.born, now)) owned.remove(key);
   }
@@ -205,7 +235,8 @@ export class Replicator {
     const keys = this.o.owned.takeChanges();
     if (this.stopped) return;
     const ring = this.o.pool.ring;
-    for (const key of keys) this.addToLinks(key, ring, undefined, this.changedAt);
+    const now = Date.now();
+    for (const key of keys) this.addToLinks(key, ring, undefined, this.changedAt, now);
     for (const [member, link] of this.links) {
       if (link.inFlight < PIPELINE && link.pending.count > 0) this.send(member, link);
       if (!ring.has(member) && link.inFlight === 0) this.links.delete(member);
@@ -213,17 +244,21 @@ export class Replicator {
   };
 
   /** Put the owned state of `key` in the pending batch of each replica on `ring` that is not one on `before`. */
-  private addToLinks(key: string, ring: HashRing, before: HashRing | undefined, changedAt: number): void {
-    const { owned, pool, replicas } = this.o;
+  private addToLinks(key: string, ring: HashRing, before: HashRing | undefined, changedAt: number, now: number): void {
+    const { owned, pool, replicas, ownedFine } = this.o;
     const ringKey = ringKeyOfStateKey(key);
     // Gone since it changed: a reset's removal goes to the replicas (StateTable.remove);
     // a state that moved or lapsed is not sent, its replicas follow the ring or expire.
     // The reset's memory is asked only for a key gone: a clock read and a lookup fewer per state sent.
     let state = owned.get(key);
+    let fine: FineLapses | undefined;
     if (state === undefined) {
-      const resetAt = owned.resetAt(ringKey, Date.now());
+      const resetAt = owned.resetAt(ringKey, now);
       if (resetAt === undefined) return;
       state = removalRecord(resetAt);
+    } else if (ownedFine !== undefined && ownedFine.size > 0) {
+      // The overlay that refines the state as it is sent (a copy): none for a key without one.
+      fine = ownedFine.peek(key, state, now);
     }
     const targets = this.targets;
     const n = ring.successors(ringKey, replicas, targets);
@@ -237,16 +272,16 @@ export class Replicator {
     for (let i = 1; i < n; i++) {
       const member = targets[i]!;
       if (had !== undefined && had.includes(member)) continue;
-      this.queue(member, key, state, changedAt);
+      this.queue(member, key, state, changedAt, fine);
     }
   }
 
   /** Put `state` of `key` in the pending batch to `member`. */
-  private queue(member: string, key: string, state: StoredState, changedAt: number): void {
+  private queue(member: string, key: string, state: StoredState, changedAt: number, fine?: FineLapses): void {
     let link = this.links.get(member);
     if (link === undefined) this.links.set(member, (link = new Link()));
     if (link.pending.count === 0) link.oldestChange = changedAt;
-    link.pending.add(key, state);
+    link.pending.add(key, state, fine);
     if (link.pending.length >= MAX_BATCH_BYTES) this.send(member, link);
   }
 
@@ -256,11 +291,15 @@ export class Replicator {
     const batch = link.pending;
     const count = batch.count;
     const changedAt = link.oldestChange;
-    const payload = batch.buf.subarray(0, batch.length);
+    const records = batch.buf.subarray(0, batch.length);
     // Filled over the turns a call was in flight: every age is measured now, at the send.
-    agesInPlace(batch.buf, 0, batch.length, Date.now());
-    batch.reset();
+    const sentAt = Date.now();
+    agesInPlace(batch.buf, 0, batch.length, sentAt);
     const client = pool.client(member);
+    // The overlays go only where the link speaks FINE_REPLICAS; below it, REPLICATE byte for byte as before.
+    const withFine = batch.fine.size > 0 && client?.link.supports("FINE_REPLICAS") === true;
+    const payload = withFine ? encodeReplicatedWithFine(records, [...batch.fine].map(([key, fine]) => ({ key, fine })), sentAt) : records;
+    batch.reset();
     // Not up: it is off the ring, and the pass after it comes back sends it everything.
     if (client === undefined || client.state !== "up" || link.inFlight >= MAX_IN_FLIGHT) {
       metrics.dropped(count);
@@ -277,14 +316,14 @@ export class Replicator {
       if (!this.stopped && link.inFlight < PIPELINE && link.pending.count > 0) this.send(member, link);
     };
     // call() copies the payload into its frame at once: the batch's buffer is free again on return.
-    client.call(CallMethod.REPLICATE, payload, REPLICATE_TIMEOUT_MS).then(
+    client.call(withFine ? CallMethod.REPLICATE_FINE : CallMethod.REPLICATE, payload, REPLICATE_TIMEOUT_MS).then(
       () => settled(true),
       () => settled(false),
     );
   }
 
   private async resync(): Promise<void> {
-    const { pool, owned, replicaTable, replicas, metrics } = this.o;
+    const { pool, owned, replicaTable, replicas, metrics, ownedFine, replicaFine } = this.o;
     const ring = pool.ring;
     const before = this.syncedRing;
     this.syncedRing = ring;
@@ -304,7 +343,13 @@ export class Replicator {
         if (n > 0 && targets[0] === self) {
           const state = replicaTable.get(key);
           replicaTable.delete(key);
-          if (state !== undefined && mergeState(owned, key, state, now)) promoted++;
+          // With the overlay its owner sent (REPLICATE_FINE): the promoted slots lapse at
+          // their leases' own seconds, not their buckets' ends (mergeWithFine fits it again).
+          const fine = state === undefined || replicaFine === undefined ? undefined : replicaFine.peek(key, state, now);
+          replicaFine?.drop(key);
+          const merged =
+            state !== undefined && (fine !== undefined && ownedFine !== undefined ? mergeWithFine(owned, ownedFine, key, state, fine, now) : mergeState(owned, key, state, now));
+          if (merged) promoted++;
           continue;
         }
         // The key has a new owner that may hold no copy: with zones, the next owner on the
@@ -320,6 +365,7 @@ export class Replicator {
         }
         if (!targets.slice(0, n).includes(self)) {
           replicaTable.delete(key);
+          replicaFine?.drop(key);
           dropped++;
         }
       }
@@ -330,8 +376,9 @@ export class Replicator {
     // Owned states (the promoted ones included): to the replicas they did not have on the previous ring.
     const ownedDone = await forEachKeySliced(owned, (keys) => {
       if (this.stopped) return false;
-      const now = performance.now();
-      for (const key of keys) this.addToLinks(key, pool.ring, before, now);
+      const changedAt = performance.now();
+      const now = Date.now();
+      for (const key of keys) this.addToLinks(key, pool.ring, before, changedAt, now);
       for (const [member, link] of this.links) if (link.inFlight < PIPELINE && link.pending.count > 0) this.send(member, link);
     });
     if (!ownedDone) return;

@@ -42,8 +42,11 @@ export interface InboundEvents {
   debtNotice(notice: { stateKey: string; windowStart: number }, from: string): void;
   /** TOP: this node's identifiers blocked most, as GET /top asks a member (top-offenders.ts) */
   top(request: TopRequest): Buffer;
-  /** REPLICATE: states their owner sent to keep as replicas; returns how many were kept (throws when this node keeps none) */
-  replicate(payload: Buffer, from: string): number;
+  /**
+   * REPLICATE: states their owner sent to keep as replicas, with the fine lapses of its
+   * concurrency states (REPLICATE_FINE); returns how many were kept (throws when this node keeps none)
+   */
+  replicate(records: Buffer, from: string, fine?: readonly FineRecord[]): number;
 }
 
 /** What a handler may use: the ownership rule, this node's table and the services behind `events`. */
@@ -119,6 +122,7 @@ const HANDLERS: { readonly [K in CallName]: Handler<K> } = {
   },
   ADVERTISE: (payload, c) => c.events.advertise(payload, c.from),
   REPLICATE: (payload, c) => u32(c.events.replicate(payload, c.from)),
+  REPLICATE_FINE: ({ records, fine }, c) => u32(c.events.replicate(records, c.from, fine)),
   BATCH: (request, c) => {
     const now = Date.now();
     const ringKeys = request.queries.map((q) => ringKeyOf(q.namespace, q.identifier));

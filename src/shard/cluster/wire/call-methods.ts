@@ -5,7 +5,7 @@ import { decodeBatchRequest, decodeGiveBack, decodeReservation, decodeResetReque
 import { decodeDebtNotice, decodeLeaseRequest } from "./lease-wire.js";
 import { decodeTopRequest } from "./top-wire.js";
 import { decodeRelease } from "./release-wire.js";
-import { decodeStatesWithFine } from "../../records/fine-records.js";
+import { decodeReplicatedWithFine, decodeStatesWithFine } from "../../records/fine-records.js";
 
 export { encodeStates, decodeStates, recordBytes, mergeStates, type StateRecord };
 
@@ -110,6 +110,14 @@ export const CALLS = Object.freeze({
     payload:
       "u32 length of the state records, MERGE_STATES' records, then the fine lapses of its concurrency states (shard/records/fine-records.ts), merged as MERGE_STATES and fitted to the merged states",
     reply: "u32 records merged",
+  },
+  REPLICATE_FINE: {
+    method: 22,
+    feature: "FINE_REPLICAS",
+    decode: decodeReplicatedWithFine,
+    payload:
+      "u32 length of the state records, REPLICATE's records, then the fine lapses of its concurrency states (shard/records/fine-records.ts): each record replaces the replica's state and its overlay together (movement/replicator.ts)",
+    reply: "u32 records kept",
   },
 } as const satisfies Record<string, CallRow>);
 
