@@ -13,6 +13,7 @@ import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { tmpdir, cpus, totalmem, release, platform, arch } from 'node:os'
 import { benchOptions } from './lib/options.mjs'
+import { sumMetrics } from './lib/metrics-text.mjs'
 
 // First, before anything is installed or started: --help and a bad option answer at once.
 const { values: args } = benchOptions(import.meta.url, {
@@ -220,11 +221,7 @@ async function scrapeMetrics(server) {
     } catch {
       continue
     }
-    for (const line of text.split('\n')) {
-      const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$/.exec(line)
-      // outcome="shared" is a non-owner's answer from its share: counted under the metric, never sent.
-      if (m && METRICS.includes(m[1]) && !(m[2] ?? '').includes('outcome="shared"')) sums[m[1]] = (sums[m[1]] ?? 0) + Number(m[3])
-    }
+    sumMetrics(text, METRICS, sums)
   }
   return sums
 }
