@@ -21,7 +21,9 @@ const root = isMainThread ? (buildArg > 0 ? process.argv[buildArg + 1] : join(di
 const dist = join(root, 'dist', 'src')
 const { ByteRing } = await import(join(dist, 'workers/byte-ring.js'))
 const { RingServer } = await import(join(dist, 'workers/ring-server.js'))
-const { RingDecider } = await import(join(dist, 'workers/ring-decider.js'))
+const { RingDecider, goneWords } = await import(join(dist, 'workers/ring-decider.js'))
+// Builds since the callers-gone words take them as a third ring argument; older ones do not.
+const withGone = (rings, gone) => (goneWords === undefined ? rings : [...rings, gone])
 const { newDecision } = await import(join(dist, 'decision.js'))
 const { DEFAULT_ALGORITHM, algorithmByName } = await import(join(dist, 'algorithms/index.js'))
 
@@ -55,8 +57,9 @@ if (isMainThread) {
   let decided = 0
   const decider = { decideSync: () => (decided++, d), decide: () => {} }
   const logger = { error: (o, m) => console.error(m, o) }
-  const server = new RingServer(queries, answers, decider, logger)
-  const worker = new Worker(fileURLToPath(import.meta.url), { workerData: { queries, answers, root } })
+  const gone = goneWords?.()
+  const server = new RingServer(...withGone([queries, answers], gone), decider, logger)
+  const worker = new Worker(fileURLToPath(import.meta.url), { workerData: { queries, answers, gone, root } })
   console.log(
     `${root}: load average ${loadavg()
       .map((l) => l.toFixed(2))
@@ -92,8 +95,8 @@ if (isMainThread) {
   server.close()
   await worker.terminate()
 } else {
-  const { queries, answers } = workerData
-  const decider = new RingDecider(queries, answers, parentPort)
+  const { queries, answers, gone } = workerData
+  const decider = new RingDecider(...withGone([queries, answers], gone), parentPort)
   const q = { namespace: 'bench', identifier: 'u1', limit: 1000, duration: 60, algorithm: algorithmByName(DEFAULT_ALGORITHM), cost: 1 }
   parentPort.on('message', ({ depth, seconds }) => {
     const hist = new Histogram()
