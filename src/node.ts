@@ -255,6 +255,7 @@ export async function startNode(
       ...{ config, apiKeys, leaseRoot: leaseRoot!, decider, acceptor: frontEnd, metrics, topBlocked, top, directory, logger, policyLoaded, rls, grpcPort },
       policy: policy ?? (() => undefined),
       isReady: () => cluster?.ready ?? true,
+      notReadyReason: () => cluster?.notReadyReason,
     });
     await pool.start();
     const workers = pool;

@@ -17,14 +17,17 @@ import type { RlsServiceOptions } from "../rls/rls-service.js";
  */
 export type GrpcDoor = RlsGrpcServer | RingGrpcServer;
 
-/** The port's options; `share` (WORKERS > 1): this thread's part of the node's bounds, and SO_REUSEPORT. */
-export function grpcOptionsOf(config: Config, share?: { port: number; threads: number }): GrpcOptions {
+/**
+ * The port's options; `share` (WORKERS > 1): this thread's part of the node's bounds,
+ * SO_REUSEPORT, and the node's drain word (GrpcOptions.refusing).
+ */
+export function grpcOptionsOf(config: Config, share?: { port: number; threads: number; refusing: () => boolean }): GrpcOptions {
   // The node's caps hold for the sum of its threads: each takes its part, at least one.
   const part = (n: number): number => (share === undefined ? n : Math.max(1, Math.floor(n / share.threads)));
   return {
     host: config.host,
     port: share?.port ?? config.grpcPort ?? 0,
-    ...(share !== undefined ? { reusePort: true } : {}),
+    ...(share !== undefined ? { reusePort: true, refusing: share.refusing } : {}),
     // A client certificate verified in the handshake replaces the API key (docs/envoy-gateway.md).
     auth: config.grpcAuth === "none" || grpcClientCa(config) !== undefined ? "none" : "api-key",
     ...grpcTlsOf(config),

@@ -47,6 +47,8 @@ export type ToWorker =
   | { t: "policy"; policy: WorkerPolicy }
   | { t: "reply"; id: number; value: unknown; error?: string }
   | { t: "directory"; view: DirectoryView }
+  /** why the node is not ready (GET /ready's `reason`), sent when it changes */
+  | { t: "not-ready"; reason: string | undefined }
   | { t: "metrics-json"; id: number }
   | { t: "drain"; deadline?: number }
   | { t: "exit" };

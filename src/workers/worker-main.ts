@@ -36,7 +36,7 @@ export interface WorkerData {
   answers: SharedArrayBuffer;
   /** one word per decision slot: its caller left (ring-decider.ts) */
   gone: SharedArrayBuffer;
-  /** Int32 words the owner keeps current: [ready, policy loaded] */
+  /** Int32 words the owner keeps current: [ready, policy loaded, draining] (worker-pool.ts, CONTROL_WORDS) */
   control: SharedArrayBuffer;
   /** set: this thread listens on the gRPC port too, with SO_REUSEPORT beside the other workers */
   grpcPort?: number;
@@ -122,6 +122,8 @@ class DirectoryMirror implements RingDirectory {
 }
 const directory = new DirectoryMirror();
 const isReady = (): boolean => Atomics.load(control, 0) === 1;
+/** the owner's reason for not being ready, by "not-ready" messages */
+let notReadyReason: string | undefined;
 const verifier = new ApiKeyVerifier(data.apiKeys, config.apiKeyHashes);
 
 // RLS (gRPC and POST /json): resolved here against a copy of the owner's policy, which stays
@@ -159,6 +161,7 @@ const frontEnd: FrontEnd = new FrontEnd(
     metrics,
     logger,
     isReady,
+    notReadyReason: () => notReadyReason,
     directory,
     top: (q) => decider.top(q),
     rls,
@@ -171,7 +174,7 @@ const frontEnd: FrontEnd = new FrontEnd(
 const grpc: GrpcDoor | undefined =
   data.grpcPort === undefined
     ? undefined
-    : createGrpcDoor(config, grpcOptionsOf(config, { port: data.grpcPort, threads: config.workers }), {
+    : createGrpcDoor(config, grpcOptionsOf(config, { port: data.grpcPort, threads: config.workers, refusing: () => Atomics.load(control, 2) === 1 }), {
         service: {
           shouldRateLimit(request, scope, done) {
             grpcCalls++;
@@ -193,6 +196,9 @@ port.on("message", (m: ToWorker) => {
       return adoptPolicy(m.policy);
     case "directory":
       directory.view = m.view;
+      return;
+    case "not-ready":
+      notReadyReason = m.reason;
       return;
     case "metrics-json":
       void metrics.registry.getMetricsAsJSON().then((json) => send({ t: "metrics-json", id: m.id, json }));

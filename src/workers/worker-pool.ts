@@ -46,6 +46,8 @@ const HEALTHY_MS = 10_000;
 const DRAIN_GRACE_MS = 1000;
 /** How long a scrape waits for a worker's counters. */
 const METRICS_WAIT_MS = 1000;
+/** The control words' count: [ready, policy loaded, draining] */
+const CONTROL_WORDS = 3;
 
 export interface WorkerPoolDeps {
   config: Config;
@@ -59,6 +61,8 @@ export interface WorkerPoolDeps {
   top: (q: TopQuery) => Promise<TopResult>;
   directory: RingDirectory;
   isReady: () => boolean;
+  /** why the node is not ready, which a worker's GET /ready names as this thread's does */
+  notReadyReason: () => string | undefined;
   policyLoaded: () => boolean;
   /** POST /json's RLS service, and the gRPC door's */
   rls?: RlsDecisions;
@@ -88,13 +92,15 @@ interface Thread {
  */
 export class WorkerPool {
   private readonly threads: (Thread | undefined)[] = [];
-  private readonly control = new Int32Array(new SharedArrayBuffer(8));
+  /** [ready, policy loaded, draining]: what every worker reads without a message */
+  private readonly control = new Int32Array(new SharedArrayBuffer(4 * CONTROL_WORDS));
   /** the gRPC door's Watch streams, every worker together (grpc-door.ts) */
   private readonly watches: Int32Array;
   private stopping = false;
   private draining = false;
   private pushTimer: NodeJS.Timeout | undefined;
   private lastView = "";
+  private lastReason: string | undefined;
   private nextMetricsId = 0;
 
   constructor(private readonly deps: WorkerPoolDeps) {
@@ -143,6 +149,7 @@ export class WorkerPool {
           thread.descriptor = m.descriptor;
           this.deps.acceptor.addChild(m.descriptor);
           this.sendView(thread, true);
+          thread.worker.postMessage({ t: "not-ready", reason: this.lastReason } satisfies ToWorker);
           resolve();
         } else this.onMessage(thread, m);
       });
@@ -258,10 +265,15 @@ export class WorkerPool {
     });
   }
 
-  /** /ready, the policy's state and the ring's view, as the workers answer them; now as well as every PUSH_MS. */
+  /** /ready (and its reason), the policy's state and the ring's view, as the workers answer them; now as well as every PUSH_MS. */
   push(): void {
     Atomics.store(this.control, 0, this.deps.isReady() && !this.draining ? 1 : 0);
     Atomics.store(this.control, 1, this.deps.policyLoaded() ? 1 : 0);
+    const reason = this.deps.notReadyReason();
+    if (reason !== this.lastReason) {
+      this.lastReason = reason;
+      for (const t of this.threads) if (t?.descriptor !== undefined) t.worker.postMessage({ t: "not-ready", reason } satisfies ToWorker);
+    }
     const changed = this.view();
     if (changed) for (const t of this.threads) if (t?.descriptor !== undefined) this.sendView(t, false);
   }
@@ -309,6 +321,8 @@ export class WorkerPool {
   startDraining(): void {
     this.draining = true;
     Atomics.store(this.control, 0, 0);
+    // Before any worker hears of the drain: from here no worker takes a new gRPC connection.
+    Atomics.store(this.control, 2, 1);
     for (const t of this.threads) t?.worker.postMessage({ t: "drain" } satisfies ToWorker);
   }
 

@@ -2,15 +2,13 @@ import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { startNode, type RunningNode } from "../../src/node.js";
 import { closeAgents, TEST_KEY } from "./http-client.js";
+import { workersOfRun } from "./run-workers.js";
 
 export interface TestNode {
   url: string;
   node: RunningNode;
   stop(): Promise<void>;
 }
-
-/** WORKERS from the test run's environment: CI runs the suite with WORKERS=1 and with more. */
-const workersOfEnv = (): Record<string, string> => (process.env.WORKERS === undefined ? {} : { WORKERS: process.env.WORKERS });
 
 /** A real node (real uWS listener on 127.0.0.1, free port) inside the test process. */
 export async function startTestNode(env: Record<string, string> = {}): Promise<TestNode> {
@@ -21,7 +19,8 @@ export async function startTestNode(env: Record<string, string> = {}): Promise<T
     LOG_LEVEL: "silent",
     DRAIN_TIMEOUT_MS: "2000",
     METRICS_CACHE_MS: "0",
-    ...workersOfEnv(),
+    // .ci/run starts these nodes without WORKERS, then again with WORKERS=2 (run-workers.ts).
+    ...workersOfRun(),
     ...env,
   });
   const node = await startNode(config, createLogger("silent"));

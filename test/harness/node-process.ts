@@ -3,6 +3,7 @@ import { spawnProtected } from "./child-processes.js";
 import { TEST_KEY, request } from "./http-client.js";
 import { MAIN } from "./paths.js";
 import { freePort } from "./ports.js";
+import { workersOfRun } from "./run-workers.js";
 import { sleep } from "./wait.js";
 
 export interface NodeProcess {
@@ -21,11 +22,8 @@ export interface NodeProcess {
 
 const READY_TIMEOUT_MS = 60_000;
 
-/**
- * The WORKERS this test run passes to every node it starts (CI runs the node-starting tests
- * with 1 and with 2): for the few assertions that hold only for a single-thread door.
- */
-export const runWorkers = (): number => Number(process.env.WORKERS ?? "1");
+// Re-exported where process tests have always found it.
+export { runWorkers } from "./run-workers.js";
 
 type SpawnOptions = {
   waitReady?: boolean;
@@ -62,8 +60,8 @@ async function spawnNodeOnce(env: Record<string, string>, options: SpawnOptions)
     METRICS_CACHE_MS: "0",
     // The gRPC port's server: the suites run with either (GRPC_SERVER_IMPL=node-http2 npx tap ...).
     ...(process.env.GRPC_SERVER_IMPL === undefined ? {} : { GRPC_SERVER_IMPL: process.env.GRPC_SERVER_IMPL }),
-    // CI runs the suite once with WORKERS=1 and once with the default (docs/architecture.md, Threads).
-    ...(process.env.WORKERS === undefined ? {} : { WORKERS: process.env.WORKERS }),
+    // .ci/run starts these nodes without WORKERS, then again with WORKERS=2 (run-workers.ts).
+    ...workersOfRun(),
     ...(env.PEER_PORT === undefined ? { PEER_PORT: String(await freePort()) } : {}),
     ...env,
     PORT: String(port),

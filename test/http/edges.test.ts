@@ -8,7 +8,8 @@
  */
 import t from "tap";
 import { useTestNode } from "../harness/in-process-node.js";
-import { rawExchange, limitRequest } from "../harness/raw-http.js";
+import { rawExchange, rawSerial, limitRequest } from "../harness/raw-http.js";
+import { pipeliningSkip } from "../harness/run-workers.js";
 import { TEST_KEY } from "../harness/http-client.js";
 
 const node = useTestNode(t);
@@ -55,7 +56,8 @@ t.test("a body at exactly 16 KiB is served and keeps the connection", async (t) 
   const body = JSON.stringify({ namespace: "edges", identifier: "exact-16k", limit: 5, duration: 60, pad: "" });
   const padded = body.replace('"pad":""', `"pad":"${"p".repeat(16 * 1024 - Buffer.byteLength(body))}"`);
   t.equal(Buffer.byteLength(padded), 16 * 1024);
-  const r = await rawExchange(port(), limitRequest(padded) + HEALTH, { responses: 2 });
+  // One request after the other, not pipelined: this is about the body's bound, on a door of any WORKERS.
+  const r = await rawSerial(port(), [limitRequest(padded), HEALTH]);
   t.same(
     r.responses.map((x) => x.status),
     [200, 200],
@@ -96,25 +98,31 @@ for (const [what, parts] of Object.entries({
   });
 }
 
+// Pipelined by nature (issue 22, item 10): a single-thread door's case.
+const skip = pipeliningSkip();
 for (const [what, tooLarge] of Object.entries({ "declared Content-Length": oversized["declared Content-Length"]!, chunked: chunkedOver })) {
-  t.test(`[valid, valid, oversized (${what}), valid] in one write: every answered request is counted, no counted request goes unanswered`, async (t) => {
-    const ids = ["a", "b", "c"].map((x) => `pipe-${run}-${what.length}-${x}`);
-    const r = await rawExchange(port(), single(ids[0]!) + single(ids[1]!) + tooLarge + single(ids[2]!));
-    t.same(
-      r.responses.map((x) => x.status),
-      [200, 200, 413],
-      "the answers to the two before it, then the 413",
-    );
-    const answered = r.responses.filter((x) => x.status === 200).map((x) => JSON.parse(x.body).data.identifier as string);
-    t.same(answered, ids.slice(0, 2), "in the order sent");
-    t.ok(r.closedByServer, "then the close: the request behind the oversized body is not served");
-    const counted = await Promise.all(ids.map(countedFor));
-    t.same(
-      counted,
-      ids.map((id) => (answered.includes(id) ? 1 : 0)),
-      `counted ${counted.join(", ")}: exactly the answered ones`,
-    );
-  });
+  t.test(
+    `[valid, valid, oversized (${what}), valid] in one write: every answered request is counted, no counted request goes unanswered`,
+    { skip },
+    async (t) => {
+      const ids = ["a", "b", "c"].map((x) => `pipe-${run}-${what.length}-${x}`);
+      const r = await rawExchange(port(), single(ids[0]!) + single(ids[1]!) + tooLarge + single(ids[2]!));
+      t.same(
+        r.responses.map((x) => x.status),
+        [200, 200, 413],
+        "the answers to the two before it, then the 413",
+      );
+      const answered = r.responses.filter((x) => x.status === 200).map((x) => JSON.parse(x.body).data.identifier as string);
+      t.same(answered, ids.slice(0, 2), "in the order sent");
+      t.ok(r.closedByServer, "then the close: the request behind the oversized body is not served");
+      const counted = await Promise.all(ids.map(countedFor));
+      t.same(
+        counted,
+        ids.map((id) => (answered.includes(id) ? 1 : 0)),
+        `counted ${counted.join(", ")}: exactly the answered ones`,
+      );
+    },
+  );
 }
 
 for (const [what, headers, status] of [

@@ -13,6 +13,7 @@ import { uwsBuild } from "../../src/http/uws.js";
 import { TEST_KEY } from "../harness/http-client.js";
 import { useTestNode } from "../harness/in-process-node.js";
 import { limitRequest, rawExchange } from "../harness/raw-http.js";
+import { pipeliningSkip } from "../harness/run-workers.js";
 
 const node = useTestNode(t);
 const port = () => Number(new URL(node.url).port);
@@ -35,8 +36,10 @@ t.test("#1776: a request line split across segments", async (t) => {
   }
 });
 
-t.test("#1305: duplicate Content-Length, the first one frames the body", async (t) => {
-  const smuggled = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+const smuggled = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+
+// The bytes past the shorter length arrive in the same read as a second request: pipelining.
+t.test("#1305: duplicate Content-Length, shorter first: the bytes after it are served as the next request", { skip: pipeliningSkip() }, async (t) => {
   const shortFirst = await rawExchange(
     port(),
     head + `Content-Length: ${body.length}\r\nContent-Length: ${body.length + smuggled.length}\r\n\r\n${body}${smuggled}`,
@@ -50,6 +53,9 @@ t.test("#1305: duplicate Content-Length, the first one frames the body", async (
     "shorter first: the bytes after it are served as the next request (upstream #1305 still applies)",
   );
   t.equal(shortFirst.responses[1]?.body, '{"status":"ok"}');
+});
+
+t.test("#1305: duplicate Content-Length, longer first: the body swallows what follows", async (t) => {
   const longFirst = await rawExchange(
     port(),
     head + `Content-Length: ${body.length + smuggled.length}\r\nContent-Length: ${body.length}\r\n\r\n${body}${smuggled}`,

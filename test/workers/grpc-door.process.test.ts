@@ -5,7 +5,8 @@
  * worker's ringlimit_worker_grpc_calls_total{worker} grows), 20 clients on one descriptor
  * count exactly, POLICY_PATH's rules and their reload reach both threads (each resolves with a
  * copy of the owner's policy), a second process cannot take the port, and SIGTERM drains both workers:
- * health turns NOT_SERVING on every thread, calls in flight are answered, the node exits 0.
+ * health turns NOT_SERVING on every thread, calls in flight are answered, the node exits 0;
+ * from the signal on, no worker takes a new connection.
  */
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
@@ -16,7 +17,7 @@ import { closeAgents, request, TEST_KEY } from "../harness/http-client.js";
 import { spawnNode, type NodeProcess } from "../harness/node-process.js";
 import { freePort } from "../harness/ports.js";
 import { eventually } from "../harness/wait.js";
-import { oneDescriptor, rlsClient, type RlsClient } from "../rls/rls-client.js";
+import { grpcCode, oneDescriptor, rlsClient, type RlsClient } from "../rls/rls-client.js";
 
 t.teardown(closeAgents);
 
@@ -192,3 +193,50 @@ t.test("SIGTERM drains both workers: NOT_SERVING on every thread, calls in fligh
   t.equal(exit.code, 0, "the node exits 0");
   t.notMatch(node.output(), /drain timeout/, "nothing left in flight at the end");
 });
+
+/*
+ * Each worker hears of SIGTERM on its own turn and sends its GOAWAY then, while the other
+ * still listens: a client that reconnects at once could be served by a worker that had not
+ * drained yet (grpc-go.process.test.ts under WORKERS=2 saw its call after the GOAWAY answered
+ * OK). Before the fix, a new connection made during the drain was served on either server.
+ * The owner now raises a shared word before telling any worker, and from then no worker takes
+ * a new gRPC connection. A POST whose body has not all arrived holds the drain open meanwhile.
+ */
+for (const impl of ["ringlimit", "node-http2"]) {
+  t.test(`GRPC_SERVER_IMPL=${impl}: from SIGTERM no worker takes a new gRPC connection, while the drain still answers what is in flight`, async (t) => {
+    const { node, address } = await grpcNode(t, { GRPC_SERVER_IMPL: impl, DRAIN_TIMEOUT_MS: "30000" });
+    const [watcher] = clients(t, address, 1);
+    let serving!: () => void;
+    const first = new Promise<void>((resolve) => (serving = resolve));
+    const watched = watcher!.watch(2, "", () => serving());
+    const body = JSON.stringify({ namespace: "w", identifier: "held", limit: 10, duration: 3600 });
+    const held = net.connect(node.port, "127.0.0.1");
+    t.teardown(() => held.destroy());
+    let reply = "";
+    held.on("data", (d: Buffer) => (reply += d.toString()));
+    held.write(
+      `POST /limit HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_KEY}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
+    );
+    const inFlight = async () => Number(/^ringlimit_requests_in_flight (\d+)/m.exec((await request(node.url + "/metrics", { agent: false })).text)?.[1] ?? 0);
+    t.ok(await eventually(async () => (await inFlight()) === 1, 15_000), "the held POST is in flight");
+    await first;
+    node.signal("SIGTERM");
+    const seen = await watched;
+    t.same(
+      seen.map((m) => m.status),
+      ["SERVING", "NOT_SERVING"],
+      "the drain has reached a worker",
+    );
+    // Fresh connections, so that both workers are asked (each hashed by its address).
+    const late = await Promise.all(clients(t, address, 8).map((c) => grpcCode(c.shouldRateLimit(perDay("late", 1000)))));
+    t.same(
+      late.map((r) => r?.code),
+      Array(8).fill(14),
+      "every new connection refused: UNAVAILABLE, none served",
+    );
+    held.write(body.slice(10));
+    t.ok(await eventually(() => /\r\n\r\n\{/.test(reply), 15_000), "the held POST is answered");
+    t.match(reply, /^HTTP\/1\.1 200/, "with 200");
+    t.equal((await node.exited).code, 0, "then the node exits 0");
+  });
+}

@@ -29,6 +29,12 @@ export interface GrpcOptions {
   limits: GrpcLimits;
   /** WORKERS > 1: every worker thread listens on the port with SO_REUSEPORT (workers/grpc-door.ts) */
   reusePort?: boolean;
+  /**
+   * WORKERS > 1: true once the node's drain has begun in any thread; a new connection is then
+   * refused. Each thread sends its GOAWAY on its own turn while the others still listen, and a
+   * client that reconnects at once must not be served by a thread that has not drained yet.
+   */
+  refusing?: () => boolean;
 }
 
 export interface GrpcDeps {
@@ -93,6 +99,7 @@ export class RlsGrpcServer {
     this.server.maxConnections = limits.maxConnections;
     this.server.on("session", (session: Http2Session) => {
       session.on("error", () => {});
+      if (options.refusing?.() === true) return void session.destroy();
       this.guard.add(session);
     });
     this.server.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => this.onStream(stream, headers));

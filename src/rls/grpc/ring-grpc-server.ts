@@ -64,6 +64,7 @@ export class RingGrpcServer {
         prefaceTimeoutMs: bounds.prefaceTimeoutMs,
         idleTimeoutMs: bounds.idleTimeoutMs,
         ...(tls === undefined ? {} : { tls }),
+        ...(options.refusing === undefined ? {} : { refusing: options.refusing }),
       },
       {
         opened: (stream, now) => this.opened(stream, now),

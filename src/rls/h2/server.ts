@@ -13,6 +13,8 @@ export interface H2ServerOptions {
   idleTimeoutMs: number;
   /** set: TLS, with ALPN h2 (a certificate and key, or a secureContext: any tls.createServer options) */
   tls?: TlsOptions;
+  /** while it returns true a new connection is refused, as after drain() (GrpcOptions.refusing) */
+  refusing?: () => boolean;
 }
 
 /** how often timeouts and deadlines are looked at */
@@ -66,7 +68,7 @@ export class H2Server {
   }
 
   private accept(socket: Socket): void {
-    if (this.draining || socket.destroyed) return void socket.destroy(); // destroyed: refused by a check before this one
+    if (this.draining || this.options.refusing?.() === true || socket.destroyed) return void socket.destroy(); // destroyed: refused by a check before this one
     if (socket instanceof tls.TLSSocket && socket.alpnProtocol !== "h2" && socket.alpnProtocol !== false) return void socket.destroy();
     socket.setTimeout(0);
     if (this.connections.size >= this.options.maxConnections && !this.evictIdlest()) return void socket.destroy();

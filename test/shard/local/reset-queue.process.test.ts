@@ -7,8 +7,9 @@
  */
 import t from "tap";
 import { closeAgents, limit, request, TEST_KEY } from "../../harness/http-client.js";
-import { runWorkers, spawnNode } from "../../harness/node-process.js";
+import { spawnNode } from "../../harness/node-process.js";
 import { rawExchange } from "../../harness/raw-http.js";
+import { pipeliningSkip } from "../../harness/run-workers.js";
 
 t.teardown(closeAgents);
 
@@ -28,7 +29,7 @@ function resetRequest(identifier: string): string {
 // The storm is pipelined on one connection, which with WORKERS > 1 is closed at its second
 // request: every answer crosses to the state owner, none is given in uWS's handler
 // (docs/security.md, item 4). The owner's reset queue is the same with either.
-const skip = runWorkers() > 1 ? "pipelined: with WORKERS > 1 uWS closes the connection at the second request (docs/security.md, item 4)" : false;
+const skip = pipeliningSkip();
 
 t.test(`/health answers within ${HEALTH_BOUND_MS} ms while ${STORM} pipelined resets hit an identifier of ${DURATIONS} states`, { skip }, async (t) => {
   const node = await spawnNode({});

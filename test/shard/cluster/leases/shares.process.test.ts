@@ -5,9 +5,9 @@
 import t, { type Test } from "tap";
 import { SHARE_DIVISOR } from "../../../../src/shard/local/share-rule.js";
 import { hit, metric, startCluster } from "../../../harness/cluster.js";
-import { runWorkers } from "../../../harness/node-process.js";
 import { closeAgents, post } from "../../../harness/http-client.js";
 import { limitRequest, rawBursts, rawExchange } from "../../../harness/raw-http.js";
+import { pipeliningSkip } from "../../../harness/run-workers.js";
 import { eventually, sleep } from "../../../harness/wait.js";
 
 t.teardown(closeAgents);
@@ -41,7 +41,7 @@ function ownedBy(owner: number, prefix: string, n: number): string[] {
 // With WORKERS > 1 no answer is given in uWS's handler, shares' included (every decision is the
 // state owner's, a thread away), so a pipelined burst is closed at its second request
 // (docs/security.md, item 4): the pipelined cases below hold for a single-thread door only.
-const pipelinedSkip = runWorkers() > 1 ? "pipelined: with WORKERS > 1 uWS closes the connection at the second request (docs/security.md, item 4)" : false;
+const pipelinedSkip = pipeliningSkip();
 
 t.test("a non-owner answers a pipelined burst of keys it never saw, in order, and the connection stays open", { skip: pipelinedSkip }, async (t) => {
   await windowAfterUp(1);

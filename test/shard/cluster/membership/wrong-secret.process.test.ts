@@ -106,6 +106,8 @@ t.test("a ring of one: PEERS listing absent members is not ready, PEERS of itsel
   const lone = await spawnNode({ ...common, PEERS: [self, ...absent].join(",") }, { waitReady: false });
   t.teardown(() => lone.kill());
   await until("it has found the others down", () => /no cluster quorum yet/.test(lone.output()), 30_000);
+  // The cluster can say so before the HTTP port listens (with WORKERS > 1 the threads start first).
+  await until("it answers /ready", async () => (await request(lone.url + "/ready").catch(() => ({ status: 0 }))).status !== 0, 30_000);
   const r = await request(lone.url + "/ready");
   t.equal(r.status, 503, "not ready before it has reached a majority of its members");
   t.match(r.json.reason, /no quorum yet: sees 1 of 3 members/, "and says so");
