@@ -4,15 +4,22 @@
 // startNode), directly or through a helper such as test/peer/helpers.ts. .ci/run runs them a
 // second time with WORKERS=2, which the harness hands to every node it starts
 // (test/harness/run-workers.ts); the rest of the suite starts no node, so WORKERS changes
-// nothing for it. The kernel-level fault suite (dist/test/faults) is left out: it runs on its
-// own (test/faults/run). Run from the package's root after `npm run build`; prints nothing
-// (and exits 1) when there is no build.
+// nothing for it. LEFT_OUT says which node-starting files the lane would run for nothing.
+// Run from the package's root after `npm run build`; prints nothing (and exits 1) when there
+// is no build.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 
 const TESTS = path.resolve("dist/test");
 const STARTERS = ["dist/test/harness/node-process.js", "dist/test/harness/in-process-node.js", "dist/src/node.js"].map((p) => path.resolve(p));
-const LEFT_OUT = [path.join(TESTS, "faults")];
+const LEFT_OUT = [
+  // the kernel-level fault suite: it runs on its own (test/faults/run)
+  "faults",
+  // every node these start sets WORKERS=2 itself, so the suite has run them so already
+  "workers",
+  // the local-cluster tool starts its nodes itself, without the harness's WORKERS
+  "tools/local-cluster.process.test.js",
+].map((p) => path.join(TESTS, p));
 
 /** The relative modules a compiled file imports (static, dynamic, or for side effects). */
 function importsOf(file) {
@@ -41,7 +48,7 @@ function importGraph(roots) {
 /** The modules from which a starter can be reached: grown from the starters until nothing is added (cycles included). */
 function reachingStarters(graph) {
   const reaching = new Set(STARTERS);
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const [file, imports] of graph) {
       if (!reaching.has(file) && imports.some((i) => reaching.has(i))) {
@@ -54,9 +61,9 @@ function reachingStarters(graph) {
 }
 
 function testFiles(dir) {
-  if (LEFT_OUT.includes(dir)) return [];
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const full = path.join(dir, e.name);
+    if (LEFT_OUT.includes(full)) return [];
     if (e.isDirectory()) return testFiles(full);
     return e.name.endsWith(".test.js") ? [full] : [];
   });
