@@ -78,7 +78,11 @@ async function handOff(t: Test, algorithm: string, sign: number, after: readonly
   const fw = { algorithm, duration: g.windowS };
   let filled = 0;
   for (let i = 0; i < limit + 5; i++) if ((await hit(node0, id, limit, fw)).json.data.allowed === true) filled++;
-  t.equal(filled, limit, "node 0 admits the limit in its window");
+  // Under WORKERS=2 (3 runs of 3 at load 5 to 14, never with WORKERS=1 in the same runs) one of
+  // the two shared fills admitted 2,032 of 2,048 on node 0 alone: answers 0 to 2,031 allowed,
+  // then 429s, so one share (16) was counted on node 0 without an answer. Not yet explained (issue 40).
+  const todo = runWorkers() > 1 && limit >= SHARE_MIN_LIMIT ? "WORKERS > 1: node 0 alone sometimes admits its limit less one share (issue 40)" : false;
+  t.equal(filled, limit, "node 0 admits the limit in its window", { todo });
 
   // Node 1 back: node 0 hands the key to it before node 1's window ends.
   const back = await cluster.restart(1);
@@ -141,15 +145,10 @@ for (const sign of [-1, 1]) {
   });
 }
 
-// Under WORKERS=2 (3 runs of 3 at load 5 to 14, never with WORKERS=1 in the same runs) one of
-// the two fills below admitted 2,032 of 2,048 on node 0 alone: answers 0 to 2,031 allowed, then
-// 429s, so one share (16) was counted on node 0 without an answer for it. Not yet explained (issue 40).
-const sharedTodo = runWorkers() > 1 ? "WORKERS > 1: node 0 alone sometimes admits its limit less one share (issue 40)" : false;
 for (const sign of [-1, 1]) {
   const direction = sign < 0 ? "behind" : "ahead";
   t.test(
     `shared fixed window (limit ${SHARE_MIN_LIMIT}) handed to node 1 ${SKEW_S} s ${direction}: at most node 0's share of node 1's next window`,
-    { todo: sharedTodo },
     async (t) => {
       if (LIBFAKETIME === undefined) return t.plan(0, "libfaketime not installed (Debian: apt-get install -y libfaketime)");
       let h: HandedOff | undefined;
