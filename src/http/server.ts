@@ -70,6 +70,11 @@ export interface FrontEndDeps {
   isReady: () => boolean;
   /** why it is not (the body of a 503 on /ready); unset or undefined: no reason to give */
   notReadyReason?: () => string | undefined;
+  /**
+   * A worker thread (WORKERS > 1): whether the node's drain has begun, which /ready says
+   * before this thread's own startDraining() has run (the owner's word comes first).
+   */
+  nodeDraining?: () => boolean;
   /** the ring as clients see it: GET /cluster and the ring-version header */
   directory: RingDirectory;
   clock?: () => number;
@@ -127,7 +132,7 @@ export class FrontEnd {
     if (deps.top !== undefined) app.get("/top", topEndpoint(deps.verifier, deps.ids, this.clock, deps.top));
     app.any("/top", (res) => this.endError(res, Errors.methodNotAllowed, "GET"));
     app.any("/cluster", (res) => this.endError(res, Errors.methodNotAllowed, "GET"));
-    const readiness = () => (this.draining ? "draining" : this.deps.isReady() ? "ready" : "not ready");
+    const readiness = () => (this.draining || deps.nodeDraining?.() === true ? "draining" : this.deps.isReady() ? "ready" : "not ready");
     serveHealth(app, readiness, deps.policyLoaded, deps.notReadyReason);
     if (options.metricsPort === undefined) {
       app.get("/metrics", (res, req) => this.onMetrics(res, req));

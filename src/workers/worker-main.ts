@@ -122,6 +122,7 @@ class DirectoryMirror implements RingDirectory {
 }
 const directory = new DirectoryMirror();
 const isReady = (): boolean => Atomics.load(control, 0) === 1;
+const nodeDraining = (): boolean => Atomics.load(control, 2) === 1;
 /** the owner's reason for not being ready, by "not-ready" messages */
 let notReadyReason: string | undefined;
 const verifier = new ApiKeyVerifier(data.apiKeys, config.apiKeyHashes);
@@ -162,6 +163,7 @@ const frontEnd: FrontEnd = new FrontEnd(
     logger,
     isReady,
     notReadyReason: () => notReadyReason,
+    nodeDraining,
     directory,
     top: (q) => decider.top(q),
     rls,
@@ -174,7 +176,7 @@ const frontEnd: FrontEnd = new FrontEnd(
 const grpc: GrpcDoor | undefined =
   data.grpcPort === undefined
     ? undefined
-    : createGrpcDoor(config, grpcOptionsOf(config, { port: data.grpcPort, threads: config.workers, refusing: () => Atomics.load(control, 2) === 1 }), {
+    : createGrpcDoor(config, grpcOptionsOf(config, { port: data.grpcPort, threads: config.workers, refusing: nodeDraining }), {
         service: {
           shouldRateLimit(request, scope, done) {
             grpcCalls++;

@@ -320,9 +320,10 @@ export class WorkerPool {
   /** SIGTERM's first step: every worker's /ready answers 503 ("draining") from now on; connections stay open. */
   startDraining(): void {
     this.draining = true;
-    Atomics.store(this.control, 0, 0);
-    // Before any worker hears of the drain: from here no worker takes a new gRPC connection.
+    // Before any worker hears of the drain, and before "not ready": from here every worker's
+    // /ready says draining and no worker takes a new gRPC connection.
     Atomics.store(this.control, 2, 1);
+    Atomics.store(this.control, 0, 0);
     for (const t of this.threads) t?.worker.postMessage({ t: "drain" } satisfies ToWorker);
   }
 
