@@ -96,11 +96,23 @@ const frameworks: Record<string, Start> = {
 for (const [name, start] of Object.entries(frameworks)) {
   t.test(`${name}: concurrency: true admits 2 in flight and releases on finish and on error`, async (t) => {
     let g = gate();
-    const app = await start(uniqueId(name), () => g.opened);
+    // Only the first two requests a handler sees wait at the gate: a third let through (over the
+    // limit) answers at once and fails the test, where it would hang there until the timeout.
+    let entered = 0;
+    let bothIn!: () => void;
+    const twoEntered = new Promise<void>((r) => (bothIn = r));
+    const app = await start(uniqueId(name), () => {
+      entered++;
+      if (entered === 2) bothIn();
+      return entered <= 2 ? g.opened : Promise.resolve();
+    });
     t.teardown(() => app.close());
     const get = (path: string) => fetch(app.url + path, { headers: { "x-user": "u1" } });
     const inFlight = [get("/slow"), get("/slow")];
-    // Both hold a slot once the node has counted them: the third is refused meanwhile.
+    // Both hold a slot once their handlers run (the node counted them): only then is a third
+    // refused. Sent before, a third could take a slot the second had not yet (a CI run hung so).
+    await Promise.race([twoEntered, Promise.all(inFlight)]);
+    t.equal(entered, 2, "both in flight reached their handler");
     let third: Response | undefined;
     for (let i = 0; i < 100 && third?.status !== 429; i++) {
       third = await get("/slow").catch(() => undefined);
