@@ -111,26 +111,16 @@ export interface StatesWithFine {
 
 /** MERGE_FINE's payload: u32 length of the state records, the records (ages at `now`), then the overlay records. */
 export function encodeStatesWithFine(records: readonly StateRecord[], fine: readonly { key: string; fine: Readonly<FineLapses> }[], now: number): Buffer {
-  const states = encodeStates(records, now);
-  let size = 4 + states.length;
-  for (const f of fine) size += fineRecordBytes(f.key, f.fine.s.length);
-  const buf = Buffer.allocUnsafe(size);
-  buf.writeUInt32BE(states.length, 0);
-  states.copy(buf, 4);
-  let o = 4 + states.length;
-  for (const f of fine) o = writeFineRecord(buf, o, f.key, f.fine, now);
-  return buf.subarray(0, o);
+  return encodeReplicatedWithFine(encodeStates(records, now), fine, now);
 }
 
 /** Decode MERGE_FINE's payload; throws RangeError on one that cannot be split (nothing of it is applied then). */
 export function decodeStatesWithFine(payload: Buffer): StatesWithFine {
-  if (payload.length < 4) throw new RangeError("truncated hand-off batch");
-  const L = payload.readUInt32BE(0);
-  if (4 + L > payload.length) throw new RangeError("truncated hand-off batch");
-  return { records: decodeStates(payload.subarray(4, 4 + L)), fine: decodeFineRecords(payload, 4 + L, payload.length) };
+  const { records, fine } = decodeReplicatedWithFine(payload);
+  return { records: decodeStates(records), fine };
 }
 
-/** A replication batch with overlays (REPLICATE_FINE): REPLICATE's records as they came, their overlays decoded. */
+/** A batch with overlays (REPLICATE_FINE, and MERGE_FINE before its records are split): the records as they came, their overlays decoded. */
 export interface ReplicatedWithFine {
   records: Buffer;
   fine: FineRecord[];
@@ -157,8 +147,8 @@ export function encodeReplicatedWithFine(records: Buffer, fine: readonly { key: 
  * is applied then). The records are read as REPLICATE's are, one by one (forEachAgedRecord).
  */
 export function decodeReplicatedWithFine(payload: Buffer): ReplicatedWithFine {
-  if (payload.length < 4) throw new RangeError("truncated replication batch");
+  if (payload.length < 4) throw new RangeError("truncated batch with overlays");
   const L = payload.readUInt32BE(0);
-  if (4 + L > payload.length) throw new RangeError("truncated replication batch");
+  if (4 + L > payload.length) throw new RangeError("truncated batch with overlays");
   return { records: payload.subarray(4, 4 + L), fine: decodeFineRecords(payload, 4 + L, payload.length) };
 }
